@@ -1,0 +1,161 @@
+"""``airlock``: extract files into one IngestSelection from the command line.
+
+Text goes to stdout and every omission, with its reason, to stderr, so a pipeline can keep the
+text and still see why a file is missing. Exit codes: 0 every file admitted, 1 some omitted,
+2 usage error, 3 the broker is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import TextIO
+
+from sandbox.doctor import main as doctor_main
+
+from bridge import __version__
+from bridge.attachments import (
+    AttachmentRef,
+    ExtractionLimits,
+    Outcome,
+    TextExtractor,
+    assemble_selection,
+    extract_attachment,
+)
+from bridge.contracts import IngestSelection
+from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
+from bridge.kinds import guess_kind
+from sandbox.extractor import SandboxExtractor
+
+EXIT_OK = 0
+EXIT_OMITTED = 1
+EXIT_USAGE = 2
+EXIT_BROKER = 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="airlock",
+        description="Sandboxed extraction of untrusted uploads into bounded, labelled text.",
+    )
+    parser.add_argument("--version", action="version", version=f"airlock {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    extract = commands.add_parser(
+        "extract",
+        help="extract FILEs into one selection (text on stdout, omissions on stderr)",
+        description="Extract FILEs in an isolated sandbox and print the assembled selection: "
+        "text on stdout, one line per omitted file with its reason on stderr. "
+        "Exit 0 when every file was admitted, 1 when some were omitted.",
+    )
+    extract.add_argument("files", nargs="+", metavar="FILE", type=Path)
+    extract.add_argument("--json", action="store_true", help="print the whole selection as JSON")
+    extract.add_argument("--kind", help="declare every FILE as this kind instead of guessing")
+    defaults = ExtractionLimits()
+    for name in ("max_bytes", "max_pages", "max_text_chars", "max_total_chars"):
+        extract.add_argument(
+            "--" + name.replace("_", "-"),
+            type=int,
+            default=getattr(defaults, name),
+            metavar="N",
+            help=f"ceiling (default {getattr(defaults, name)})",
+        )
+
+    commands.add_parser(
+        "doctor",
+        help="report which sandbox mechanisms are active on this host",
+        description="Probe the sandbox on this host. Exit 1 when a mechanism named in "
+        "AIRLOCK_SANDBOX_REQUIRE is missing.",
+    )
+    return parser
+
+
+def _read_refs(files: Sequence[Path], kind: str | None) -> list[AttachmentRef]:
+    refs = []
+    for path in files:
+        payload = path.read_bytes()
+        guessed_kind, media_type = guess_kind(path.name, payload[:16])
+        refs.append(AttachmentRef(path.name, kind or guessed_kind, media_type, payload))
+    return refs
+
+
+class _Progress:
+    """A one-line counter on stderr, shown only to a person watching a terminal."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self._total = total
+        self._stream = stream
+        self._enabled = total > 1 and stream.isatty()
+        self._done = 0
+
+    def step(self) -> None:
+        self._done += 1
+        if self._enabled:
+            end = "\n" if self._done == self._total else ""
+            self._stream.write(f"\rextracting {self._done}/{self._total}{end}")
+            self._stream.flush()
+
+
+def _outcomes(
+    refs: Sequence[AttachmentRef],
+    extractor: TextExtractor,
+    limits: ExtractionLimits,
+    progress: _Progress,
+) -> Iterator[tuple[AttachmentRef, Outcome]]:
+    def one(ref: AttachmentRef) -> Outcome:
+        try:
+            return extract_attachment(ref, extractor, limits)
+        except (IngestionRejected, ExtractionFailed) as exc:
+            return exc
+
+    # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
+    # input order, so the selection is the one AttachmentSource.select would build.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for ref, outcome in zip(refs, pool.map(one, refs), strict=True):
+            progress.step()
+            yield ref, outcome
+
+
+def _print_selection(selection: IngestSelection, as_json: bool) -> None:
+    if as_json:
+        json.dump(asdict(selection), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+    elif selection.text:
+        sys.stdout.write(selection.text + "\n")
+    for label, reason in selection.dropped:
+        sys.stderr.write(f"airlock: omitted {label}: {reason}\n")
+
+
+def _extract(args: argparse.Namespace) -> int:
+    limits = ExtractionLimits(
+        max_bytes=args.max_bytes,
+        max_pages=args.max_pages,
+        max_text_chars=args.max_text_chars,
+        max_total_chars=args.max_total_chars,
+    )
+    refs = _read_refs(args.files, args.kind)
+    extractor = SandboxExtractor()
+    progress = _Progress(len(refs), sys.stderr)
+    selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
+    _print_selection(selection, args.json)
+    return EXIT_OMITTED if selection.dropped else EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.command == "extract":
+            return _extract(args)
+        return doctor_main()
+    except (OSError, BridgeContractError) as exc:
+        sys.stderr.write(f"airlock: {exc}\n")
+        return EXIT_USAGE

@@ -1,0 +1,53 @@
+"""Which kind and media type a file on disk is declared as, for callers that only have a path.
+
+The declaration is a hint for routing, never a trust decision: the archive guard looks at the
+bytes whatever the media type says, and the image extractor refuses any format outside its
+allowlist whatever the extension says.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+_BY_SUFFIX: dict[str, tuple[str, str]] = {
+    ".pdf": ("pdf", "application/pdf"),
+    ".docx": ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    ".png": ("image", "image/png"),
+    ".jpg": ("image", "image/jpeg"),
+    ".jpeg": ("image", "image/jpeg"),
+    ".tif": ("image", "image/tiff"),
+    ".tiff": ("image", "image/tiff"),
+    ".gif": ("image", "image/gif"),
+    ".webp": ("image", "image/webp"),
+    ".bmp": ("image", "image/bmp"),
+    ".txt": ("text", "text/plain"),
+    ".text": ("text", "text/plain"),
+    ".md": ("text", "text/markdown"),
+    ".csv": ("text", "text/csv"),
+    ".log": ("text", "text/plain"),
+}
+
+# Magic numbers for files whose name says nothing (uploads named "blob", "file", "scan").
+_BY_MAGIC: tuple[tuple[bytes, tuple[str, str]], ...] = (
+    (b"%PDF-", _BY_SUFFIX[".pdf"]),
+    (b"\x89PNG\r\n\x1a\n", _BY_SUFFIX[".png"]),
+    (b"\xff\xd8\xff", _BY_SUFFIX[".jpg"]),
+    (b"II*\x00", _BY_SUFFIX[".tif"]),
+    (b"MM\x00*", _BY_SUFFIX[".tif"]),
+    (b"GIF8", _BY_SUFFIX[".gif"]),
+    (b"BM", _BY_SUFFIX[".bmp"]),
+    (b"PK\x03\x04", _BY_SUFFIX[".docx"]),
+)
+
+
+def guess_kind(filename: str, head: bytes) -> tuple[str, str]:
+    """The (kind, media type) to declare for a file: by suffix, then by magic, else text."""
+    by_suffix = _BY_SUFFIX.get(PurePath(filename).suffix.lower())
+    if by_suffix is not None:
+        return by_suffix
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return _BY_SUFFIX[".webp"]
+    for magic, declared in _BY_MAGIC:
+        if head.startswith(magic):
+            return declared
+    return _BY_SUFFIX[".txt"]

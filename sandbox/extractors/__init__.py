@@ -1,0 +1,1 @@
+"""The parsers. Imported only by the fork server and run only inside a jailed child."""

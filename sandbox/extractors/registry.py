@@ -1,0 +1,55 @@
+"""Which function parses which kind.
+
+Extractors register by kind with :func:`extractor`. The fork server imports every module that
+registers one *before* it forks, so a child never imports a parser lazily (after the uid drop
+and the Landlock ruleset it could not read the module files, and a lazy import is also a path
+an attacker's bytes could steer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from sandbox.limits import ParseLimits
+
+
+class Extractor(Protocol):
+    def __call__(self, media_type: str, payload: bytes, limits: ParseLimits) -> str: ...
+
+
+class Refusal(Exception):  # noqa: N818 - a refusal is an outcome, not a bug
+    """Raised *inside the child* when a document breaks a ParseLimits ceiling.
+
+    It never crosses the process boundary as an object: the child turns it into the error
+    code ``code`` plus ``reason`` in its JSON answer, and the parent maps the code to one of
+    its own exception classes.
+    """
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+_REGISTRY: dict[str, Extractor] = {}
+
+
+def extractor(kind: str) -> Callable[[Extractor], Extractor]:
+    """Register the decorated function as the parser for ``kind``."""
+
+    def register(function: Extractor) -> Extractor:
+        if kind in _REGISTRY and _REGISTRY[kind] is not function:
+            raise ValueError(f"an extractor for kind {kind!r} is already registered")
+        _REGISTRY[kind] = function
+        return function
+
+    return register
+
+
+def lookup(kind: str) -> Extractor | None:
+    return _REGISTRY.get(kind)
+
+
+def registered_kinds() -> frozenset[str]:
+    return frozenset(_REGISTRY)

@@ -1,0 +1,66 @@
+"""The ceilings a sandboxed job runs under.
+
+Two values, because they bound different things: ``ParseLimits`` travel *into* the child with
+each job and bound what a parser may produce (pages, pixels, language); ``SandboxLimits`` are the
+kernel-enforced ceilings the child is jailed with before it reads a byte (memory, CPU, wall
+clock, answer size, processes). A parser that ignores the first is still stopped by the second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ParseLimits:
+    """Ceilings checked by the extractors themselves, inside the child.
+
+    ``max_pixels`` bounds one decoded image or frame: a 50000x50000 PNG is a few kilobytes on
+    the wire and 7.5 GB once decoded, so the declared size is refused from the header before
+    any decoder allocates. ``max_text_chars`` lets an extractor stop early instead of building
+    a string the bridge will refuse anyway.
+    """
+
+    max_pages: int = 20
+    max_pixels: int = 40_000_000
+    max_text_chars: int = 50_000
+    ocr_language: str = "eng"
+
+    def __post_init__(self) -> None:
+        if self.max_pages < 1 or self.max_pixels < 1 or self.max_text_chars < 1:
+            raise ValueError("parse limits must be positive")
+        if not self.ocr_language or not all(
+            part.isascii() and part.replace("_", "").isalnum()
+            for part in self.ocr_language.split("+")
+        ):
+            # The language travels to tesseract's command line; only names like 'eng' or
+            # 'eng+deu' may, never an option or a path.
+            raise ValueError(f"OCR language {self.ocr_language!r} is not a tesseract language name")
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Kernel-enforced ceilings for one child (defaults documented in docs/sandbox.md)."""
+
+    memory_bytes: int = 1024 * MIB
+    cpu_seconds: int = 60
+    wall_seconds: float = 120.0
+    output_bytes: int = 4 * MIB
+    processes: int = 8
+    file_size_bytes: int = 64 * MIB
+    open_files: int = 64
+
+    def __post_init__(self) -> None:
+        for name in (
+            "memory_bytes",
+            "cpu_seconds",
+            "wall_seconds",
+            "output_bytes",
+            "processes",
+            "file_size_bytes",
+            "open_files",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"sandbox limit {name} must be positive")
