@@ -17,6 +17,14 @@ from bridge.attachments import (
     extract_attachment,
     normalise_extracted,
 )
+from bridge.citations import (
+    DEFAULT_LAYER_NAMES,
+    SOURCE_REFERENCE,
+    Citation,
+    CitationIndex,
+    CitationTagFilter,
+    drop_ungrounded_citations,
+)
 from bridge.contracts import (
     ContextContribution,
     ContextContributor,
@@ -32,6 +40,14 @@ from bridge.contracts import (
     ordering_key,
     resolve_scope,
 )
+from bridge.documents import (
+    DocumentPolicy,
+    DocumentSource,
+    DocumentStore,
+    StoredDocument,
+    document_contribution,
+    validate_document_id,
+)
 from bridge.errors import (
     BridgeContractError,
     ExtractionFailed,
@@ -39,20 +55,55 @@ from bridge.errors import (
     KnowledgeBridgeError,
     OutboundRejected,
 )
+from bridge.factory import knowledge_sources
 from bridge.labels import FALLBACK_LABEL, MAX_LABEL_CHARS, MAX_SOURCE_CHARS, safe_label, safe_source
+from bridge.multimodal import (
+    ContentPart,
+    PartType,
+    media_part,
+    text_part,
+    to_anthropic_blocks,
+    to_openai_blocks,
+)
+from bridge.outbound import ALLOWED_URL_SCHEMES, check_outbound_url
+from bridge.provider import (
+    KnowledgeFragment,
+    KnowledgeProvider,
+    ProviderRetriever,
+    ProviderUnavailable,
+)
+from bridge.retrieval import (
+    FragmentSelection,
+    KnowledgeRetriever,
+    KnowledgeSource,
+    RetrievalPolicy,
+    RetrievedFragment,
+    flatten_content,
+    knowledge_contribution,
+    render_fragments,
+    select_fragments,
+    selection_revision,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALLOWED_URL_SCHEMES",
+    "DEFAULT_LAYER_NAMES",
     "DEFAULT_LIMITS",
     "EXTRACTABLE_KINDS",
     "FALLBACK_LABEL",
     "MAX_LABEL_CHARS",
     "MAX_SOURCE_CHARS",
+    "SOURCE_REFERENCE",
     "ArchiveLimitExceeded",
     "AttachmentRef",
     "AttachmentSource",
     "BridgeContractError",
+    "Citation",
+    "CitationIndex",
+    "CitationTagFilter",
+    "ContentPart",
     "ContextContribution",
     "ContextContributor",
     "ContextLayer",
@@ -61,24 +112,52 @@ __all__ = [
     "ContextScope",
     "ContextSource",
     "ContextTier",
+    "DocumentPolicy",
+    "DocumentSource",
+    "DocumentStore",
     "ExtractedAttachment",
     "ExtractionFailed",
     "ExtractionLimits",
+    "FragmentSelection",
     "IngestSelection",
     "IngestionRejected",
     "KnowledgeBridgeError",
+    "KnowledgeFragment",
+    "KnowledgeProvider",
+    "KnowledgeRetriever",
+    "KnowledgeSource",
     "OutboundRejected",
+    "PartType",
+    "ProviderRetriever",
+    "ProviderUnavailable",
+    "RetrievalPolicy",
+    "RetrievedFragment",
     "StaticContextSource",
+    "StoredDocument",
     "TextExtractor",
     "attachment_contribution",
+    "check_outbound_url",
     "contribution_spec",
+    "document_contribution",
+    "drop_ungrounded_citations",
     "extract_attachment",
+    "flatten_content",
     "inspect_zip_limits",
     "is_zip_container",
+    "knowledge_contribution",
+    "knowledge_sources",
     "layer_index",
+    "media_part",
     "normalise_extracted",
     "ordering_key",
+    "render_fragments",
     "resolve_scope",
     "safe_label",
     "safe_source",
+    "select_fragments",
+    "selection_revision",
+    "text_part",
+    "to_anthropic_blocks",
+    "to_openai_blocks",
+    "validate_document_id",
 ]
