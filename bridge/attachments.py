@@ -31,6 +31,9 @@ from bridge.labels import safe_label, strip_invisible
 #: container is not handed to a parser "to find out what it is".
 EXTRACTABLE_KINDS = frozenset({"pdf", "docx", "image", "text"})
 
+# Kinds whose parser opens the payload with zipfile.
+_ZIP_PARSED_KINDS = frozenset({"docx"})
+
 # C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in
 # extracted text reach a model (and an operator's terminal) as instructions, not as content.
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -155,7 +158,9 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
             f"{limits.max_bytes}-byte raw-input ceiling checked before dispatch (AS-ING-6); "
             "archive expansion is bounded separately."
         )
-    if is_zip_container(ref.media_type, ref.payload):
+    # A docx is opened by zipfile whatever its declared media type says, so it is inspected
+    # even when the type and the leading bytes hide that it is an archive.
+    if ref.kind in _ZIP_PARSED_KINDS or is_zip_container(ref.media_type, ref.payload):
         try:
             inspect_zip_limits(
                 ref.payload,

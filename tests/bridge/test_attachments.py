@@ -93,14 +93,29 @@ def test_unknown_kind_reason_cannot_carry_a_payload() -> None:
     assert len(str(info.value)) < 400
 
 
-def test_zip_bomb_refused_before_dispatch() -> None:
+def _bomb() -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("word/document.xml", b"\x00" * 4_000_000)
+    return buffer.getvalue()
+
+
+DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+@pytest.mark.parametrize(
+    ("payload", "media_type"),
+    [
+        (_bomb(), DOCX_TYPE),
+        # Declared as plain text and hidden behind a prefix, it is still opened by zipfile as
+        # a docx, so it is still inspected.
+        (b"just some text " + _bomb() + b" trailing", "text/plain"),
+    ],
+)
+def test_zip_bomb_refused_before_dispatch(payload: bytes, media_type: str) -> None:
     extractor = Utf8Extractor()
-    docx = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
     with pytest.raises(IngestionRejected, match="rejected before dispatch") as info:
-        extract_attachment(ref("bomb.docx", buffer.getvalue(), "docx", docx), extractor)
+        extract_attachment(ref("bomb.docx", payload, "docx", media_type), extractor)
     assert extractor.calls == []
     assert info.value.__cause__ is not None
 
