@@ -18,7 +18,7 @@ class Extractor(Protocol):
     def __call__(self, media_type: str, payload: bytes, limits: ParseLimits) -> str: ...
 
 
-class Refusal(Exception):  # noqa: N818 - a refusal is an outcome, not a bug
+class Refusal(Exception):
     """Raised *inside the child* when a document breaks a ParseLimits ceiling.
 
     It never crosses the process boundary as an object: the child turns it into the error

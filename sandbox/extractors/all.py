@@ -1,0 +1,133 @@
+"""Every extractor, imported by the fork server once, before it forks.
+
+Importing this module registers the four kinds. :func:`warm_up` then runs each parser's code
+paths once on tiny samples built in memory, because the libraries import more on first use:
+Pillow's colour names, pypdf's image and text-extraction modules and font metrics, the codecs
+charset_normalizer tries and pypdf's "charmap", zipfile's cp437 file-name codec. A child that
+has dropped to an unprivileged uid under Landlock cannot read those files any more; a lazy
+import there would fail on the first real document instead of here, loudly, at start-up.
+"""
+
+from __future__ import annotations
+
+import encodings
+import importlib
+import io
+import pkgutil
+from typing import Any
+
+import docx as python_docx
+from PIL import Image, ImageDraw
+from pypdf import PdfReader, PdfWriter
+from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
+
+from sandbox.extractors import docx, image, ocr, pdf, text
+from sandbox.limits import ParseLimits
+
+__all__ = ["docx", "image", "pdf", "text", "warm_up"]
+
+
+def warm_up() -> None:
+    """Exercise every lazily imported path of the parsers once; tesseract itself is not run."""
+    limits = ParseLimits()
+    _warm_codecs()
+    _warm_images(limits)
+    _warm_pdf(limits)
+    _warm_docx(limits)
+    _warm_text(limits)
+
+
+def _sample_image(mode: str) -> Image.Image:
+    picture = Image.new(mode, (48, 32), "white")
+    ImageDraw.Draw(picture).rectangle((8, 8, 40, 24), fill="black")
+    return picture
+
+
+def _warm_images(limits: ParseLimits) -> None:
+    """Decode each accepted format (TIFF also with its fax and LZW codecs, GIF with two frames)
+    and encode every kind of frame the OCR path hands tesseract."""
+    samples: list[tuple[Image.Image, str, dict[str, Any]]] = [
+        (_sample_image("RGB"), "PNG", {}),
+        (_sample_image("RGBA"), "PNG", {}),
+        (_sample_image("RGB"), "JPEG", {}),
+        (_sample_image("1"), "TIFF", {"compression": "group4"}),
+        (_sample_image("L"), "TIFF", {"compression": "tiff_lzw"}),
+        (_sample_image("P"), "GIF", {"save_all": True, "append_images": [_sample_image("P")]}),
+        (_sample_image("RGB"), "WEBP", {}),
+        (_sample_image("RGB"), "BMP", {}),
+    ]
+    for picture, file_format, options in samples:
+        buffer = io.BytesIO()
+        picture.save(buffer, format=file_format, **options)
+        with ocr.decoding_under(limits):
+            for frame in image.decoded_frames(buffer.getvalue(), limits):
+                ocr.encode_for_tesseract(frame)
+
+
+def _warm_pdf(limits: ParseLimits) -> None:
+    """Read an encrypted (empty password) PDF with a compressed text page, and decode the
+    images of scanned pages as pypdf hands them to OCR (CCITT fax and JPEG)."""
+    writer = PdfWriter()
+    page = writer.add_blank_page(width=200, height=200)
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    page[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+    )
+    content = DecodedStreamObject()
+    content.set_data(b"BT /F1 12 Tf 20 100 Td (warm) Tj ET")
+    page.replace_contents(ArrayObject([content]))
+    page.compress_content_streams()
+    writer.encrypt(user_password="", algorithm="RC4-128")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    pdf.extract_pdf("application/pdf", buffer.getvalue(), limits)
+
+    for mode in ("1", "L"):
+        scan = io.BytesIO()
+        _sample_image(mode).save(scan, format="PDF")
+        with ocr.decoding_under(limits):
+            for picture in pdf.scanned_images(PdfReader(scan).pages[0]):
+                ocr.encode_for_tesseract(picture)
+
+
+def _warm_docx(limits: ParseLimits) -> None:
+    """Read a DOCX with a table and a header, as python-docx's own template writes it."""
+    document = python_docx.Document()
+    document.add_paragraph("warm")
+    document.add_table(rows=1, cols=2).cell(0, 1).text = "cell"
+    document.sections[0].header.paragraphs[0].text = "header"
+    buffer = io.BytesIO()
+    document.save(buffer)
+    docx.extract_docx("application/octet-stream", buffer.getvalue(), limits)
+
+
+def _warm_codecs() -> None:
+    """Import every codec of the standard library.
+
+    Codecs load by name on first use, and the names come from the document: charset_normalizer
+    tries dozens while guessing, pypdf decodes names and ToUnicode maps with "charmap".
+    """
+    for module in pkgutil.iter_modules(encodings.__path__):
+        try:
+            importlib.import_module(f"encodings.{module.name}")
+        except ImportError:  # Windows-only codecs (mbcs, oem)
+            continue
+
+
+def _warm_text(limits: ParseLimits) -> None:
+    """Decode each byte-order-mark kind, plain UTF-8, and a legacy code page by detection."""
+    sample = "Déjà vu, naïve façade — “quoted”."
+    for payload in (
+        sample.encode("utf-8"),
+        sample.encode("utf-8-sig"),
+        sample.encode("utf-16"),
+        sample.encode("utf-32"),
+        sample.encode("cp1252"),
+    ):
+        text.extract_text("text/plain", payload, limits)

@@ -1,0 +1,176 @@
+"""Pillow's decoder registry, the pixel ceiling, and OCR of one decoded image by tesseract.
+
+Shared by the image extractor and by the PDF extractor's scanned pages, so both decode under the
+same six decoders and the same pixel ceiling and hand tesseract the same kind of input.
+
+Importing this module prunes Pillow's registry of format openers to exactly
+:data:`ACCEPTED_FORMATS`. Passing ``formats=`` to ``Image.open`` protects only the calls that
+pass it; pruning also covers the ones that do not (pypdf's, or a plugin's own), so no byte
+sequence can reach the EPS opener (which runs Ghostscript), PSD, FITS, ICNS, JPEG 2000 or the
+other rarely fuzzed decoders. A PDF image in a pruned format (JPXDecode, for instance) fails
+with a typed error instead of being decoded.
+
+tesseract is run directly with :mod:`subprocess`, not through pytesseract: under memory pressure
+tesseract exits 0 with empty output and reports the failure only on stderr, and pytesseract
+discards stderr whenever the exit status is 0, so a page it failed to read would become an
+empty page of a document that is otherwise complete.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from PIL import Image, ImageFile
+
+from sandbox.extractors.registry import Refusal
+from sandbox.limits import ParseLimits
+
+ACCEPTED_FORMATS = ("PNG", "JPEG", "TIFF", "GIF", "WEBP", "BMP")
+
+# Resolved once in the fork server: a child must not search PATH, and the runner's Landlock
+# rules allow exactly this executable.
+TESSERACT = shutil.which("tesseract")
+
+# Leptonica prints "Error in ..." when an allocation fails, and tesseract still exits 0 with
+# empty or partial text (measured with tesseract 5.3 under a 95 MB address-space limit).
+# "Empty page!!" with exit 0 is the same failure as other builds report it; tesseract 5.3 does
+# not print it for a page that is merely blank, so with empty output it counts as a failure.
+_LEPTONICA_ERROR = b"Error in "
+_EMPTY_PAGE = b"Empty page!!"
+
+
+class OcrFailed(RuntimeError):
+    """tesseract did not read an image it was given; the runner reports it as a parser error."""
+
+
+def _restrict_pillow() -> None:
+    """Load every plugin once, then forget all openers but the accepted six.
+
+    ``Image.init()`` runs first so that nothing loads the remaining plugins later and
+    re-registers them: once Pillow is initialised it never imports plugins again.
+    """
+    Image.init()
+    for name in list(Image.OPEN):
+        if name not in ACCEPTED_FORMATS:
+            del Image.OPEN[name]
+    Image.ID[:] = [name for name in Image.ID if name in ACCEPTED_FORMATS]
+    # A truncated image must fail, not decode into a picture padded with grey.
+    ImageFile.LOAD_TRUNCATED_IMAGES = False
+
+
+_restrict_pillow()
+
+
+@contextmanager
+def decoding_under(limits: ParseLimits) -> Iterator[None]:
+    """Make Pillow's own bomb check refuse exactly above the pixel ceiling, for one job.
+
+    Pillow checks the declared size inside ``Image.open``, before any pixel is decoded, for
+    every caller including pypdf; it only warns between ``MAX_IMAGE_PIXELS`` and twice that, so
+    the warning is raised as an error here. :func:`check_pixels` stays as the independent guard
+    for frames Pillow does not check (later TIFF pages, images pypdf builds from raw samples).
+    """
+    previous = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = limits.max_pixels
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            yield
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise Refusal("ceiling", f"{exc} (the pixel ceiling is {limits.max_pixels})") from exc
+    finally:
+        Image.MAX_IMAGE_PIXELS = previous
+
+
+def check_pixels(size: tuple[int, int], limits: ParseLimits) -> None:
+    """Refuse an image whose declared size exceeds the pixel ceiling, before it is decoded.
+
+    A 50000x50000 PNG is a few kilobytes on the wire and 7.5 GB once decoded.
+    """
+    width, height = size
+    if width * height > limits.max_pixels:
+        raise Refusal(
+            "ceiling",
+            f"an image of {width}x{height} = {width * height} pixels exceeds the "
+            f"{limits.max_pixels}-pixel ceiling",
+        )
+
+
+def ocr_image(image: Image.Image, limits: ParseLimits) -> str:
+    """Return the text tesseract reads in one decoded image (one frame, one page image)."""
+    check_pixels(image.size, limits)
+    return _run_tesseract(encode_for_tesseract(image), limits.ocr_language)
+
+
+def encode_for_tesseract(image: Image.Image) -> bytes:
+    """Encode one frame as a PNG for tesseract's stdin.
+
+    tesseract gets exactly one decoded frame, never the uploaded file: tesseract loops forever
+    on a TIFF whose page chain points back to itself. The image travels on stdin, so OCR
+    writes no file. PNG at the fastest compression level: a 600-dpi page took tesseract
+    1.1-1.3 s as uncompressed PNM or BMP on stdin and 0.5 s as this PNG, which costs 80 ms to
+    encode. Transparent pixels are laid on white: converting RGBA or a transparent palette to
+    RGB would otherwise turn a transparent background black and hide dark text on it.
+    """
+    bands = image.getbands()
+    if "A" in bands or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        canvas = Image.new("RGBA", rgba.size, "white")
+        ready = Image.alpha_composite(canvas, rgba).convert("RGB")
+    elif image.mode in ("1", "L", "RGB"):
+        ready = image
+    elif len(bands) == 1:
+        ready = image.convert("L")
+    else:
+        ready = image.convert("RGB")
+    buffer = io.BytesIO()
+    ready.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
+
+
+def _run_tesseract(png: bytes, language: str) -> str:
+    """Run tesseract on one image and fail loudly when it did not read it.
+
+    ``OMP_THREAD_LIMIT=1``: a job uses one core; with OpenMP's default a 300-dpi page took 18 s
+    instead of 2.5 s on two shared cores. stderr is read whole: its size is bounded by
+    tesseract's CPU limit, and a flood would end the child as a typed memory failure.
+    """
+    if TESSERACT is None:
+        raise OcrFailed("the tesseract binary is not installed")
+    completed = subprocess.run(
+        [TESSERACT, "stdin", "stdout", "-l", language, "--psm", "3"],
+        input=png,
+        capture_output=True,
+        env={**os.environ, "OMP_THREAD_LIMIT": "1"},
+        check=False,
+    )
+    text = completed.stdout.decode("utf-8", errors="replace").replace("\f", "").strip()
+    if completed.returncode != 0:
+        raise OcrFailed(
+            f"tesseract exited with status {completed.returncode}: "
+            f"{_complaint(completed.stderr, b'')}"
+        )
+    if _LEPTONICA_ERROR in completed.stderr:
+        raise OcrFailed(
+            "tesseract exited 0 but did not read the image: "
+            f"{_complaint(completed.stderr, _LEPTONICA_ERROR)}"
+        )
+    if _EMPTY_PAGE in completed.stderr and not text:
+        raise OcrFailed("tesseract exited 0 but did not read the image: Empty page!!")
+    return text
+
+
+def _complaint(stderr: bytes, marker: bytes) -> str:
+    """The first stderr line containing ``marker``, for the failure's reason.
+
+    tesseract's first lines are often notes ("Estimating resolution as 300") that would hide
+    the error that matters.
+    """
+    lines = [line for line in stderr.splitlines() if marker in line and line.strip()]
+    return lines[0].decode("utf-8", errors="replace").strip()[:200] if lines else "no message"

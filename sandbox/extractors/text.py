@@ -1,0 +1,83 @@
+"""Plain text: decoding bytes of unknown encoding, and the character budget every extractor uses.
+
+Decoding is deterministic: a byte-order mark decides first, then strict UTF-8, and only bytes
+that are not UTF-8 go to charset_normalizer, so the same payload always decodes the same way
+and valid UTF-8 is never re-guessed as some legacy code page. The media type's ``charset``
+parameter is not consulted: it is as untrusted as the bytes and often wrong.
+"""
+
+from __future__ import annotations
+
+import codecs
+
+from charset_normalizer import from_bytes
+
+from sandbox.extractors.registry import Refusal, extractor
+from sandbox.limits import ParseLimits
+
+# UTF-32 before UTF-16: the UTF-32-LE mark begins with the UTF-16-LE one.
+_BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+# Extraction stops once text runs this many times past max_text_chars. Not at 1x: the bridge
+# measures text after normalising it (collapsing whitespace, dropping layout padding), which
+# can shrink it, so refusing at 1x could refuse a document the bridge would accept. Past 4x the
+# document is refused anyway, and stopping there bounds the work and the answer's size.
+_CEILING_MARGIN = 4
+
+
+class TextBudget:
+    """Counts the characters an extractor produces and refuses the document once they run far
+    past the text ceiling, so a page bomb or a table that repeats a merged cell a million
+    times ends in a refusal instead of a string the size of the memory limit."""
+
+    def __init__(self, limits: ParseLimits) -> None:
+        self._ceiling = limits.max_text_chars
+        self._allowance = limits.max_text_chars * _CEILING_MARGIN
+        self._spent = 0
+
+    def spend(self, text: str) -> str:
+        """Count ``text`` against the budget and return it unchanged."""
+        self._spent += len(text)
+        if self._spent > self._allowance:
+            raise Refusal(
+                "ceiling",
+                f"more than {self._allowance} characters of text exceeds the "
+                f"{self._ceiling}-character ceiling",
+            )
+        return text
+
+
+@extractor("text")
+def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    text = decode_text(payload)
+    if "\x00" in text:
+        # Text files never contain NUL; bytes full of them are binary that happens to be valid
+        # UTF-8 (or a wrong guess), and handing them on would label noise as a document.
+        raise Refusal("unreadable", "the payload decodes to NUL characters: it is binary, not text")
+    return TextBudget(limits).spend(text)
+
+
+def decode_text(payload: bytes) -> str:
+    """Decode ``payload`` by byte-order mark, else as UTF-8, else by charset detection."""
+    for mark, codec in _BYTE_ORDER_MARKS:
+        if payload.startswith(mark):
+            try:
+                return payload.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise Refusal(
+                    "unreadable", f"the payload starts with a {codec} byte-order mark but {exc}"
+                ) from exc
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    best = from_bytes(payload).best()
+    if best is None:
+        raise Refusal("unreadable", "the payload is not text in any encoding the detector trusts")
+    return str(best)

@@ -1,0 +1,852 @@
+"""The extractors, called in-process: real documents scored by CER, hostile files refused.
+
+Isolation (rlimits, namespaces, seccomp, Landlock) is the runner's and is tested there; these
+tests show what each parser does with the bytes it is given. Every hostile file must end in a
+``Refusal`` or an exception within its timeout, never a hang, and the bombs within bounded
+memory. OCR is slow on two shared cores, so every corpus document is extracted once per session
+and the hostile image tests refuse before tesseract runs wherever that is the point.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import io
+import json
+import random
+import resource
+import struct
+import subprocess
+import sys
+import time
+import tracemalloc
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import docx as python_docx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from PIL import EpsImagePlugin, Image, ImageDraw
+from pypdf import PdfWriter
+from pypdf.errors import PdfReadError
+
+from sandbox.extractors import all as everything
+from sandbox.extractors import ocr
+from sandbox.extractors.docx import extract_docx
+from sandbox.extractors.image import decoded_frames, extract_image
+from sandbox.extractors.pdf import extract_pdf
+from sandbox.extractors.registry import Refusal, lookup, registered_kinds
+from sandbox.extractors.text import extract_text
+from sandbox.limits import ParseLimits
+from tests.cer import cer, levenshtein, normalise
+from tests.conftest import CORPUS_DIR
+
+LIMITS = ParseLimits()
+KIND_OF_CATEGORY = {
+    "pdf-text": "pdf",
+    "pdf-form": "pdf",
+    "pdf-scanned": "pdf",
+    "docx": "docx",
+    "image": "image",
+}
+
+# CER ceilings per corpus category, set with a margin above what this code measured (pypdf 7.1,
+# python-docx 1.2, tesseract 5.3 eng, --psm 3):
+#   pdf-text  max 0.136 (Korean report: docling's GT reorders footnotes and table cells)
+#   pdf-scanned 0.000 both, the 90-degree-rotated page included (/Rotate over an upright scan)
+#   docx      max 0.177 (numbered headings: the GT has outline numbers Word computes at render
+#             time, which are not in the text runs)
+#   image     max 0.078 (UNLV magazine page: column zoning), the rotated phototest PNG 0.000
+#             (tesseract's layout analysis reads 90-degree text without OSD)
+CER_CEILING = {"pdf-text": 0.20, "pdf-scanned": 0.05, "docx": 0.25, "image": 0.12}
+# Files whose measured CER is above their category's ceiling for a known, accepted reason.
+CER_EXCEPTIONS = {
+    # 0.436: headers and footers are extracted on purpose; docling's GT leaves them out.
+    "docling_docx_page_header_footer_first_page.docx": 0.50,
+    # 0.538: pypdf emits the Arabic word twice around the Latin one (a 13-character GT).
+    "pypdf-samples_habibi-arabic.pdf": 0.60,
+}
+# 0.997: vertical CID fonts without a usable ToUnicode map; pypdf outputs glyph codes.
+# Strict, so a pypdf that learns to read it makes this test fail and the list be updated.
+CER_KNOWN_FAILURES = {"pdfminer_jo-japanese.pdf"}
+# SOURCES.md: the Japanese reference uses full-width brackets where the PDF has vertical
+# presentation forms; compare after NFKC.
+NFKC_SCORED = {"pdfminer_jo-japanese.pdf"}
+
+
+def _manifest() -> list[dict[str, object]]:
+    return list(json.loads((CORPUS_DIR / "manifest.json").read_text())["documents"])
+
+
+def _expected_file(document: dict[str, object]) -> str | None:
+    truths = document["ground_truth"]
+    assert isinstance(truths, list)
+    for truth in truths:
+        if truth["role"] == "expected" and truth["file"].endswith(".txt"):
+            return str(truth["file"])
+    return None
+
+
+SCORED = [
+    pytest.param(
+        document["file"],
+        document["category"],
+        _expected_file(document),
+        id=str(document["file"]),
+        marks=[pytest.mark.xfail(strict=True, reason="pypdf cannot map these glyphs")]
+        if document["file"] in CER_KNOWN_FAILURES
+        else [],
+    )
+    for document in _manifest()
+    if _expected_file(document)
+]
+UNSCORED = [
+    pytest.param(document["file"], document["category"], id=str(document["file"]))
+    for document in _manifest()
+    if not _expected_file(document)
+]
+
+
+@pytest.fixture(scope="session")
+def extracted(corpus_dir: Path) -> Callable[[str, str], str]:
+    """Extract each corpus document at most once per session (OCR is the slow part)."""
+
+    @functools.cache
+    def extract(name: str, category: str) -> str:
+        function = lookup(KIND_OF_CATEGORY[category])
+        assert function is not None
+        return function("application/octet-stream", (corpus_dir / name).read_bytes(), LIMITS)
+
+    return extract
+
+
+# --- the corpus -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "category", "expected"), SCORED)
+def test_corpus_cer_under_category_ceiling(
+    name: str, category: str, expected: str, corpus_dir: Path, extracted: Callable[[str, str], str]
+) -> None:
+    form = "NFKC" if name in NFKC_SCORED else "NFC"
+    measured = cer((corpus_dir / expected).read_text(), extracted(name, category), form)
+    ceiling = CER_EXCEPTIONS.get(name, CER_CEILING[category])
+    assert measured <= ceiling, f"{name}: CER {measured:.3f} above {ceiling}"
+
+
+@pytest.mark.parametrize(("name", "category"), UNSCORED)
+def test_corpus_documents_without_ground_truth_yield_text(
+    name: str, category: str, extracted: Callable[[str, str], str]
+) -> None:
+    assert extracted(name, category).strip()
+
+
+def test_pdf_pages_are_joined_by_a_blank_line(extracted: Callable[[str, str], str]) -> None:
+    text = extracted("docling_multi_page.pdf", "pdf-text")
+    assert text.count("\n\n") >= 4  # five pages
+    assert text.startswith("The Evolution of the Word Processor")
+
+
+def test_docx_reads_text_boxes_tables_and_notes_in_order(
+    extracted: Callable[[str, str], str],
+) -> None:
+    textbox = extracted("docling_textbox.docx", "docx")
+    assert "Student falls ill" in textbox and "Case closed." in textbox
+    assert textbox.count("Student falls ill") == 1  # mc:Fallback does not repeat the box
+    notes = extracted("pandoc_notes-footnote-endnote.docx", "docx")
+    assert notes.splitlines() == [
+        "A footnote",
+        "Test footnote.[1] Test endnote.[2]",
+        "[1] My note.",
+        "[2] This is an endnote at the end of the document.",
+    ]
+    sample = extracted("docling_word_sample.docx", "docx")
+    assert sample.index("Here are some interesting things") < sample.index("Leaves\tAsh, Elm")
+    assert sample.index("Leaves\tAsh, Elm") < sample.index("And let’s add another list")
+
+
+def test_docx_merged_cells(extracted: Callable[[str, str], str]) -> None:
+    lines = extracted("docling_word_tables.docx", "docx").splitlines()
+    assert "Cell 1.0\tMerged Cell 1.1 1.2" in lines  # horizontal span: once
+    assert lines.count("Cell 2.0\tMerged Cell 1.1 2.1\tCell 2.2") == 1  # vertical: repeated
+    assert "\t\tMerged Cell 0.2 1.2" in lines  # a row starting late keeps its column
+    merged = extracted("python-docx_tbl-cell-access-merged.docx", "docx").splitlines()
+    assert "4\t6" in merged
+
+
+def test_docx_headers_and_footers_once_each(extracted: Callable[[str, str], str]) -> None:
+    sections = extracted("python-docx_hdr-header-footer.docx", "docx")
+    assert sections.count("Header for section-1") == 1
+    assert sections.count("Footer for section 1") == 1
+    odd_even = extracted("python-docx_doc-odd-even-hdrs.docx", "docx").splitlines()
+    assert odd_even[-2:] == ["Odd page header.", "Even page header."]
+    first = extracted("docling_docx_page_header_footer_first_page.docx", "docx")
+    assert "FIRST PAGE HEADER (page 1 only)" in first
+    assert first.index("This is body text on page 2.") < first.index("REGULAR HEADER")
+
+
+# --- the CER helper -------------------------------------------------------------------------
+
+
+def _reference_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b))
+            )
+        previous = current
+    return previous[-1]
+
+
+@given(st.text(alphabet="abc ", max_size=14), st.text(alphabet="abc ", max_size=14))
+def test_levenshtein_matches_the_textbook_table(a: str, b: str) -> None:
+    assert levenshtein(a, b) == _reference_distance(a, b)
+
+
+def test_normalise_strips_markdown_as_sources_md_says() -> None:
+    markdown = "## Title\n\n| a | b |\n| - | - |\n| **c** | d\\_e |\n<!-- image -->\n"
+    assert normalise(markdown) == "Title a b c d_e"
+
+
+# --- hostile PDFs -----------------------------------------------------------------------------
+
+CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
+ONE_PAGE = b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"
+FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+
+
+def _page(resources: bytes = b"/Font << /F1 5 0 R >>") -> bytes:
+    return (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << %s >> "
+        b"/Contents 4 0 R >>" % resources
+    )
+
+
+def _stream(data: bytes, entries: bytes = b"") -> bytes:
+    return b"<< /Length %d %s>>\nstream\n" % (len(data), entries) + data + b"\nendstream"
+
+
+TEXT_CONTENT = _stream(b"BT /F1 12 Tf 20 100 Td (Hello) Tj ET")
+
+
+def _pdf(objects: list[bytes], trailer: Callable[[int], bytes] = lambda xref: b"") -> bytes:
+    """A PDF of ``objects`` (numbered from 1, the catalog first) with exact xref offsets."""
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\n" % (len(objects) + 1, trailer(xref))
+    out += b"startxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
+def _traced_peak(function: Callable[[], object]) -> tuple[BaseException | None, int]:
+    """Run ``function``; return what it raised and the peak of Python allocations meanwhile."""
+    tracemalloc.start()
+    try:
+        function()
+    except Exception as exc:
+        raised: BaseException | None = exc
+    else:
+        raised = None
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return raised, peak
+
+
+@functools.cache
+def _flate_bomb() -> bytes:
+    """A content stream that inflates to 1 GiB of zeros from about 1 MiB."""
+    compressor = zlib.compressobj(9)
+    zeros = bytes(1 << 20)
+    return b"".join(compressor.compress(zeros) for _ in range(1024)) + compressor.flush()
+
+
+def test_pdf_text_layer() -> None:
+    payload = _pdf([CATALOG, ONE_PAGE, _page(), TEXT_CONTENT, FONT])
+    assert extract_pdf("application/pdf", payload, LIMITS) == "Hello"
+
+
+@pytest.mark.timeout(60)
+def test_pdf_flate_bomb_is_refused_in_bounded_memory() -> None:
+    bomb = _stream(_flate_bomb(), b"/Filter /FlateDecode ")
+    payload = _pdf([CATALOG, ONE_PAGE, _page(), bomb, FONT])
+    raised, peak = _traced_peak(lambda: extract_pdf("application/pdf", payload, LIMITS))
+    assert isinstance(raised, Refusal) and raised.code == "ceiling", raised
+    assert "decompressing" in raised.reason
+    # pypdf stops inflating at 75 MB; the peak (~150 MiB) is that buffer and its copy.
+    assert peak < 300 * 2**20
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "pages_objects",
+    [
+        pytest.param([b"<< /Type /Pages /Kids [2 0 R] /Count 1 >>"], id="kid-is-root"),
+        pytest.param(
+            [ONE_PAGE, b"<< /Type /Pages /Parent 2 0 R /Kids [2 0 R] /Count 1 >>"],
+            id="two-node-cycle",
+        ),
+    ],
+)
+def test_pdf_cyclic_page_tree_raises(pages_objects: list[bytes]) -> None:
+    payload = _pdf([CATALOG, *pages_objects, TEXT_CONTENT, FONT])
+    with pytest.raises(PdfReadError, match="cyclic"):
+        extract_pdf("application/pdf", payload, LIMITS)
+
+
+@pytest.mark.timeout(60)
+def test_pdf_xref_chain_pointing_to_itself_ends() -> None:
+    payload = _pdf(
+        [CATALOG, ONE_PAGE, _page(), TEXT_CONTENT, FONT], trailer=lambda xref: b"/Prev %d " % xref
+    )
+    assert extract_pdf("application/pdf", payload, LIMITS) == "Hello"
+
+
+@pytest.mark.timeout(60)
+def test_pdf_stream_length_referring_to_itself_is_refused() -> None:
+    looping = b"<< /Length 4 0 R >>\nstream\nBT ET\nendstream"
+    payload = _pdf([CATALOG, ONE_PAGE, _page(), looping, FONT])
+    with pytest.raises(Refusal, match="loop"):
+        extract_pdf("application/pdf", payload, LIMITS)
+
+
+@pytest.mark.timeout(60)
+def test_pdf_claiming_ten_million_pages_is_refused_before_flattening() -> None:
+    pages = b"<< /Type /Pages /Kids [3 0 R] /Count 10000000 >>"
+    payload = _pdf([CATALOG, pages, _page(), TEXT_CONTENT, FONT])
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", payload, LIMITS)
+    assert (refused.value.code, refused.value.reason) == (
+        "ceiling",
+        "10000000 pages exceeds the 20-page ceiling",
+    )
+
+
+@pytest.mark.timeout(60)
+def test_pdf_with_more_pages_than_its_count_is_refused_whole() -> None:
+    pages = b"<< /Type /Pages /Kids [%s] /Count 1 >>" % b" ".join([b"3 0 R"] * 312)
+    payload = _pdf([CATALOG, pages, _page(), TEXT_CONTENT, FONT])
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", payload, LIMITS)
+    assert refused.value.reason == "312 pages exceeds the 20-page ceiling"
+
+
+def _encrypted_pdf(user_password: str) -> bytes:
+    writer = PdfWriter(
+        clone_from=io.BytesIO(_pdf([CATALOG, ONE_PAGE, _page(), TEXT_CONTENT, FONT]))
+    )
+    writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def test_pdf_encrypted_with_a_password_is_unreadable() -> None:
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", _encrypted_pdf("secret"), LIMITS)
+    assert (refused.value.code, refused.value.reason) == (
+        "unreadable",
+        "the PDF is encrypted and does not open with an empty password",
+    )
+
+
+def test_pdf_encrypted_with_an_empty_password_opens() -> None:
+    assert extract_pdf("application/pdf", _encrypted_pdf(""), LIMITS) == "Hello"
+
+
+def test_pdf_without_a_header_is_unreadable() -> None:
+    with pytest.raises(Refusal, match="not a PDF") as refused:
+        extract_pdf("application/pdf", b"GIF89a" + bytes(100), LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+def test_pdf_text_far_past_the_ceiling_is_refused() -> None:
+    long_page = _stream(b"BT /F1 12 Tf 20 100 Td (%s) Tj ET" % (b"x" * 500))
+    payload = _pdf([CATALOG, ONE_PAGE, _page(), long_page, FONT])
+    limits = ParseLimits(max_text_chars=100)
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", payload, limits)
+    assert refused.value.reason == (
+        "more than 400 characters of text exceeds the 100-character ceiling"
+    )
+
+
+def _image_xobject(width: int, height: int, samples: bytes) -> bytes:
+    data = zlib.compress(samples)
+    return _stream(
+        data,
+        b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
+        b"/BitsPerComponent 8 /Filter /FlateDecode " % (width, height),
+    )
+
+
+@pytest.mark.timeout(60)
+def test_pdf_scanned_page_image_over_the_pixel_ceiling_is_refused() -> None:
+    drawing = _stream(b"q 200 0 0 200 0 0 cm /Im0 Do Q")
+    payload = _pdf(
+        [
+            CATALOG,
+            ONE_PAGE,
+            _page(b"/XObject << /Im0 5 0 R >>"),
+            drawing,
+            _image_xobject(50_000, 50_000, bytes(100_000)),
+        ]
+    )
+    raised, peak = _traced_peak(lambda: extract_pdf("application/pdf", payload, LIMITS))
+    assert isinstance(raised, Refusal) and raised.code == "ceiling", raised
+    assert peak < 50 * 2**20
+
+
+@pytest.mark.timeout(60)
+def test_pdf_ocr_runs_count_against_the_page_ceiling() -> None:
+    names = [b"/Im%d" % index for index in range(3)]
+    drawing = _stream(b" ".join(b"q 20 0 0 20 0 0 cm %s Do Q" % name for name in names))
+    resources = b"/XObject << %s >>" % b" ".join(
+        b"%s %d 0 R" % (name, 5 + index) for index, name in enumerate(names)
+    )
+    blank = _image_xobject(24, 24, bytes([255]) * 24 * 24)
+    payload = _pdf([CATALOG, ONE_PAGE, _page(resources), drawing, blank, blank, blank])
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", payload, ParseLimits(max_pages=2))
+    assert refused.value.reason == ("more than 2 embedded images to OCR exceeds the 2-page ceiling")
+
+
+# --- hostile DOCX -----------------------------------------------------------------------------
+
+WORD_NAMESPACE = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
+@functools.cache
+def _template_docx() -> bytes:
+    buffer = io.BytesIO()
+    python_docx.Document().save(buffer)
+    return buffer.getvalue()
+
+
+def _docx_with(replacements: dict[str, bytes]) -> bytes:
+    """python-docx's template with some package members replaced."""
+    source = zipfile.ZipFile(io.BytesIO(_template_docx()))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for member in source.namelist():
+            target.writestr(member, replacements.get(member, source.read(member)))
+    return buffer.getvalue()
+
+
+def _document_xml(body: str, doctype: str = "") -> bytes:
+    return (
+        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n{doctype}'
+        f'<w:document xmlns:w="{WORD_NAMESPACE}"><w:body>{body}</w:body></w:document>'
+    ).encode()
+
+
+@pytest.mark.timeout(60)
+def test_docx_external_entity_is_never_resolved(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-HOSTNAME-MARKER")
+    doctype = f'<!DOCTYPE w:document [<!ENTITY xxe SYSTEM "{secret.as_uri()}">]>\n'
+    body = "<w:p><w:r><w:t>before &xxe; after</w:t></w:r></w:p>"
+    payload = _docx_with({"word/document.xml": _document_xml(body, doctype)})
+    text = extract_docx("application/octet-stream", payload, LIMITS)
+    assert "before" in text
+    assert "SECRET" not in text
+
+
+@pytest.mark.timeout(60)
+def test_docx_billion_laughs_ends_fast_without_expansion() -> None:
+    entities = ['<!ENTITY lol0 "lol">'] + [
+        f'<!ENTITY lol{level} "{f"&lol{level - 1};" * 10}">' for level in range(1, 10)
+    ]
+    doctype = f"<!DOCTYPE w:document [{''.join(entities)}]>\n"
+    body = "<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>"
+    payload = _docx_with({"word/document.xml": _document_xml(body, doctype)})
+    started = time.monotonic()
+    outcome: list[str] = []
+    raised, peak = _traced_peak(
+        lambda: outcome.append(extract_docx("application/octet-stream", payload, LIMITS))
+    )
+    assert time.monotonic() - started < 5
+    assert peak < 50 * 2**20
+    # libxml2 either refuses the amplification or leaves the entity unexpanded.
+    assert raised is not None or "lollol" not in outcome[0]
+
+
+def test_docx_merged_cell_repetition_counts_against_the_text_ceiling() -> None:
+    restart = (
+        '<w:tc><w:tcPr><w:vMerge w:val="restart"/></w:tcPr>'
+        f"<w:p><w:r><w:t>{'x' * 1000}</w:t></w:r></w:p></w:tc>"
+    )
+    continued = "<w:tr><w:tc><w:tcPr><w:vMerge/></w:tcPr><w:p/></w:tc></w:tr>"
+    table = f"<w:tbl><w:tr>{restart}</w:tr>{continued * 10_000}</w:tbl>"
+    payload = _docx_with({"word/document.xml": _document_xml(table)})
+    with pytest.raises(Refusal) as refused:
+        extract_docx("application/octet-stream", payload, ParseLimits(max_text_chars=1000))
+    assert refused.value.code == "ceiling"
+
+
+def test_docx_that_is_not_a_zip_is_unreadable() -> None:
+    with pytest.raises(Refusal, match="not a DOCX package") as refused:
+        extract_docx("application/octet-stream", b"%PDF-1.7 not a zip", LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+def test_docx_macro_enabled_package_is_unreadable() -> None:
+    types = zipfile.ZipFile(io.BytesIO(_template_docx())).read("[Content_Types].xml")
+    macro = types.replace(
+        b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
+        b"application/vnd.ms-word.document.macroEnabled.main+xml",
+    )
+    with pytest.raises(Refusal, match="not a Word document") as refused:
+        extract_docx("application/octet-stream", _docx_with({"[Content_Types].xml": macro}), LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+# --- hostile images ---------------------------------------------------------------------------
+
+
+def _png_chunk(kind: bytes, body: bytes) -> bytes:
+    crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+
+def _png(width: int, height: int, color_type: int, scanlines: bytes) -> bytes:
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", header)
+        + _png_chunk(b"IDAT", zlib.compress(scanlines))
+        + _png_chunk(b"IEND", b"")
+    )
+
+
+def _encoded(picture: Image.Image, file_format: str, **options: object) -> bytes:
+    buffer = io.BytesIO()
+    picture.save(buffer, format=file_format, **options)
+    return buffer.getvalue()
+
+
+def _frames(count: int, size: tuple[int, int] = (16, 16)) -> list[Image.Image]:
+    """Frames that differ, so no encoder merges them."""
+    frames = []
+    for index in range(count):
+        frame = Image.new("L", size, 255)
+        ImageDraw.Draw(frame).point((index % size[0], index // size[0]), fill=0)
+        frames.append(frame)
+    return frames
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("side", [50_000, 7_000])
+def test_png_over_the_pixel_ceiling_is_refused_from_its_header(side: int) -> None:
+    payload = _png(side, side, 0, b"\x00" * 1000)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(Refusal) as refused:
+        extract_image("image/png", payload, LIMITS)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert refused.value.code == "ceiling"
+    assert after - before < 100 * 1024  # KiB: nothing near the 2.5 GB a decode would take
+    assert LIMITS.max_pixels != Image.MAX_IMAGE_PIXELS  # the job's setting is undone
+
+
+@pytest.mark.timeout(60)
+def test_tiff_page_over_the_pixel_ceiling_behind_a_small_one_is_refused_before_ocr() -> None:
+    first, second = _frames(2)
+    data = bytearray(_encoded(first, "TIFF", save_all=True, append_images=[second]))
+    first_ifd = struct.unpack_from("<I", data, 4)[0]
+    entries = struct.unpack_from("<H", data, first_ifd)[0]
+    second_ifd = struct.unpack_from("<I", data, first_ifd + 2 + 12 * entries)[0]
+    for index in range(struct.unpack_from("<H", data, second_ifd)[0]):
+        position = second_ifd + 2 + 12 * index
+        tag = struct.unpack_from("<H", data, position)[0]
+        if tag in (256, 257):  # ImageWidth, ImageLength, rewritten as LONG 50000
+            struct.pack_into("<HHII", data, position, tag, 4, 1, 50_000)
+    with pytest.raises(Refusal, match="50000x50000") as refused:
+        next(decoded_frames(bytes(data), LIMITS))
+    assert refused.value.code == "ceiling"
+
+
+def _photo() -> Image.Image:
+    rng = random.Random(7)
+    picture = Image.new("RGB", (400, 300), "white")
+    draw = ImageDraw.Draw(picture)
+    for _ in range(200):
+        left, right = sorted(rng.sample(range(400), 2))
+        top, bottom = sorted(rng.sample(range(300), 2))
+        draw.rectangle((left, top, right, bottom), outline=(rng.randrange(256), 0, 90))
+    return picture
+
+
+@pytest.mark.parametrize("file_format", ["JPEG", "PNG"])
+def test_image_cut_in_half_is_unreadable(file_format: str) -> None:
+    whole = _encoded(_photo(), file_format)
+    with pytest.raises(Refusal, match="image data is truncated") as refused:
+        extract_image("image/jpeg", whole[: len(whole) // 2], LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+def test_image_data_far_shorter_than_declared_is_unreadable() -> None:
+    # 200 rows of pixel data under a header declaring 20000; Pillow pads without complaint.
+    rows = b"".join(b"\x00" + bytes(range(256)) * 3 + bytes(132) for _ in range(200))
+    payload = _png(300, 20_000, 2, rows)
+    with pytest.raises(Refusal, match="image data is truncated") as refused:
+        extract_image("image/png", payload, LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+def test_jpeg_declaring_more_rows_than_it_holds_is_unreadable() -> None:
+    jpeg = bytearray(_encoded(_photo().convert("L"), "JPEG"))
+    marker = jpeg.find(b"\xff\xc0")
+    struct.pack_into(">HH", jpeg, marker + 5, 6000, 6000)
+    with pytest.raises(Refusal, match="needs at least"):
+        extract_image("image/jpeg", bytes(jpeg), LIMITS)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("file_format", "options"),
+    [("TIFF", {}), ("GIF", {"loop": 0}), ("WEBP", {"lossless": True})],
+)
+def test_more_frames_than_the_page_ceiling_are_refused_before_ocr(
+    file_format: str, options: dict[str, object]
+) -> None:
+    first, *rest = _frames(LIMITS.max_pages + 1 if file_format == "TIFF" else 60)
+    payload = _encoded(first, file_format, save_all=True, append_images=rest, **options)
+    with pytest.raises(Refusal) as refused:
+        extract_image("image/tiff", payload, LIMITS)
+    assert (refused.value.code, refused.value.reason) == (
+        "ceiling",
+        "more than 20 frames exceeds the 20-page ceiling",
+    )
+
+
+def _tiff_with_looping_ifds(frame_count: int) -> bytes:
+    """A TIFF whose last IFD's next-IFD offset points back at the first IFD."""
+    first, *rest = _frames(frame_count)
+    data = bytearray(_encoded(first, "TIFF", save_all=True, append_images=rest))
+    first_ifd = offset = struct.unpack_from("<I", data, 4)[0]
+    while True:
+        next_field = offset + 2 + 12 * struct.unpack_from("<H", data, offset)[0]
+        following = struct.unpack_from("<I", data, next_field)[0]
+        if following == 0:
+            struct.pack_into("<I", data, next_field, first_ifd)
+            return bytes(data)
+        offset = following
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("frame_count", [1, 2])
+def test_tiff_whose_ifd_chain_loops_counts_each_frame_once(frame_count: int) -> None:
+    payload = _tiff_with_looping_ifds(frame_count)
+    assert sum(1 for _ in decoded_frames(payload, LIMITS)) == frame_count
+
+
+@pytest.mark.timeout(60)
+def test_self_looping_tiff_is_read_once_by_ocr() -> None:
+    assert extract_image("image/tiff", _tiff_with_looping_ifds(1), LIMITS) == ""
+
+
+EPS = (
+    b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n%%EndComments\n"
+    b"newpath 0 0 moveto 10 10 lineto stroke\nshowpage\n%%EOF\n"
+)
+
+
+def test_eps_labelled_as_png_is_unreadable_and_ghostscript_never_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[object] = []
+    monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *args, **kw: calls.append(args))
+    with pytest.raises(Refusal, match="not an image in a format the sandbox decodes") as refused:
+        extract_image("image/png", EPS, LIMITS)
+    assert refused.value.code == "unreadable"
+    # Not even a caller that names no formats reaches the EPS opener.
+    with pytest.raises(Image.UnidentifiedImageError):
+        Image.open(io.BytesIO(EPS)).load()
+    assert calls == []
+
+
+def test_pillow_registry_holds_exactly_the_accepted_openers() -> None:
+    assert set(Image.OPEN) == set(ocr.ACCEPTED_FORMATS)
+    assert set(Image.ID) == set(ocr.ACCEPTED_FORMATS)
+
+
+# --- the tesseract call -----------------------------------------------------------------------
+
+
+def _fake_tesseract(tmp_path: Path, script: str) -> str:
+    path = tmp_path / "tesseract"
+    path.write_text("#!/bin/sh\ncat >/dev/null\n" + script)
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_tesseract_gets_one_thread_the_language_and_the_image_on_stdin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _fake_tesseract(tmp_path, 'echo "$OMP_THREAD_LIMIT $*"\n')
+    monkeypatch.setattr(ocr, "TESSERACT", fake)
+    text = ocr.ocr_image(Image.new("L", (32, 32), 255), ParseLimits(ocr_language="eng+deu"))
+    assert text == "1 stdin stdout -l eng+deu --psm 3"
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        (
+            'echo "Estimating resolution as 300" >&2\n'
+            'echo "Error in pixCreateNoInit: pixdata_malloc fail for data" >&2\nexit 0\n',
+            "exited 0 but did not read the image: Error in pixCreateNoInit",
+        ),
+        ('echo "Empty page!!" >&2\nexit 0\n', "exited 0 but did not read the image: Empty page!!"),
+        ("echo \"Failed loading language 'xyz'\" >&2\nexit 1\n", "exited with status 1: Failed"),
+    ],
+    ids=["leptonica-allocation-error", "empty-page", "non-zero-exit"],
+)
+def test_tesseract_failures_are_typed_even_with_exit_status_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, reason: str
+) -> None:
+    monkeypatch.setattr(ocr, "TESSERACT", _fake_tesseract(tmp_path, script))
+    with pytest.raises(ocr.OcrFailed, match=reason):
+        ocr.ocr_image(Image.new("L", (32, 32), 255), LIMITS)
+
+
+# --- text -------------------------------------------------------------------------------------
+
+FRENCH = (
+    "Le cœur a ses raisons que la raison ne connaît point. L'été dernier, nous sommes allés "
+    "à la plage près de Marseille; c'était très agréable et nous y retournerons."
+)
+JAPANESE = "日本語のテキストです。これはシフトJISでエンコードされた文章の例です。東京都渋谷区。"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        FRENCH.encode("utf-8"),
+        FRENCH.encode("utf-8-sig"),
+        FRENCH.encode("utf-16"),
+        codecs.BOM_UTF16_BE + FRENCH.encode("utf-16-be"),
+        FRENCH.encode("utf-32"),
+        FRENCH.encode("cp1252"),
+    ],
+    ids=["utf-8", "utf-8-bom", "utf-16-le-bom", "utf-16-be-bom", "utf-32-bom", "cp1252"],
+)
+def test_text_decodes_each_encoding_exactly(payload: bytes) -> None:
+    assert extract_text("text/plain", payload, LIMITS) == FRENCH
+
+
+def test_text_detects_shift_jis() -> None:
+    assert extract_text("text/plain", JAPANESE.encode("shift_jis"), LIMITS) == JAPANESE
+
+
+def test_text_that_is_valid_utf8_takes_the_utf8_path() -> None:
+    # Short enough for a detector to guess a legacy code page; UTF-8 decides first.
+    assert extract_text("text/plain", "Grüße".encode(), LIMITS) == "Grüße"
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [random.Random(3).randbytes(4096), bytes(range(256)) * 16],
+    ids=["random", "all-byte-values"],
+)
+def test_binary_is_not_text(payload: bytes) -> None:
+    with pytest.raises(Refusal) as refused:
+        extract_text("text/plain", payload, LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+def test_random_binary_reason() -> None:
+    with pytest.raises(Refusal) as refused:
+        extract_text("text/plain", random.Random(3).randbytes(4096), LIMITS)
+    assert refused.value.reason == "the payload is not text in any encoding the detector trusts"
+
+
+def test_nul_bytes_that_happen_to_be_utf8_are_not_text() -> None:
+    with pytest.raises(Refusal, match="NUL"):
+        extract_text("text/plain", b"abc\x00\x00\x00def", LIMITS)
+
+
+def test_utf16_mark_on_odd_bytes_is_unreadable() -> None:
+    with pytest.raises(Refusal, match="byte-order mark") as refused:
+        extract_text("text/plain", b"\xff\xfea\x00b", LIMITS)
+    assert refused.value.code == "unreadable"
+
+
+def test_text_far_past_the_ceiling_is_refused() -> None:
+    with pytest.raises(Refusal, match="exceeds the 10-character ceiling"):
+        extract_text("text/plain", b"x" * 41, ParseLimits(max_text_chars=10))
+    assert extract_text("text/plain", b"x" * 40, ParseLimits(max_text_chars=10)) == "x" * 40
+
+
+# --- registration and warm-up -----------------------------------------------------------------
+
+
+def test_all_registers_the_four_kinds() -> None:
+    # A superset: the runner's tests register probe kinds in the same registry.
+    assert {"pdf", "docx", "image", "text"} <= registered_kinds()
+    assert lookup("pdf") is extract_pdf and lookup("docx") is extract_docx
+    assert lookup("image") is extract_image and lookup("text") is extract_text
+
+
+def test_warm_up_never_runs_tesseract(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ocr, "TESSERACT", None)  # running it would raise OcrFailed
+    everything.warm_up()
+
+
+_NO_LAZY_IMPORTS = """
+import json, sys
+from pathlib import Path
+import sandbox.extractors.all as everything
+from sandbox.extractors.registry import Refusal, lookup
+from sandbox.limits import ParseLimits
+everything.warm_up()
+before = set(sys.modules)
+for path, kind in json.loads(sys.argv[1]):
+    payload = Path(path).read_bytes()
+    for data in (payload, payload[: len(payload) // 2]):
+        try:
+            lookup(kind)("application/octet-stream", data, ParseLimits())
+        except Refusal:
+            pass
+        except Exception as exc:
+            print("raised", kind, Path(path).name, type(exc).__name__, file=sys.stderr)
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_warm_up_leaves_no_import_for_the_jailed_child(corpus_dir: Path) -> None:
+    """After warm_up, reading real documents (and halves of them) imports nothing new.
+
+    A module first imported after the fork would be read from disk by a child that has dropped
+    its uid and may no longer read the interpreter's files.
+    """
+    documents = [
+        [str(corpus_dir / name), KIND_OF_CATEGORY[category]]
+        for name, category in ((str(d["file"]), str(d["category"])) for d in _manifest())
+        if category != "image" and category != "pdf-scanned"
+    ]
+    documents += [
+        [str(corpus_dir / "docling_ocr_test-scanned.pdf"), "pdf"],
+        [str(corpus_dir / "tesseract_phototest.tif"), "image"],
+    ]
+    repo = Path(__file__).resolve().parents[2]
+    completed = subprocess.run(
+        [sys.executable, "-c", _NO_LAZY_IMPORTS, json.dumps(documents)],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(completed.stdout.splitlines()[-1]) == [], completed.stderr
