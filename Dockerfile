@@ -1,0 +1,99 @@
+# syntax=docker/dockerfile:1
+#
+# One image for every airlock role, chosen by the command:
+#   docker run IMAGE worker -Q airlock.light     a Celery worker for the light queue
+#   docker run IMAGE worker -Q airlock.ocr       a Celery worker for the OCR queue
+#   docker run IMAGE bridge                      the Redis Streams bridge service
+#   docker run IMAGE doctor                      which sandbox layers hold in this container
+#   docker run -v "$PWD:/in:ro" IMAGE extract /in/report.pdf
+# Build with more tesseract languages: docker build --build-arg OCR_LANGUAGES="deu fra" .
+# Operations guide: docs/operations.md.
+
+# --- stage 1: wheels of airlock and every dependency, installed into a virtual environment ---
+# Debian 12 with CPython 3.11, as on the test machines (both stages: the venv's interpreter
+# path must exist in the runtime stage).
+FROM python:3.11-slim-bookworm AS build
+
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /src
+# Only what the wheel is built from: tests, docs and deploy files stay out of the image.
+COPY pyproject.toml README.md ./
+COPY bridge ./bridge
+COPY sandbox ./sandbox
+COPY worker ./worker
+
+# No compiler in this stage either: every dependency ships binary wheels for amd64 and arm64,
+# and one that would need compiling fails the build here instead of pulling in a toolchain.
+RUN pip wheel --wheel-dir /wheels . \
+    && python -m venv /opt/airlock \
+    && /opt/airlock/bin/pip install --no-index --find-links /wheels /wheels/airlock-*.whl \
+    # pip is not needed at run time: nothing in a running container should install code.
+    && /opt/airlock/bin/pip uninstall --yes pip
+
+# --- stage 2: runtime, slim ---
+FROM python:3.11-slim-bookworm AS runtime
+
+# Extra tesseract language packs, tesseract names separated by spaces ("deu fra chi_sim").
+ARG OCR_LANGUAGES=""
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# packages.apt is the one list of Debian run-time packages: scripts/setup and .ci/run install
+# the same file, so the image and the tested machine cannot drift apart (tests/deploy checks).
+COPY packages.apt /tmp/packages.apt
+# Versions are not pinned: the base image tag pins the Debian release, and pinning exact
+# package versions would stop the build the day Debian ships a security fix for one of them.
+# hadolint ignore=DL3008
+RUN extra=(); \
+    for lang in ${OCR_LANGUAGES}; do \
+      # A language name becomes a package name: only letters and underscores may pass.
+      case "$lang" in *[!a-z_]*) echo "OCR_LANGUAGES: bad language name '$lang'" >&2; exit 1;; esac; \
+      extra+=("tesseract-ocr-${lang//_/-}"); \
+    done; \
+    apt-get update \
+    && grep -v '^\s*#' /tmp/packages.apt | xargs apt-get install -y --no-install-recommends "${extra[@]}" \
+    # No apt lists or caches in the image: smaller, and nothing stale to install from later.
+    && apt-get clean \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* /var/log/dpkg.log /tmp/packages.apt
+
+# A fixed, unprivileged uid/gid: it matches runAsUser in deploy/kubernetes and owns nothing in
+# the image, so a compromised process cannot rewrite the code it runs.
+RUN groupadd --system --gid 10001 airlock \
+    && useradd --system --uid 10001 --gid airlock --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin airlock
+
+COPY --from=build /opt/airlock /opt/airlock
+
+ENV PATH=/opt/airlock/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    # The root filesystem is read-only in every deployment: bytecode is compiled at build time.
+    PYTHONDONTWRITEBYTECODE=1 \
+    # /tmp is the one writable place (a tmpfs or emptyDir): the sandbox makes its scratch there.
+    HOME=/tmp \
+    TMPDIR=/tmp \
+    # Nothing written under HOME can put a module on the interpreter's path.
+    PYTHONNOUSERSITE=1 \
+    # Where one of these layers is missing, refuse to run parsers instead of running them less
+    # confined (compose and Kubernetes set the same list).
+    AIRLOCK_SANDBOX_REQUIRE=rlimits,no_new_privs,seccomp,landlock \
+    AIRLOCK_METRICS_PORT=9808
+
+# Not /tmp: `python -c` and `celery -A` put the working directory on sys.path, and the probes
+# must never import a module a parser could have written there.
+WORKDIR /opt/airlock
+# Never root: the sandbox then cannot drop to per-job uids, but the container user is already
+# unprivileged, and seccomp + Landlock still confine each parser
+# (docs/operations.md#sandbox-inside-a-container).
+USER 10001:10001
+
+EXPOSE 9808
+
+# Cheap (about 0.25 s of CPU) and meaningful in every role: forks a jailed child that tries a
+# TCP connect and fails unless every layer in AIRLOCK_SANDBOX_REQUIRE holds in this container.
+# Workers add a broker check in deploy/compose.yaml and deploy/kubernetes (celery ping).
+HEALTHCHECK --interval=60s --timeout=30s --start-period=30s --retries=3 CMD ["airlock", "doctor"]
+
+ENTRYPOINT ["airlock"]
+CMD ["--help"]

@@ -1,0 +1,98 @@
+"""Shared plumbing for the deployment tests: the linters' environment and YAML loading.
+
+The linters (hadolint, checkov, kubernetes-validate, check-jsonschema) are installed by
+scripts/setup into .venv-tools, apart from the project's .venv; a missing tool fails the test
+with the command that installs it, it never skips.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+KUBERNETES = DEPLOY / "kubernetes"
+SCHEMAS = DEPLOY / "schemas"
+COMPOSE = DEPLOY / "compose.yaml"
+DOCKERFILE = REPO / "Dockerfile"
+PACKAGES_APT = REPO / "packages.apt"
+OPERATIONS_DOC = REPO / "docs" / "operations.md"
+TOOLS_BIN = REPO / ".venv-tools" / "bin"
+HELPER = Path(__file__).with_name("tools_helper.py")
+
+#: Every Kubernetes manifest, including the ones kustomization.yaml does not apply.
+MANIFESTS = sorted(KUBERNETES.rglob("*.yaml"))
+#: What `kubectl apply -k deploy/kubernetes` applies.
+KUSTOMIZATION = KUBERNETES / "kustomization.yaml"
+
+
+def tool(name: str) -> Path:
+    path = TOOLS_BIN / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run scripts/setup (it installs the deployment linters)")
+    return path
+
+
+def run_tool(name: str, *args: str, stdin: str | None = None, timeout: float = 240) -> Any:
+    return subprocess.run(
+        [str(tool(name)), *args],
+        cwd=REPO,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _helper(*args: str, stdin: str | None = None) -> Any:
+    result = run_tool("python", str(HELPER), *args, stdin=stdin, timeout=120)
+    if result.returncode != 0:
+        pytest.fail(f"tools_helper {args[0]} failed:\n{result.stderr}")
+    return json.loads(result.stdout)
+
+
+@pytest.fixture(scope="session")
+def yaml_docs() -> dict[Path, list[Any]]:
+    """Every YAML file under deploy/, parsed once (PyYAML lives in .venv-tools)."""
+    files = [COMPOSE, *MANIFESTS]
+    loaded = _helper("load", *(str(path) for path in files))
+    return {Path(name): docs for name, docs in loaded.items()}
+
+
+@pytest.fixture(scope="session")
+def validate() -> Callable[[Path, list[Any]], list[list[str]]]:
+    """validate(schema, documents) -> one list of error messages per document."""
+
+    def run(schema: Path, documents: list[Any]) -> list[list[str]]:
+        errors: list[list[str]] = _helper("validate", str(schema), stdin=json.dumps(documents))
+        return errors
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def applied(yaml_docs: dict[Path, list[Any]]) -> list[dict[str, Any]]:
+    """The resources `kubectl apply -k deploy/kubernetes` creates (without the namespace
+    transformer, which the manifests already match)."""
+    (kustomization,) = yaml_docs[KUSTOMIZATION]
+    resources = []
+    for name in kustomization["resources"]:
+        resources.extend(yaml_docs[KUBERNETES / name])
+    return resources
+
+
+def pod_specs(resources: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for resource in resources:
+        if resource["kind"] in {"Deployment", "StatefulSet"}:
+            yield resource["metadata"]["name"], resource["spec"]["template"]["spec"]
+
+
+def by_kind(resources: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
+    return {r["metadata"]["name"]: r for r in resources if r["kind"] == kind}

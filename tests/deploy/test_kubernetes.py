@@ -1,0 +1,448 @@
+"""deploy/kubernetes: every manifest validated (built-in kinds by kubernetes-validate, KEDA's
+custom resources by a schema written from KEDA's documentation), scanned by checkov, and held
+to the pod security, probes, sizing and network rules of docs/operations.md."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge.jobs import QUEUES
+from tests.deploy.conftest import (
+    KUBERNETES,
+    KUSTOMIZATION,
+    MANIFESTS,
+    SCHEMAS,
+    by_kind,
+    pod_specs,
+    run_tool,
+)
+
+KEDA_SCHEMA = SCHEMAS / "keda-v1alpha1.json"
+#: Kinds kubernetes-validate has no schema for, and what validates them instead.
+CUSTOM_KINDS = {
+    ("keda.sh/v1alpha1", "ScaledObject"): "deploy/schemas/keda-v1alpha1.json",
+    ("keda.sh/v1alpha1", "TriggerAuthentication"): "deploy/schemas/keda-v1alpha1.json",
+    ("kustomize.config.k8s.io/v1beta1", "Kustomization"): "test_kustomization_* below",
+}
+#: The oldest Kubernetes these manifests must apply to (policy/v1, autoscaling/v2, PSA labels)
+#: and the newest kubernetes-validate knows.
+KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")
+WORKERS = {"airlock-light-worker": "airlock.light", "airlock-ocr-worker": "airlock.ocr"}
+SIZING_COMMENT = "# measured: see docs/operations.md#sizing"
+
+Validate = Callable[[Path, list[Any]], list[list[str]]]
+
+
+def _config(applied: list[dict[str, Any]]) -> dict[str, str]:
+    data: dict[str, str] = by_kind(applied, "ConfigMap")["airlock-config"]["data"]
+    return data
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def test_kubernetes_validate_strict_on_every_manifest() -> None:
+    """Strict: an unknown field (a typo) is an error, not something the API server drops."""
+    args = []
+    for version in KUBERNETES_VERSIONS:
+        args += ["--kubernetes-version", version]
+    result = run_tool("kubernetes-validate", "--strict", *args, *(str(p) for p in MANIFESTS))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ERROR" not in result.stdout and "FATAL" not in result.stdout
+    # Every "no schema" warning is for a kind validated another way below.
+    for line in result.stdout.splitlines():
+        if line.startswith("WARN"):
+            match = re.search(r"kind (\w+) with api version (\S+) ", line)
+            assert match, line
+            assert (match[2], match[1]) in CUSTOM_KINDS, line
+
+
+def test_keda_resources_match_the_keda_schema(
+    yaml_docs: dict[Path, list[Any]], validate: Validate
+) -> None:
+    keda = [
+        doc
+        for path in MANIFESTS
+        for doc in yaml_docs[path]
+        if doc["apiVersion"].startswith("keda.sh/")
+    ]
+    assert {doc["kind"] for doc in keda} == {"ScaledObject", "TriggerAuthentication"}
+    errors = validate(KEDA_SCHEMA, keda)
+    assert errors == [[] for _ in keda]
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    [
+        lambda so: so["spec"].update(minReplicas=1),
+        lambda so: so["spec"]["triggers"][0]["metadata"].update(listLength=4),
+        lambda so: so["spec"]["triggers"][0]["metadata"].pop("listName"),
+        lambda so: so["spec"]["triggers"][0]["metadata"].update(listNmae="airlock.ocr"),
+        lambda so: so["spec"]["scaleTargetRef"].pop("name"),
+        lambda so: so["spec"]["triggers"][0]["metadata"].pop("address"),
+    ],
+)
+def test_the_keda_schema_rejects_a_broken_scaled_object(
+    yaml_docs: dict[Path, list[Any]], validate: Validate, mutation: Callable[[Any], None]
+) -> None:
+    scaled = next(
+        doc for doc in yaml_docs[KUBERNETES / "keda.yaml"] if doc["kind"] == "ScaledObject"
+    )
+    broken = copy.deepcopy(scaled)
+    mutation(broken)
+    (errors,) = validate(KEDA_SCHEMA, [broken])
+    assert errors, "the KEDA schema accepted a broken ScaledObject"
+
+
+def test_kustomization_lists_every_manifest_to_apply(yaml_docs: dict[Path, list[Any]]) -> None:
+    (kustomization,) = yaml_docs[KUSTOMIZATION]
+    listed = set(kustomization["resources"])
+    present = {path.name for path in KUBERNETES.glob("*.yaml")}
+    not_applied = {"kustomization.yaml", "redis-secret.template.yaml"}
+    assert listed == present - not_applied
+    assert kustomization["namespace"] == "airlock"
+    assert [image["name"] for image in kustomization["images"]] == ["airlock"]
+    # The Secret template is never applied: a committed placeholder would become a known password.
+    assert "redis-secret.template.yaml" not in listed
+    # Alternatives are applied instead of a listed file, by hand, never beside it.
+    assert not any(name.startswith("alternatives") for name in listed)
+
+
+def test_kustomization_builds_with_kubectl() -> None:
+    """`kubectl kustomize` is what `kubectl apply -k` runs; kubectl is not a Debian package
+    this project installs, so this runs where a kubectl is on PATH (the other tests check the
+    same list without it)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed; kustomization contents are checked by the test above")
+    result = subprocess.run(
+        [kubectl, "kustomize", str(KUBERNETES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    kinds = re.findall(r"^kind: (\w+)$", result.stdout, re.MULTILINE)
+    assert kinds.count("Deployment") == 3
+    assert kinds.count("ScaledObject") == 2
+    assert "Secret" not in kinds
+    assert "image: airlock:0.1.0" in result.stdout
+
+
+def test_checkov_finds_nothing_unjustified() -> None:
+    result = run_tool(
+        "checkov",
+        "--skip-download",
+        "--output",
+        "json",
+        "--framework",
+        "kubernetes",
+        "--directory",
+        str(KUBERNETES),
+    )
+    report = json.loads(result.stdout)
+    failed = [
+        f"{check['check_id']} {check['check_name']} ({check['resource']})"
+        for check in report["results"]["failed_checks"]
+    ]
+    assert failed == []
+    assert report["summary"]["passed"] > 200, "checkov ran no Kubernetes checks"
+    # Every skip names its check and gives a reason (a checkov.io/skipN annotation).
+    for check in report["results"]["skipped_checks"]:
+        assert check["check_id"] in {"CKV_K8S_43", "CKV_K8S_35"}, check["check_id"]
+        assert len(check["check_result"].get("suppress_comment") or "") > 20, check
+    assert result.returncode == 0, result.stderr
+
+
+# --- pod security ---------------------------------------------------------------------------
+
+
+def test_namespace_enforces_the_restricted_pod_security_standard(
+    applied: list[dict[str, Any]],
+) -> None:
+    labels = by_kind(applied, "Namespace")["airlock"]["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+    for resource in applied:
+        if resource["kind"] != "Namespace":
+            assert resource["metadata"]["namespace"] == "airlock"
+
+
+def test_every_pod_is_locked_down(applied: list[dict[str, Any]]) -> None:
+    specs = dict(pod_specs(applied))
+    assert set(specs) == {*WORKERS, "airlock-bridge", "airlock-redis"}
+    for name, spec in specs.items():
+        assert spec["automountServiceAccountToken"] is False, name
+        pod = spec["securityContext"]
+        assert pod["runAsNonRoot"] is True, name
+        assert pod["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        assert pod["runAsUser"] >= 10000, name
+        for flag in ("hostNetwork", "hostPID", "hostIPC"):
+            assert not spec.get(flag), (name, flag)
+        for container in spec["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, name
+            assert context["readOnlyRootFilesystem"] is True, name
+            assert context["capabilities"] == {"drop": ["ALL"]}, name
+            assert context.get("privileged") is False, name
+            assert context["runAsNonRoot"] is True, name
+            assert context["seccompProfile"] == {"type": "RuntimeDefault"}, name
+            resources = container["resources"]
+            for bound in ("requests", "limits"):
+                assert {"cpu", "memory"} <= set(resources[bound]), (name, bound)
+            assert "livenessProbe" in container and "readinessProbe" in container, name
+            mounts = {mount["mountPath"] for mount in container["volumeMounts"]}
+            assert "/tmp" in mounts, name
+
+
+def test_airlock_pods_run_as_the_image_user(applied: list[dict[str, Any]]) -> None:
+    for name, spec in pod_specs(applied):
+        if name == "airlock-redis":
+            continue
+        assert spec["securityContext"]["runAsUser"] == 10001
+        assert spec["securityContext"]["runAsGroup"] == 10001
+        assert spec["serviceAccountName"] == "airlock"
+        volumes = {volume["name"]: volume for volume in spec["volumes"]}
+        (container,) = spec["containers"]
+        scratch = next(m for m in container["volumeMounts"] if m["mountPath"] == "/tmp")
+        assert "emptyDir" in volumes[scratch["name"]]
+        assert volumes[scratch["name"]]["emptyDir"]["sizeLimit"]
+
+
+def test_service_accounts_carry_no_token(applied: list[dict[str, Any]]) -> None:
+    for account in by_kind(applied, "ServiceAccount").values():
+        assert account["automountServiceAccountToken"] is False
+    assert not by_kind(applied, "RoleBinding") and not by_kind(applied, "ClusterRoleBinding")
+
+
+def test_every_resources_block_points_at_the_sizing_section() -> None:
+    """Container resources (indented under a pod template; a claim's storage request is not
+    one) carry the pointer to the measured figures."""
+    blocks = 0
+    for path in MANIFESTS:
+        lines = path.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if line.strip() == "resources:" and len(line) - len(line.lstrip()) >= 10:
+                blocks += 1
+                above = "\n".join(lines[max(0, number - 3) : number])
+                assert SIZING_COMMENT in above, f"{path.name}:{number + 1}"
+    assert blocks == 4  # light worker, OCR worker, bridge, Redis
+
+
+def test_no_todo_left_in_deployment_files() -> None:
+    for path in [
+        *MANIFESTS,
+        KUBERNETES.parent / "compose.yaml",
+        KUBERNETES.parents[1] / "Dockerfile",
+    ]:
+        text = path.read_text()
+        assert not re.search(r"\b(TODO|FIXME|XXX)\b", text), path
+
+
+# --- workers: queues, probes, shutdown, scaling -----------------------------------------------
+
+
+def test_worker_deployments_consume_the_queues_the_code_routes_to(
+    applied: list[dict[str, Any]],
+) -> None:
+    deployments = by_kind(applied, "Deployment")
+    assert set(WORKERS.values()) == set(QUEUES)
+    for name, queue in WORKERS.items():
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        assert container["args"] == ["worker", "-Q", queue]
+        # KEDA owns the replica count; a fixed one would be reset by every `kubectl apply`.
+        assert "replicas" not in deployments[name]["spec"]
+
+
+def test_workers_finish_their_task_before_being_killed(applied: list[dict[str, Any]]) -> None:
+    config = _config(applied)
+    hard_limit = float(config["AIRLOCK_TASK_TIME_LIMIT"])
+    assert float(config["AIRLOCK_VISIBILITY_TIMEOUT"]) > hard_limit
+    assert (
+        float(config["AIRLOCK_SANDBOX_WALL_SECONDS"])
+        < float(config["AIRLOCK_TASK_SOFT_TIME_LIMIT"])
+        < hard_limit
+    )
+    for name, spec in pod_specs(applied):
+        if name in WORKERS:
+            assert spec["terminationGracePeriodSeconds"] > hard_limit, name
+
+
+def test_worker_probes_ping_this_pods_celery_node_through_the_broker(
+    applied: list[dict[str, Any]],
+) -> None:
+    for name, spec in pod_specs(applied):
+        if name not in WORKERS:
+            continue
+        (container,) = spec["containers"]
+        for probe in ("readinessProbe", "livenessProbe"):
+            command = container[probe]["exec"]["command"]
+            assert command[:2] == ["sh", "-c"]
+            assert "celery -A worker inspect ping" in command[2]
+            assert '--destination "celery@$HOSTNAME"' in command[2]
+            # The probe's own timeout covers Celery's reply timeout plus start-up.
+            timeout = int(re.search(r"--timeout (\d+)", command[2])[1])  # type: ignore[index]
+            assert container[probe]["timeoutSeconds"] > timeout
+        # Liveness tolerates a Redis outage far longer than readiness does.
+        live, ready = container["livenessProbe"], container["readinessProbe"]
+        assert (
+            live["periodSeconds"] * live["failureThreshold"]
+            > 2 * ready["periodSeconds"] * ready["failureThreshold"]
+        )
+
+
+def test_memory_limit_leaves_room_for_every_sandboxed_child(applied: list[dict[str, Any]]) -> None:
+    """A child at its own address-space ceiling must meet its rlimit (precise reason) before
+    the container's cgroup limit (OOM kill of the whole worker)."""
+    sandbox_mib = 1024  # SandboxLimits().memory_bytes, AIRLOCK_SANDBOX_MEMORY_MB's default
+    for name, spec in pod_specs(applied):
+        if name not in WORKERS:
+            continue
+        (container,) = spec["containers"]
+        env = {item["name"]: item.get("value") for item in container["env"]}
+        concurrency = int(env["AIRLOCK_CONCURRENCY"])
+        limit = container["resources"]["limits"]["memory"]
+        assert limit.endswith("Mi")
+        assert int(limit[:-2]) >= concurrency * sandbox_mib + 256, name
+
+
+def test_scaled_objects_scale_each_worker_on_its_queue(applied: list[dict[str, Any]]) -> None:
+    deployments = by_kind(applied, "Deployment")
+    scaled = by_kind(applied, "ScaledObject")
+    auth = by_kind(applied, "TriggerAuthentication")
+    redis_service = by_kind(applied, "Service")["airlock-redis"]
+    assert set(scaled) == set(WORKERS)
+    for name, queue in WORKERS.items():
+        spec = scaled[name]["spec"]
+        assert spec["scaleTargetRef"]["name"] in deployments
+        assert spec["scaleTargetRef"]["name"] == name
+        assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
+        (trigger,) = spec["triggers"]
+        assert trigger["type"] == "redis"
+        assert trigger["metadata"]["listName"] == queue
+        host, port = trigger["metadata"]["address"].split(":")
+        assert host == f"{redis_service['metadata']['name']}.airlock.svc"
+        assert int(port) == redis_service["spec"]["ports"][0]["port"]
+        assert trigger["authenticationRef"]["name"] in auth
+
+
+def test_hpa_alternative_targets_the_same_deployments(yaml_docs: dict[Path, list[Any]]) -> None:
+    hpas = {
+        doc["metadata"]["name"]: doc for doc in yaml_docs[KUBERNETES / "alternatives" / "hpa.yaml"]
+    }
+    assert set(hpas) == set(WORKERS)
+    for name, queue in WORKERS.items():
+        spec = hpas[name]["spec"]
+        assert spec["scaleTargetRef"] == {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "name": name,
+        }
+        (metric,) = spec["metrics"]
+        assert metric["external"]["metric"]["name"] == "airlock_queue_depth"
+        assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue}
+
+
+def test_every_deployment_has_a_disruption_budget(applied: list[dict[str, Any]]) -> None:
+    budgets = by_kind(applied, "PodDisruptionBudget")
+    workloads = [r for r in applied if r["kind"] in {"Deployment", "StatefulSet"}]
+    assert len(budgets) == len(workloads)
+    for workload in workloads:
+        name = workload["metadata"]["name"]
+        labels = workload["spec"]["template"]["metadata"]["labels"]
+        assert budgets[name]["spec"]["selector"]["matchLabels"].items() <= labels.items(), name
+
+
+# --- Redis --------------------------------------------------------------------------------
+
+
+def test_redis_is_durable_and_password_protected(applied: list[dict[str, Any]]) -> None:
+    statefulset = by_kind(applied, "StatefulSet")["airlock-redis"]
+    conf = by_kind(applied, "ConfigMap")["airlock-redis-config"]["data"]["redis.conf"]
+    assert re.search(r"^appendonly yes$", conf, re.MULTILINE)
+    assert re.search(r"^maxmemory-policy noeviction$", conf, re.MULTILINE)
+    assert not re.search(r"^\s*requirepass", conf, re.MULTILINE)
+    (claim,) = statefulset["spec"]["volumeClaimTemplates"]
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    assert {"mountPath": "/data", "name": claim["metadata"]["name"]} in container["volumeMounts"]
+    script = container["command"][-1]
+    assert "/run/secrets/redis/password" in script and "--requirepass" not in script
+    assert "env" not in container, "the Redis password is mounted as a file, not in the environment"
+    volumes = {
+        volume["name"]: volume for volume in statefulset["spec"]["template"]["spec"]["volumes"]
+    }
+    assert volumes["password"]["secret"]["secretName"] == "airlock-redis"
+
+
+def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]) -> None:
+    (secret,) = yaml_docs[KUBERNETES / "redis-secret.template.yaml"]
+    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "airlock-redis"
+    assert "data" not in secret
+    assert "openssl rand" in secret["stringData"]["password"]
+
+
+# --- network policy -------------------------------------------------------------------------
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return selector.get("matchLabels", {}).items() <= labels.items()
+
+
+def test_network_policies_let_workers_reach_only_redis_and_dns(
+    applied: list[dict[str, Any]],
+) -> None:
+    policies = by_kind(applied, "NetworkPolicy")
+    default = policies["default-deny"]["spec"]
+    assert default["podSelector"] == {} and set(default["policyTypes"]) == {"Ingress", "Egress"}
+    assert "ingress" not in default and "egress" not in default
+    workloads = {
+        r["metadata"]["name"]: r["spec"]["template"]["metadata"]["labels"]
+        for r in applied
+        if r["kind"] in {"Deployment", "StatefulSet"}
+    }
+    redis_labels = workloads["airlock-redis"]
+    for name in (*WORKERS, "airlock-bridge"):
+        labels = workloads[name]
+        egress_rules = [
+            rule
+            for policy in policies.values()
+            if "Egress" in policy["spec"]["policyTypes"]
+            and _selects(policy["spec"]["podSelector"], labels)
+            for rule in policy["spec"].get("egress", [])
+        ]
+        assert egress_rules, name
+        for rule in egress_rules:
+            ports = {(port["protocol"], port["port"]) for port in rule["ports"]}
+            peers = rule["to"]
+            assert len(peers) == 1
+            (peer,) = peers
+            if ports == {("TCP", 6379)}:
+                assert "namespaceSelector" not in peer
+                assert _selects(peer["podSelector"], redis_labels)
+            else:
+                assert ports == {("UDP", 53), ("TCP", 53)}
+                assert peer["namespaceSelector"]["matchLabels"] == {
+                    "kubernetes.io/metadata.name": "kube-system"
+                }
+                assert peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+
+
+def test_redis_accepts_only_airlock_keda_and_labelled_clients(
+    applied: list[dict[str, Any]],
+) -> None:
+    policy = by_kind(applied, "NetworkPolicy")["airlock-redis-ingress"]["spec"]
+    (rule,) = policy["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
+    for peer in rule["from"]:
+        assert "ipBlock" not in peer
+        assert peer["podSelector"]["matchLabels"], "every peer names the pods it admits"
+    assert policy["egress"] == []
