@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
-
-from sandbox.doctor import main as doctor_main
 
 from bridge import __version__
 from bridge.attachments import (
@@ -27,15 +26,23 @@ from bridge.attachments import (
     assemble_selection,
     extract_attachment,
 )
+from bridge.celery_queue import CeleryQueue
 from bridge.contracts import IngestSelection
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.kinds import guess_kind
+from bridge.queue import QueueUnavailable, gather
+from sandbox.doctor import main as doctor_main
 from sandbox.extractor import SandboxExtractor
+from worker.application import run_worker
+from worker.config import ConfigurationError, Settings
 
 EXIT_OK = 0
 EXIT_OMITTED = 1
 EXIT_USAGE = 2
 EXIT_BROKER = 3
+
+#: Long enough for the slowest legitimate job (a sandbox wall clock of OCR) plus queueing.
+_CLI_DEADLINE_SECONDS = 300.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +72,35 @@ def _parser() -> argparse.ArgumentParser:
             metavar="N",
             help=f"ceiling (default {getattr(defaults, name)})",
         )
+
+    extract.add_argument(
+        "--broker",
+        metavar="URL",
+        help="extract through the queue at this broker (default: $AIRLOCK_BROKER_URL; "
+        "unset: extract in this process's sandbox)",
+    )
+    extract.add_argument(
+        "--deadline",
+        type=float,
+        default=_CLI_DEADLINE_SECONDS,
+        metavar="SECONDS",
+        help=f"queue mode: omit files not answered within this time "
+        f"(default {_CLI_DEADLINE_SECONDS:g})",
+    )
+    extract.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="queue mode: parse again even when the result cache holds this file's text",
+    )
+
+    # Celery parses this command's arguments itself: main() hands them over unread.
+    commands.add_parser(
+        "worker",
+        add_help=False,
+        help="run a Celery worker for the extraction queues (arguments go to celery worker)",
+        description="Start `celery worker` with the airlock app, consuming $AIRLOCK_QUEUES "
+        "(default: airlock.light,airlock.ocr). Every argument is passed to Celery.",
+    )
 
     commands.add_parser(
         "doctor",
@@ -139,23 +175,54 @@ def _extract(args: argparse.Namespace) -> int:
         max_total_chars=args.max_total_chars,
     )
     refs = _read_refs(args.files, args.kind)
-    extractor = SandboxExtractor()
-    progress = _Progress(len(refs), sys.stderr)
-    selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
+    env = dict(os.environ)
+    if args.broker:
+        env["AIRLOCK_BROKER_URL"] = args.broker
+    settings = Settings.from_env(env)
+    if settings.broker_configured:
+        selection = _extract_queued(refs, limits, settings, args)
+    else:
+        extractor = SandboxExtractor()
+        progress = _Progress(len(refs), sys.stderr)
+        selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
     _print_selection(selection, args.json)
     return EXIT_OMITTED if selection.dropped else EXIT_OK
 
 
+def _extract_queued(
+    refs: Sequence[AttachmentRef],
+    limits: ExtractionLimits,
+    settings: Settings,
+    args: argparse.Namespace,
+) -> IngestSelection:
+    client = CeleryQueue(
+        settings.broker_url, settings.result_backend, payload_ttl=settings.payload_ttl
+    )
+    try:
+        return gather(
+            refs, client, limits=limits, deadline=args.deadline, use_cache=not args.no_cache
+        )
+    finally:
+        client.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, celery_args = parser.parse_known_args(argv)
+    if celery_args and args.command != "worker":
+        parser.error(f"unrecognized arguments: {' '.join(celery_args)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
         if args.command == "extract":
             return _extract(args)
+        if args.command == "worker":
+            return run_worker(Settings.from_env(), celery_args)
         return doctor_main()
-    except (OSError, BridgeContractError) as exc:
+    except QueueUnavailable as exc:
+        sys.stderr.write(f"airlock: {exc}\n")
+        return EXIT_BROKER
+    except (OSError, BridgeContractError, ConfigurationError) as exc:
         sys.stderr.write(f"airlock: {exc}\n")
         return EXIT_USAGE

@@ -1,0 +1,166 @@
+"""What the queue costs, as figures and ratios measured side by side in one run (never a test).
+
+    .venv/bin/python bench/queue_bench.py [--quick]
+
+Starts its own ``celery worker`` (2 pool processes, both queues) against a dedicated Redis
+database (``AIRLOCK_BENCH_REDIS_DB``, default 10, emptied at start and end) and stops it.
+
+1. Publishing N jobs from the client: one shared producer (what ``CeleryQueue`` does) vs a
+   Celery ``group``. Client-side milliseconds per job.
+2. Round trip of one small text attachment through ``gather`` (publish, worker, sandbox,
+   answer, validation), cache bypassed and cache hit: p50 / p95. Target: p50 <= 10 ms.
+3. Throughput of small text attachments through the 2 worker processes (one ``gather`` of the
+   whole batch, cache bypassed) vs the local ``SandboxExtractor`` called from 2 threads.
+   Target: >= 0.5x.
+
+Everything shares two cores with whatever else runs: read ratios, not absolutes, and rerun
+when a figure looks off.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from celery import Celery, group
+from redis import Redis
+
+from bridge.attachments import AttachmentRef, extract_attachment
+from bridge.celery_queue import CeleryQueue
+from bridge.jobs import wire_settings
+from bridge.queue import gather
+from sandbox.extractor import SandboxExtractor
+
+REPO = Path(__file__).resolve().parent.parent
+QUICK = "--quick" in sys.argv
+DB = int(os.environ.get("AIRLOCK_BENCH_REDIS_DB", "10"))
+URL = f"redis://127.0.0.1:6379/{DB}"
+ROUND_TRIPS = 50 if QUICK else 300
+BATCH = 200 if QUICK else 1000
+PUBLISHED = 200 if QUICK else 1000
+
+
+def small_ref(n: int) -> AttachmentRef:
+    payload = f"a small text attachment, number {n}, {uuid.uuid4().hex}".encode()
+    return AttachmentRef(f"note-{n}.txt", "text", "text/plain", payload)
+
+
+def start_worker() -> subprocess.Popen[bytes]:
+    nodename = f"bench{os.getpid()}@{socket.gethostname()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    env.update(AIRLOCK_BROKER_URL=URL, PYTHONPATH=str(REPO))
+    command = [
+        str(REPO / ".venv/bin/celery"), "-A", "worker", "worker", "--pool", "prefork",
+        "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
+        "-n", nodename, "-l", "warning",
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    app = Celery("bench", broker=URL, set_as_current=False)
+    deadline = time.monotonic() + 60
+    while not app.control.ping(destination=[nodename], timeout=0.5):
+        if time.monotonic() > deadline or process.poll() is not None:
+            raise SystemExit("the bench worker did not start")
+    app.close()
+    return process
+
+
+def publishing() -> tuple[float, float]:
+    """Client-side ms per published job: shared producer vs group (nobody consumes them)."""
+    app = Celery("bench-publish", broker=URL, set_as_current=False)
+    app.conf.update(**wire_settings())
+    job = {"scratch": "x" * 300}
+    started = time.perf_counter()
+    with app.producer_or_acquire() as producer:
+        for _ in range(PUBLISHED):
+            app.send_task("bench.noop", args=(job,), queue="bench.scratch", producer=producer)
+    shared = (time.perf_counter() - started) / PUBLISHED * 1000
+    started = time.perf_counter()
+    group(
+        app.signature("bench.noop", args=(job,), queue="bench.scratch") for _ in range(PUBLISHED)
+    ).apply_async()
+    grouped = (time.perf_counter() - started) / PUBLISHED * 1000
+    Redis.from_url(URL).delete("bench.scratch")
+    app.close()
+    return shared, grouped
+
+
+def round_trips(client: CeleryQueue, use_cache: bool) -> list[float]:
+    ref = small_ref(0)
+    timings = []
+    for n in range(ROUND_TRIPS):
+        one = ref if use_cache else small_ref(n)
+        started = time.perf_counter()
+        selection = gather([one], client, deadline=30, use_cache=use_cache)
+        timings.append((time.perf_counter() - started) * 1000)
+        assert selection.revision, selection.dropped
+    return timings
+
+
+def queued_throughput(client: CeleryQueue) -> float:
+    refs = [small_ref(n) for n in range(BATCH)]
+    started = time.perf_counter()
+    selection = gather(refs, client, deadline=300, use_cache=False)
+    elapsed = time.perf_counter() - started
+    assert not selection.dropped, selection.dropped[:3]
+    return BATCH / elapsed
+
+
+def local_throughput() -> float:
+    refs = [small_ref(n) for n in range(BATCH)]
+    extractor = SandboxExtractor()
+    extract_attachment(refs[0], extractor)  # start the fork server outside the timing
+    started = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda ref: extract_attachment(ref, extractor), refs))
+    return BATCH / (time.perf_counter() - started)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(fraction * len(values)))]
+
+
+def main() -> None:
+    Redis.from_url(URL).flushdb()  # the bench's own database
+    shared, grouped = publishing()
+    print(f"publish, shared producer: {shared:.2f} ms/job; group: {grouped:.2f} ms/job "
+          f"(ratio {grouped / shared:.2f}x)")  # fmt: skip
+    worker = start_worker()
+    client = CeleryQueue(URL, URL)
+    try:
+        round_trips(client, use_cache=False)  # warm both pool processes' sandboxes
+        fresh = round_trips(client, use_cache=False)
+        cached = round_trips(client, use_cache=True)
+        print(f"round trip, small text, cache bypassed: p50 {statistics.median(fresh):.1f} ms, "
+              f"p95 {percentile(fresh, 0.95):.1f} ms (target p50 <= 10 ms)")  # fmt: skip
+        print(f"round trip, small text, cache hit:      p50 {statistics.median(cached):.1f} ms, "
+              f"p95 {percentile(cached, 0.95):.1f} ms")  # fmt: skip
+        queued = queued_throughput(client)
+    finally:
+        client.close()
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(30)
+    Redis.from_url(URL).flushdb()  # payloads, counters and cache entries of this run
+    local = local_throughput()
+    print(f"throughput, {BATCH} small texts: queue (2 worker processes) {queued:.0f}/s, "
+          f"local sandbox (2 threads) {local:.0f}/s, ratio {queued / local:.2f}x "
+          "(target >= 0.5x)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

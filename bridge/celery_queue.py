@@ -1,0 +1,171 @@
+"""The :class:`ExtractionQueue` over Celery and Redis: publish jobs, collect answers, withdraw.
+
+Publishing uses Celery's own message format (so ``celery worker`` consumes it) over one
+producer for the whole batch. Waiting does not go through ``AsyncResult``: this client
+subscribes to the result channels of exactly the task ids it created, *before* publishing
+(so no answer can slip past), reads each final answer once, and sweeps with ``MGET`` when the
+channel is quiet (so a lost notification costs a second, not the attachment). Every call uses
+fresh task ids; when it stops waiting it revokes the stragglers and deletes their results, and
+each message carries the deadline as its Celery expiry, so a worker that reaches a stale job
+later drops it unrun. Nothing read here is trusted: it goes to ``bridge.envelope``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from celery import Celery
+from celery.backends.base import KeyValueStoreBackend
+from kombu.exceptions import KombuError
+from redis import Redis, RedisError
+from redis.client import PubSub
+
+from bridge.claim_check import store_payloads
+from bridge.envelope import StoredAnswer, read_stored
+from bridge.jobs import TASK_NAME, wire_settings
+from bridge.queue import QueuedJob, QueueUnavailable
+
+_log = logging.getLogger(__name__)
+
+#: How long the result channel may stay quiet before the client looks at the keys directly.
+_SWEEP_SECONDS = 1.0
+_CONNECT_SECONDS = 5.0
+_INFRASTRUCTURE_ERRORS = (RedisError, KombuError, OSError)
+
+
+def _new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
+def result_key(task_id: str) -> str:
+    """Where Celery's Redis backend stores a task's state, and the channel it publishes on."""
+    return f"{KeyValueStoreBackend.task_keyprefix}{task_id}"
+
+
+class CeleryQueue:
+    """Jobs to ``celery worker`` processes through a broker; answers and payloads in Redis."""
+
+    def __init__(
+        self,
+        broker_url: str,
+        result_backend: str,
+        *,
+        payload_ttl: int = 3600,
+        new_task_id: Callable[[], str] = _new_task_id,
+    ) -> None:
+        self._app: Any = Celery("airlock-client", broker=broker_url, set_as_current=False)
+        self._app.conf.update(
+            **wire_settings(),
+            broker_connection_timeout=_CONNECT_SECONDS,
+            broker_connection_retry_on_startup=False,
+            task_publish_retry_policy={"max_retries": 2, "interval_start": 0.1},
+        )
+        self._redis = Redis.from_url(
+            result_backend,
+            socket_connect_timeout=_CONNECT_SECONDS,
+            socket_timeout=_CONNECT_SECONDS + _SWEEP_SECONDS,
+        )
+        self._payload_ttl = payload_ttl
+        self._new_task_id = new_task_id
+
+    def close(self) -> None:
+        self._app.close()
+        self._redis.close()
+
+    def extract(self, jobs: Sequence[QueuedJob], deadline: float) -> list[StoredAnswer | None]:
+        task_ids = [self._new_task_id() for _ in jobs]
+        try:
+            payloads = {queued.job.sha256: queued.payload for queued in jobs}
+            store_payloads(self._redis, payloads, self._payload_ttl)
+            with PubSub(self._redis.connection_pool) as pubsub:
+                keys = {result_key(task_id): index for index, task_id in enumerate(task_ids)}
+                self._subscribe(pubsub, list(keys), deadline)
+                self._publish(jobs, task_ids, deadline)
+                answers = self._collect(pubsub, keys, jobs, deadline)
+        except _INFRASTRUCTURE_ERRORS as exc:
+            raise QueueUnavailable(
+                f"the extraction queue is unreachable ({type(exc).__name__}: {exc})"
+            ) from exc
+        self._withdraw(task_ids, [i for i, answer in enumerate(answers) if answer is None])
+        return answers
+
+    def _subscribe(self, pubsub: PubSub, keys: list[str], deadline: float) -> None:
+        """Subscribe and wait for the server's confirmations, so no answer can precede them."""
+        pubsub.subscribe(*keys)
+        confirmed = 0
+        while confirmed < len(keys):
+            message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0.0))
+            if message is None:
+                if time.monotonic() >= deadline:
+                    return  # the sweep after the deadline still reads whatever arrived
+                continue
+            if message["type"] == "subscribe":
+                confirmed += 1
+
+    def _publish(self, jobs: Sequence[QueuedJob], task_ids: list[str], deadline: float) -> None:
+        expires = datetime.now(UTC) + timedelta(seconds=max(deadline - time.monotonic(), 0.0))
+        with self._app.producer_or_acquire() as producer:
+            for queued, task_id in zip(jobs, task_ids, strict=True):
+                self._app.send_task(
+                    TASK_NAME,
+                    args=(queued.job.to_wire(),),
+                    task_id=task_id,
+                    expires=expires,
+                    producer=producer,
+                )
+
+    def _collect(
+        self,
+        pubsub: PubSub,
+        keys: dict[str, int],
+        jobs: Sequence[QueuedJob],
+        deadline: float,
+    ) -> list[StoredAnswer | None]:
+        answers: list[StoredAnswer | None] = [None] * len(jobs)
+        pending = dict(keys)
+
+        def take(key: str, untrusted_raw: object) -> None:
+            index = pending.get(key)
+            if index is None or not isinstance(untrusted_raw, bytes):
+                return
+            stored = read_stored(untrusted_raw, jobs[index].job.limits)
+            if stored is not None:
+                answers[index] = stored
+                del pending[key]
+
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            message = pubsub.get_message(timeout=min(remaining, _SWEEP_SECONDS))
+            if message is None:
+                self._sweep(pending, take)
+            elif message["type"] == "message" and isinstance(message["channel"], bytes):
+                take(message["channel"].decode(), message["data"])
+        if pending:
+            self._sweep(pending, take)
+        return answers
+
+    def _sweep(self, pending: dict[str, int], take: Callable[[str, object], None]) -> None:
+        keys = list(pending)
+        for key, untrusted_raw in zip(keys, self._redis.mget(keys), strict=True):
+            if untrusted_raw is not None:
+                take(key, untrusted_raw)
+
+    def _withdraw(self, task_ids: list[str], unanswered: list[int]) -> None:
+        """Revoke what was not answered and delete every result this call created.
+
+        Best effort: the answers are already in hand, and the expiry on each message and
+        the backend's result expiry clean up whatever a failure here leaves behind.
+        """
+        try:
+            if unanswered:
+                self._app.control.revoke([task_ids[index] for index in unanswered])
+            self._redis.delete(*(result_key(task_id) for task_id in task_ids))
+        except _INFRASTRUCTURE_ERRORS as exc:
+            _log.warning("could not withdraw %d jobs: %s", len(unanswered), exc)

@@ -1,0 +1,211 @@
+"""Real Redis and real ``celery worker`` processes, started per test and always torn down.
+
+Everything runs in one dedicated Redis database (``AIRLOCK_TEST_REDIS_DB``, default 9), which
+the session empties once at start; production keys in other databases are never touched.
+Workers run with the test hooks (``-I tests.integration.worker_hooks``), one pool process
+unless a test asks for more, and are stopped (or killed, with their whole process group) at
+teardown, whatever the test did to them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from bridge.celery_queue import CeleryQueue
+from tests.conftest import REPO_ROOT
+
+REDIS_DB = int(os.environ.get("AIRLOCK_TEST_REDIS_DB", "9"))
+REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
+CELERY = REPO_ROOT / ".venv" / "bin" / "celery"
+AIRLOCK = REPO_ROOT / ".venv" / "bin" / "airlock"
+_READY_SECONDS = 60.0
+_STOP_SECONDS = 15.0
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except OSError as exc:  # redis-py's ConnectionError is an OSError too
+        pytest.fail(f"Redis is not reachable at {REDIS_URL}: {exc}")
+    client.flushdb()  # the dedicated test database only
+    client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis(redis_url: str) -> Iterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def marker_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "markers"
+    directory.mkdir()
+    return directory
+
+
+@dataclass
+class WorkerProcess:
+    """One ``celery worker`` main process and its pool, in a process group of its own."""
+
+    nodename: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = _READY_SECONDS) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if f"{self.nodename} ready." in self.log():
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"worker {self.nodename} did not start:\n{self.log()[-4000:]}")
+
+    def pool_pids(self) -> list[int]:
+        """The pool processes: children of the main process running celery's code."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        return [int(pid) for pid in children.read_text().split()]
+
+    def kill_everything(self) -> None:
+        """``kill -9`` of the whole worker: the machine it ran on is gone."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(_STOP_SECONDS)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.kill_everything()
+        else:
+            # The main process is gone; its pool processes may not be.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+
+def worker_env(redis_url: str, marker_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("AIRLOCK_") or key == "AIRLOCK_SANDBOX_REQUIRE"
+    }
+    env.update(
+        AIRLOCK_BROKER_URL=redis_url,
+        AIRLOCK_TEST_MARKER_DIR=str(marker_dir),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    env.update(overrides)
+    return env
+
+
+class WorkerFactory:
+    """Starts workers against the test database and stops every one of them at teardown."""
+
+    def __init__(self, redis_url: str, marker_dir: Path, log_dir: Path) -> None:
+        self.redis_url = redis_url
+        self.marker_dir = marker_dir
+        self._log_dir = log_dir
+        self._started: list[WorkerProcess] = []
+
+    def __call__(
+        self,
+        queues: Sequence[str] = ("airlock.light", "airlock.ocr"),
+        concurrency: int = 1,
+        env: Mapping[str, str] | None = None,
+        wait: bool = True,
+        via_cli: bool = False,
+    ) -> WorkerProcess:
+        """``celery -A worker worker -Q queues ...``, or ``airlock worker ...`` with ``via_cli``
+        (which consumes the configured queues unless told otherwise)."""
+        name = f"t{uuid.uuid4().hex[:8]}"
+        nodename = f"{name}@{socket.gethostname()}"
+        log_path = self._log_dir / f"{name}.log"
+        program = [str(AIRLOCK), "worker"] if via_cli else [str(CELERY), "-A", "worker", "worker"]
+        command = [
+            *program,
+            *([] if via_cli else ["-Q", ",".join(queues)]),
+            "--pool", "prefork", "-c", str(concurrency),
+            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            "-n", nodename,
+            "-I", "tests.integration.worker_hooks",
+            "-l", "info",
+        ]  # fmt: skip
+        with log_path.open("wb") as log:
+            process = subprocess.Popen(
+                command,
+                cwd=REPO_ROOT,
+                env=worker_env(self.redis_url, self.marker_dir, env or {}),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        worker = WorkerProcess(nodename, process, log_path)
+        self._started.append(worker)
+        if wait:
+            worker.wait_ready()
+        return worker
+
+    def stop_all(self) -> None:
+        for worker in self._started:
+            worker.stop()
+
+
+@pytest.fixture
+def start_worker(redis_url: str, marker_dir: Path, tmp_path: Path) -> Iterator[WorkerFactory]:
+    """Start a worker: ``start_worker(queues=..., concurrency=1, env={...})``; ready on return."""
+    factory = WorkerFactory(redis_url, marker_dir, tmp_path)
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def shared_worker(
+    redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    """Two pool processes on both queues, for the tests that do not harm their worker."""
+    directory = tmp_path_factory.mktemp("shared-worker")
+    factory = WorkerFactory(redis_url, directory, directory)
+    yield factory(concurrency=2)
+    factory.stop_all()
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[CeleryQueue]:
+    queue = CeleryQueue(redis_url, redis_url)
+    yield queue
+    queue.close()
+
+
+def wait_for_marker(marker: Path, lines: int = 1, timeout: float = 30.0) -> list[int]:
+    """The pids a hooked job recorded, once ``lines`` deliveries have reached the hook."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if marker.exists():
+            pids = [int(line) for line in marker.read_text().split()]
+            if len(pids) >= lines:
+                return pids
+        time.sleep(0.02)
+    raise AssertionError(f"no job reached the hook for {marker.name} within {timeout}s")

@@ -1,0 +1,132 @@
+"""Deadlines account for every ref; routing keeps images (and OCR hand-offs) on the OCR queue."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from bridge.attachments import AttachmentRef, AttachmentSource
+from bridge.celery_queue import CeleryQueue
+from bridge.contracts import ContextRequest, IngestSelection
+from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
+from bridge.queue import gather
+from sandbox.extractor import SandboxExtractor
+from tests.integration.conftest import WorkerFactory, WorkerProcess, wait_for_marker
+
+pytestmark = pytest.mark.integration
+
+
+def local(refs: list[AttachmentRef]) -> IngestSelection:
+    return AttachmentSource(refs, SandboxExtractor()).select(ContextRequest("x"))
+
+
+class RecordingQueue(CeleryQueue):
+    """The real client, remembering the task ids it published (to look for them later)."""
+
+    def __init__(self, redis_url: str) -> None:
+        self.task_ids: list[str] = []
+        super().__init__(redis_url, redis_url, new_task_id=self._record)
+
+    def _record(self) -> str:
+        task_id = uuid.uuid4().hex
+        self.task_ids.append(task_id)
+        return task_id
+
+
+@pytest.fixture
+def recording(redis_url: str) -> Iterator[RecordingQueue]:
+    queue = RecordingQueue(redis_url)
+    yield queue
+    queue.close()
+
+
+def received(worker: WorkerProcess, task_id: str) -> bool:
+    """Whether the worker was handed the task (it also logs ids it is told to revoke)."""
+    return f"airlock.extract[{task_id}] received" in worker.log()
+
+
+def _drained(redis: Redis, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while redis.llen(LIGHT_QUEUE) or redis.llen(OCR_QUEUE):
+        assert time.monotonic() < deadline, "the queues were not drained"
+        time.sleep(0.05)
+
+
+def test_without_workers_every_ref_is_dropped_within_the_deadline_and_stays_stale(
+    start_worker: WorkerFactory, recording: RecordingQueue, redis: Redis, corpus_dir: Path
+) -> None:
+    image = (corpus_dir / "tesseract_phototest-rotated-R.png").read_bytes()
+    refs = [
+        AttachmentRef("a.txt", "text", "text/plain", b"first request, first file"),
+        AttachmentRef("b.png", "image", "image/png", image),
+        AttachmentRef("empty.txt", "text", "text/plain", b""),
+    ]
+    started = time.monotonic()
+    selection = gather(refs, recording, deadline=1.0, use_cache=False)
+    assert time.monotonic() - started < 1.3  # the deadline, one last MGET and the revoke
+    assert selection.text == "" and selection.revision == ""
+    assert [label for label, _ in selection.dropped] == ["a.txt", "b.png", "empty.txt"]
+    for _, reason in selection.dropped[:2]:
+        assert "DeadlineExceeded: no answer within the deadline of 1 seconds" in reason
+    assert "empty payload" in selection.dropped[2][1]  # refused before dispatch, never queued
+    stale_ids = list(recording.task_ids)
+    assert len(stale_ids) == 2
+
+    # A worker that turns up later sees the stale jobs first; it must drop them unrun, and a
+    # new request (same labels, new content) must get its own answers only.
+    start_worker()
+    later = [
+        AttachmentRef("a.txt", "text", "text/plain", b"second request, new content"),
+        AttachmentRef("b.png", "image", "image/png", image),
+    ]
+    assert gather(later, recording, deadline=60, use_cache=False) == local(later)
+    _drained(redis)
+    for task_id in stale_ids:
+        assert not redis.keys(f"airlock:deliveries:{task_id}:*"), "a stale job was run"
+
+
+def test_images_reach_only_the_ocr_queue(
+    start_worker: WorkerFactory, recording: RecordingQueue, redis: Redis, corpus_dir: Path
+) -> None:
+    light = start_worker(queues=[LIGHT_QUEUE])
+    image = AttachmentRef(
+        "scan.png",
+        "image",
+        "image/png",
+        (corpus_dir / "tesseract_phototest-rotated-R.png").read_bytes(),
+    )
+    text = AttachmentRef("note.txt", "text", "text/plain", b"light work")
+    selection = gather([text, image], recording, deadline=3, use_cache=False)
+    assert selection.text == "ATTACHMENT [note.txt]\nlight work"
+    assert "DeadlineExceeded" in dict(selection.dropped)["scan.png"]
+    text_id, image_id = recording.task_ids
+    assert redis.llen(OCR_QUEUE) == 1  # still waiting for an OCR worker
+    assert received(light, text_id) and not received(light, image_id)
+
+    ocr = start_worker(queues=[OCR_QUEUE])
+    assert gather([image], recording, deadline=60, use_cache=False) == local([image])
+    assert received(ocr, recording.task_ids[-1])
+    assert not received(light, recording.task_ids[-1])
+
+
+def test_light_job_that_needs_ocr_is_handed_to_the_ocr_queue(
+    start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
+) -> None:
+    light = start_worker(queues=[LIGHT_QUEUE])
+    scanned = AttachmentRef(
+        "scan.txt", "text", "text/plain", b"airlock-test: needs-ocr handoff\nread by OCR"
+    )
+    selection = gather([scanned], client, deadline=3, use_cache=False)
+    assert "DeadlineExceeded" in selection.dropped[0][1]  # no OCR worker yet: not answered
+
+    ocr = start_worker(queues=[OCR_QUEUE])
+    selection = gather([scanned], client, deadline=60, use_cache=False)
+    assert selection == local([scanned])
+    # The light worker gave it up; an OCR pool process extracted it (once for this request).
+    [pid] = wait_for_marker(marker_dir / "handoff")
+    assert pid in ocr.pool_pids() and pid not in light.pool_pids()

@@ -1,0 +1,87 @@
+"""The CLI's exit codes that need no worker: 0 and 1 locally, 2 for usage, 3 for the broker.
+
+Queue-mode 0 and 1 are in tests/integration/test_roundtrip.py, against a real worker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge import cli
+from bridge.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
+from worker.config import Settings
+
+UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+
+
+@pytest.fixture
+def note(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("AIRLOCK_BROKER_URL", "AIRLOCK_RESULT_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "note.txt"
+    path.write_text("hello\n")
+    return path
+
+
+def test_local_mode_exit_codes(
+    note: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["extract", str(note)]) == EXIT_OK
+    assert capsys.readouterr().out.startswith("ATTACHMENT [note.txt]\nhello\n")
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    assert main(["extract", str(note), str(empty)]) == EXIT_OMITTED
+    assert "omitted empty.txt" in capsys.readouterr().err
+
+
+def test_an_unreachable_broker_exits_3(
+    note: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["extract", "--broker", UNREACHABLE, str(note)]) == EXIT_BROKER
+    assert "unreachable" in capsys.readouterr().err
+    monkeypatch.setenv("AIRLOCK_BROKER_URL", UNREACHABLE)
+    assert main(["extract", str(note)]) == EXIT_BROKER
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        [],
+        ["extract", "missing-file.txt"],
+        ["extract", "--max-pages", "0", "NOTE"],
+        ["extract", "--broker", UNREACHABLE, "--deadline", "0", "NOTE"],
+    ],
+)
+def test_usage_errors_exit_2(note: Path, arguments: list[str]) -> None:
+    assert main([str(note) if arg == "NOTE" else arg for arg in arguments]) == EXIT_USAGE
+
+
+def test_unparseable_arguments_exit_2(note: Path) -> None:
+    for arguments in (
+        ["extract"],
+        ["extract", "--deadline", "soon", str(note)],
+        ["extract", "--pool", "solo", str(note)],
+        ["frobnicate"],
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(arguments)
+        assert exited.value.code == EXIT_USAGE
+
+
+def test_an_impossible_configuration_exits_2(note: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRLOCK_VISIBILITY_TIMEOUT", "1")
+    assert main(["extract", "--broker", UNREACHABLE, str(note)]) == EXIT_USAGE
+
+
+def test_worker_hands_every_argument_to_celery(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[Settings, list[str]]] = []
+    monkeypatch.setattr(
+        cli, "run_worker", lambda settings, args: calls.append((settings, args)) or 0
+    )
+    monkeypatch.setenv("AIRLOCK_QUEUES", "airlock.ocr")
+    assert main(["worker", "--pool", "prefork", "-c", "1", "--help"]) == 0
+    [(settings, arguments)] = calls
+    assert settings.queues == ("airlock.ocr",)
+    assert arguments == ["--pool", "prefork", "-c", "1", "--help"]

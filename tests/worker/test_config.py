@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import pytest
+
+from bridge.jobs import QUEUES
+from sandbox.limits import MIB
+from worker.config import DEFAULT_BROKER_URL, ConfigurationError, Settings
+
+
+def test_defaults_keep_the_time_limits_in_order() -> None:
+    settings = Settings.from_env({})
+    assert settings.broker_url == settings.result_backend == DEFAULT_BROKER_URL
+    assert not settings.broker_configured
+    assert settings.queues == QUEUES
+    wall = settings.sandbox.wall_seconds
+    assert wall < settings.soft_time_limit < settings.hard_time_limit < settings.visibility_timeout
+    assert settings.max_deliveries == 3 and settings.result_cache
+    assert Settings() == Settings.from_env({})
+
+
+def test_every_variable_is_read() -> None:
+    settings = Settings.from_env(
+        {
+            "AIRLOCK_BROKER_URL": "redis://broker:6379/1",
+            "AIRLOCK_RESULT_BACKEND": "redis://results:6379/2",
+            "AIRLOCK_QUEUES": "airlock.ocr",
+            "AIRLOCK_CONCURRENCY": "3",
+            "AIRLOCK_SANDBOX_MEMORY_MB": "512",
+            "AIRLOCK_SANDBOX_CPU_SECONDS": "20",
+            "AIRLOCK_SANDBOX_WALL_SECONDS": "30",
+            "AIRLOCK_SANDBOX_OUTPUT_BYTES": "1048576",
+            "AIRLOCK_OCR_LANGUAGE": "eng+deu",
+            "AIRLOCK_TASK_SOFT_TIME_LIMIT": "40",
+            "AIRLOCK_TASK_TIME_LIMIT": "50",
+            "AIRLOCK_VISIBILITY_TIMEOUT": "70",
+            "AIRLOCK_RESTORE_INTERVAL": "2",
+            "AIRLOCK_RESULT_EXPIRES": "600",
+            "AIRLOCK_PAYLOAD_TTL": "900",
+            "AIRLOCK_MAX_DELIVERIES": "5",
+            "AIRLOCK_RESULT_CACHE": "off",
+            "AIRLOCK_RESULT_CACHE_TTL": "60",
+        }
+    )
+    assert settings.broker_configured
+    assert settings.result_backend == "redis://results:6379/2"
+    assert settings.queues == ("airlock.ocr",)
+    assert settings.concurrency == 3
+    assert settings.sandbox.memory_bytes == 512 * MIB
+    assert (settings.sandbox.cpu_seconds, settings.sandbox.wall_seconds) == (20, 30.0)
+    assert settings.sandbox.output_bytes == 1048576
+    assert settings.parse_limits.ocr_language == "eng+deu"
+    assert (settings.soft_time_limit, settings.hard_time_limit) == (40.0, 50.0)
+    assert (settings.visibility_timeout, settings.restore_interval) == (70.0, 2.0)
+    assert (settings.result_expires, settings.payload_ttl) == (600, 900)
+    assert settings.max_deliveries == 5
+    assert not settings.result_cache and settings.result_cache_ttl == 60
+
+
+def test_the_result_backend_defaults_to_the_broker() -> None:
+    assert Settings.from_env({"AIRLOCK_BROKER_URL": "redis://b/3"}).result_backend == "redis://b/3"
+
+
+def test_derived_limits_follow_the_wall_clock() -> None:
+    settings = Settings.from_env({"AIRLOCK_SANDBOX_WALL_SECONDS": "10"})
+    assert (settings.soft_time_limit, settings.hard_time_limit) == (40.0, 70.0)
+    assert settings.visibility_timeout == 130.0
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AIRLOCK_TASK_SOFT_TIME_LIMIT": "100"}, "wall clock < soft limit"),
+        ({"AIRLOCK_TASK_TIME_LIMIT": "140"}, "soft limit < hard limit"),
+        ({"AIRLOCK_VISIBILITY_TIMEOUT": "60"}, "exceed the hard time limit"),
+        ({"AIRLOCK_PAYLOAD_TTL": "10"}, "AIRLOCK_PAYLOAD_TTL"),
+        ({"AIRLOCK_RESULT_BACKEND": "rpc://"}, "redis://"),
+        ({"AIRLOCK_QUEUES": "celery"}, "AIRLOCK_QUEUES"),
+        ({"AIRLOCK_QUEUES": " , "}, "AIRLOCK_QUEUES"),
+        ({"AIRLOCK_OCR_LANGUAGE": "--psm 0"}, "AIRLOCK_OCR_LANGUAGE"),
+        ({"AIRLOCK_CONCURRENCY": "0"}, "positive integer"),
+        ({"AIRLOCK_MAX_DELIVERIES": "-1"}, "positive integer"),
+        ({"AIRLOCK_SANDBOX_WALL_SECONDS": "nan"}, "positive, finite"),
+        ({"AIRLOCK_SANDBOX_WALL_SECONDS": "soon"}, "not a number"),
+        ({"AIRLOCK_RESULT_CACHE": "maybe"}, "1/0"),
+    ],
+)
+def test_values_that_break_a_guarantee_are_refused(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Settings.from_env(env)

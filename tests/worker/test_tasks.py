@@ -1,0 +1,217 @@
+"""The extract task's body, run against real Redis with a fake bound task and a fake parser."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from redis import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from bridge.attachments import ExtractionLimits
+from bridge.claim_check import sha256_hex, store_payloads
+from bridge.jobs import TASK_NAME, ExtractionJob, MalformedJob, Stage
+from sandbox.errors import ParserError, SandboxUnavailable
+from worker import extraction
+from worker.application import create_app
+from worker.config import Settings
+from worker.tasks import Runtime, run_job
+
+from .conftest import REDIS_URL
+
+
+def settings(**env: str) -> Settings:
+    return Settings.from_env({"AIRLOCK_BROKER_URL": REDIS_URL, **env})
+
+
+SETTINGS = settings(AIRLOCK_MAX_DELIVERIES="2")
+
+
+@dataclass
+class Request:
+    id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    retries: int = 0
+    expires: str | None = "2099-01-01T00:00:00+00:00"
+
+
+class FakeTask:
+    """What run_job uses of a bound Celery task."""
+
+    def __init__(self) -> None:
+        self.request = Request()
+        self.states: list[tuple[str, dict[str, Any]]] = []
+        self.replaced_with: Any = None
+
+    def update_state(self, state: str, meta: dict[str, Any]) -> None:
+        self.states.append((state, meta))
+
+    def signature(self, args: tuple[object, ...], **options: Any) -> dict[str, Any]:
+        return {"args": args, "options": options}
+
+    def replace(self, signature: Any) -> None:
+        self.replaced_with = signature
+
+
+class Scripted:
+    """A parser stand-in: returns text, or raises what it was given."""
+
+    def __init__(self, result: str | BaseException) -> None:
+        self.result = result
+        self.calls = 0
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        self.calls += 1
+        if isinstance(self.result, BaseException):
+            raise self.result
+        return self.result
+
+
+@pytest.fixture
+def parser(monkeypatch: pytest.MonkeyPatch) -> Scripted:
+    scripted = Scripted("extracted\r\ntext")
+    monkeypatch.setattr(extraction, "sandbox_extractor", lambda settings, stage: scripted)
+    return scripted
+
+
+def job_for(
+    redis: Redis, payload: bytes, kind: str = "text", stage: Stage = Stage.LIGHT
+) -> dict[str, object]:
+    store_payloads(redis, {sha256_hex(payload): payload}, 60)
+    return ExtractionJob(
+        sha256_hex(payload), len(payload), "a.txt", kind, "text/plain",
+        ExtractionLimits(), stage, use_cache=False,
+    ).to_wire()  # fmt: skip
+
+
+def unique() -> bytes:
+    return uuid.uuid4().bytes
+
+
+def test_a_job_is_answered_with_a_success_envelope(redis: Redis, parser: Scripted) -> None:
+    payload = unique()
+    envelope = run_job(FakeTask(), job_for(redis, payload), Runtime(SETTINGS))
+    assert envelope == {
+        "ok": True, "sha256": sha256_hex(payload), "label": "a.txt",
+        "text": "extracted\ntext", "byte_size": 16,
+    }  # fmt: skip
+
+
+def test_a_parser_failure_travels_as_its_own_type_and_message(
+    redis: Redis, parser: Scripted
+) -> None:
+    parser.result = ParserError("parser raised KeyError: '/Root'")
+    envelope = run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
+    assert (envelope["ok"], envelope["error"], envelope["type"]) == (
+        False, "ExtractionFailed", "ParserError",
+    )  # fmt: skip
+    assert envelope["reason"] == "parser raised KeyError: '/Root'"
+
+
+def test_guards_run_again_on_the_worker(redis: Redis, parser: Scripted) -> None:
+    job = job_for(redis, unique(), kind="executable")
+    envelope = run_job(FakeTask(), job, Runtime(SETTINGS))
+    assert envelope["error"] == "IngestionRejected" and "not extractable" in str(envelope["reason"])
+    assert parser.calls == 0
+
+
+def test_a_malformed_message_raises(redis: Redis, parser: Scripted) -> None:
+    with pytest.raises(MalformedJob):
+        run_job(FakeTask(), {"sha256": "x"}, Runtime(SETTINGS))
+
+
+def test_a_missing_or_substituted_payload_is_refused(redis: Redis, parser: Scripted) -> None:
+    job = job_for(redis, unique())
+    job["sha256"] = sha256_hex(b"never stored" + unique())
+    envelope = run_job(FakeTask(), job, Runtime(SETTINGS))
+    assert envelope["type"] == "PayloadUnavailable" and "no longer in the store" in str(
+        envelope["reason"]
+    )
+    other = unique()
+    job = job_for(redis, other)
+    redis.set(f"airlock:payload:{job['sha256']}", b"planted bytes!!!")  # same size, other bytes
+    envelope = run_job(FakeTask(), job, Runtime(SETTINGS))
+    assert "do not match" in str(envelope["reason"]) and parser.calls == 0
+
+
+def test_deliveries_past_the_limit_are_answered_as_failures(redis: Redis, parser: Scripted) -> None:
+    task = FakeTask()
+    job = job_for(redis, unique())
+    runtime = Runtime(SETTINGS)
+    assert run_job(task, job, runtime)["ok"] is True
+    assert run_job(task, job, runtime)["ok"] is True  # a redelivery, within the limit of 2
+    envelope = run_job(task, job, runtime)
+    assert envelope["type"] == "WorkerLost"
+    assert str(envelope["reason"]).startswith("the worker failed 2 times on this job")
+    assert parser.calls == 2
+    task.request.retries = 1  # a deliberate retry is a new attempt, not a crash
+    assert run_job(task, job, runtime)["ok"] is True
+
+
+def test_an_unavailable_sandbox_is_raised_for_a_retry(redis: Redis, parser: Scripted) -> None:
+    parser.result = SandboxUnavailable("the fork server died")
+    with pytest.raises(SandboxUnavailable):
+        run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
+
+
+class OcrRequired(Exception):
+    pass
+
+
+def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
+    redis: Redis, parser: Scripted
+) -> None:
+    parser.result = OcrRequired("page 2 has no text layer")
+    task = FakeTask()
+    job = job_for(redis, unique(), kind="pdf")
+    assert run_job(task, job, Runtime(SETTINGS)) is None
+    (handed,) = task.replaced_with["args"]
+    assert handed == {**job, "stage": "ocr"}
+    assert task.replaced_with["options"] == {"expires": task.request.expires}
+    # On the OCR stage the same failure is an answer, and progress is reported first.
+    task = FakeTask()
+    ocr_job = job_for(redis, unique(), kind="pdf", stage=Stage.OCR)
+    envelope = run_job(task, ocr_job, Runtime(SETTINGS))
+    assert envelope["type"] == "OcrRequired" and task.replaced_with is None
+    assert task.states == [("PROGRESS", {"stage": "ocr", "done": 0, "total": None})]
+
+
+def test_the_result_cache_serves_a_repeated_file(redis: Redis, parser: Scripted) -> None:
+    payload = unique()
+    job = job_for(redis, payload)
+    job["use_cache"] = True
+    runtime = Runtime(SETTINGS)
+    first = run_job(FakeTask(), job, runtime)
+    second = run_job(FakeTask(), job, runtime)
+    assert first == second and parser.calls == 1
+    job["use_cache"] = False  # bypassed per call
+    run_job(FakeTask(), job, runtime)
+    assert parser.calls == 2
+    uncached = Runtime(settings(AIRLOCK_RESULT_CACHE="0"))
+    run_job(FakeTask(), {**job, "use_cache": True}, uncached)  # and by configuration
+    assert parser.calls == 3
+
+
+def test_the_registered_task_holds_the_delivery_guarantees() -> None:
+    app = create_app(SETTINGS)
+    task = app.tasks[TASK_NAME]
+    assert task.acks_late and task.reject_on_worker_lost
+    assert RedisConnectionError in task.autoretry_for and SandboxUnavailable in task.autoretry_for
+    assert task.retry_backoff and task.max_retries
+    conf = app.conf
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.accept_content == ["json"] and conf.task_serializer == "json"
+    assert SETTINGS.sandbox.wall_seconds < conf.task_soft_time_limit < conf.task_time_limit
+    assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit
+    assert conf.result_expires == SETTINGS.result_expires
+
+
+def test_an_unreachable_redis_is_raised_for_a_retry(parser: Scripted) -> None:
+    unreachable = Runtime(Settings.from_env({"AIRLOCK_BROKER_URL": "redis://127.0.0.1:1/0"}))
+    job = ExtractionJob(
+        "ab" * 32, 1, "a.txt", "text", "text/plain", ExtractionLimits(), Stage.LIGHT, False
+    ).to_wire()
+    with pytest.raises(RedisConnectionError):
+        run_job(FakeTask(), job, unreachable)
+    assert parser.calls == 0

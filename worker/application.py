@@ -1,0 +1,71 @@
+"""The Celery application, configured from :class:`Settings` for the service's guarantees.
+
+Each setting below closes one failure:
+
+- JSON only (``bridge.jobs.wire_settings``): pickle on the wire is code execution for anyone
+  who can publish or write a result.
+- ``task_acks_late`` + ``task_reject_on_worker_lost``: a job is acknowledged only after it
+  answered, so a worker killed mid-job puts the job back instead of losing it.
+- ``worker_prefetch_multiplier=1``: a worker holds no more jobs than it runs, so a job is not
+  stuck behind a long OCR job on one worker while another worker idles.
+- soft/hard time limits above the sandbox's wall clock: the sandbox's own limit fires first and
+  reports what happened; Celery's limits only catch a hang outside the sandbox.
+- broker ``visibility_timeout`` above the hard limit: a job of a lost worker is redelivered only
+  after it could no longer be running (trade-off in docs/queue.md); the restore sweep runs
+  every ``restore_interval`` seconds.
+- ``result_expires``: answers nobody collected (a caller gave up) do not accumulate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from celery import Celery
+
+from bridge.jobs import LIGHT_QUEUE, wire_settings
+from worker import tasks
+from worker.config import Settings
+
+
+def create_app(settings: Settings) -> Any:
+    app = Celery("airlock", broker=settings.broker_url, backend=settings.result_backend)
+    app.conf.update(
+        **wire_settings(),
+        task_default_queue=LIGHT_QUEUE,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_concurrency=settings.concurrency,
+        task_soft_time_limit=settings.soft_time_limit,
+        task_time_limit=settings.hard_time_limit,
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout,
+            # kombu sweeps for expired unacknowledged jobs every interval x throttle seconds
+            # (100 s by default); a throttle of 1 makes the interval the one control, so a
+            # lost worker's job is back after at most visibility timeout + restore interval.
+            "unacked_restore_interval": settings.restore_interval,
+            "unacked_restore_throttle": 1,
+        },
+        result_expires=settings.result_expires,
+        broker_connection_retry_on_startup=True,
+        # A worker that lost its broker connection cannot acknowledge what it runs; the jobs
+        # are redelivered elsewhere, so finishing them here would only duplicate work.
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+    )
+    tasks.register(app, settings)
+    return app
+
+
+def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
+    """``celery worker`` on the airlock app, consuming the configured queues by default.
+
+    Arguments after ``airlock worker`` go to Celery unchanged; a ``-Q`` among them overrides
+    the configured queues, as a later option does on Celery's own command line.
+    """
+    app = create_app(settings)
+    try:
+        app.worker_main(["worker", "--queues", ",".join(settings.queues), *celery_args])
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    return 0

@@ -1,0 +1,162 @@
+"""Every setting of the extraction service, read from the environment in this one place.
+
+Each variable is documented in docs/configuration.md. A value that cannot be honoured (a hard
+time limit under the sandbox's wall clock, a visibility timeout under the hard limit) is refused
+at start-up, because each such mismatch silently breaks a guarantee: a task killed by Celery
+before the sandbox's own limit reports the wrong reason, and a visibility timeout shorter than a
+task hands the same job to a second worker while the first is still running it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from bridge.jobs import QUEUES
+from sandbox.limits import MIB, ParseLimits, SandboxLimits
+
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+# One pool process per core: OCR runs tesseract single-threaded (OMP_THREAD_LIMIT=1), so more
+# processes than cores only make jobs wait on each other inside the sandbox's wall clock.
+_CORES = os.cpu_count() or 1
+_SANDBOX_DEFAULTS = SandboxLimits()
+
+
+class ConfigurationError(ValueError):
+    """An environment variable holds a value the service cannot run with."""
+
+
+def _text(env: Mapping[str, str], name: str, default: str) -> str:
+    return env.get(name, "").strip() or default
+
+
+def _number(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name}={raw!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise ConfigurationError(f"{name}={raw!r} must be a positive, finite number")
+    return value
+
+
+def _integer(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigurationError(f"{name}={raw!r} must be a positive integer")
+    return int(raw)
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    raise ConfigurationError(f"{name}={raw!r} must be one of 1/0, true/false, yes/no, on/off")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The service's configuration; :meth:`from_env` is the only reader of the environment."""
+
+    broker_url: str = DEFAULT_BROKER_URL
+    #: True when AIRLOCK_BROKER_URL was set: the CLI then extracts through the queue.
+    broker_configured: bool = False
+    result_backend: str = DEFAULT_BROKER_URL
+    queues: tuple[str, ...] = QUEUES
+    concurrency: int = _CORES
+    sandbox: SandboxLimits = _SANDBOX_DEFAULTS
+    ocr_language: str = "eng"
+    soft_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 30
+    hard_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 60
+    visibility_timeout: float = _SANDBOX_DEFAULTS.wall_seconds + 120
+    restore_interval: float = 10.0
+    result_expires: int = 3600
+    payload_ttl: int = 3600
+    max_deliveries: int = 3
+    result_cache: bool = True
+    result_cache_ttl: int = 86400
+
+    def __post_init__(self) -> None:
+        if not self.result_backend.startswith(("redis://", "rediss://", "unix://")):
+            # Payloads, delivery counts and the result cache live beside the results: the
+            # result backend must be a Redis the workers and the bridge can both reach.
+            raise ConfigurationError("AIRLOCK_RESULT_BACKEND must be a redis:// URL")
+        unknown = set(self.queues) - set(QUEUES)
+        if not self.queues or unknown:
+            raise ConfigurationError(f"AIRLOCK_QUEUES must name some of {list(QUEUES)}")
+        if not self.sandbox.wall_seconds < self.soft_time_limit < self.hard_time_limit:
+            raise ConfigurationError(
+                "time limits must satisfy sandbox wall clock < soft limit < hard limit, so the "
+                "sandbox's own limit (with its precise reason) always fires first"
+            )
+        if not self.visibility_timeout > self.hard_time_limit:
+            raise ConfigurationError(
+                "AIRLOCK_VISIBILITY_TIMEOUT must exceed the hard time limit, or a running task "
+                "is handed to a second worker while the first still runs it"
+            )
+        if self.payload_ttl < self.hard_time_limit:
+            raise ConfigurationError(
+                "AIRLOCK_PAYLOAD_TTL must cover at least one full task, or a payload expires "
+                "under the worker that is extracting it"
+            )
+        try:
+            ParseLimits(ocr_language=self.ocr_language)
+        except ValueError as exc:
+            raise ConfigurationError(f"AIRLOCK_OCR_LANGUAGE: {exc}") from None
+
+    @property
+    def parse_limits(self) -> ParseLimits:
+        return ParseLimits(ocr_language=self.ocr_language)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        broker_url = _text(env, "AIRLOCK_BROKER_URL", DEFAULT_BROKER_URL)
+        wall = _number(env, "AIRLOCK_SANDBOX_WALL_SECONDS", _SANDBOX_DEFAULTS.wall_seconds)
+        soft = _number(env, "AIRLOCK_TASK_SOFT_TIME_LIMIT", wall + 30)
+        hard = _number(env, "AIRLOCK_TASK_TIME_LIMIT", soft + 30)
+        queues = tuple(
+            name.strip()
+            for name in _text(env, "AIRLOCK_QUEUES", ",".join(QUEUES)).split(",")
+            if name.strip()
+        )
+        return cls(
+            broker_url=broker_url,
+            broker_configured=bool(env.get("AIRLOCK_BROKER_URL", "").strip()),
+            result_backend=_text(env, "AIRLOCK_RESULT_BACKEND", broker_url),
+            queues=queues,
+            concurrency=_integer(env, "AIRLOCK_CONCURRENCY", _CORES),
+            sandbox=SandboxLimits(
+                memory_bytes=_integer(
+                    env, "AIRLOCK_SANDBOX_MEMORY_MB", _SANDBOX_DEFAULTS.memory_bytes // MIB
+                )
+                * MIB,
+                cpu_seconds=_integer(
+                    env, "AIRLOCK_SANDBOX_CPU_SECONDS", _SANDBOX_DEFAULTS.cpu_seconds
+                ),
+                wall_seconds=wall,
+                output_bytes=_integer(
+                    env, "AIRLOCK_SANDBOX_OUTPUT_BYTES", _SANDBOX_DEFAULTS.output_bytes
+                ),
+            ),
+            ocr_language=_text(env, "AIRLOCK_OCR_LANGUAGE", "eng"),
+            soft_time_limit=soft,
+            hard_time_limit=hard,
+            visibility_timeout=_number(env, "AIRLOCK_VISIBILITY_TIMEOUT", hard + 60),
+            restore_interval=_number(env, "AIRLOCK_RESTORE_INTERVAL", 10.0),
+            result_expires=_integer(env, "AIRLOCK_RESULT_EXPIRES", 3600),
+            payload_ttl=_integer(env, "AIRLOCK_PAYLOAD_TTL", 3600),
+            max_deliveries=_integer(env, "AIRLOCK_MAX_DELIVERIES", 3),
+            result_cache=_flag(env, "AIRLOCK_RESULT_CACHE", True),
+            result_cache_ttl=_integer(env, "AIRLOCK_RESULT_CACHE_TTL", 86400),
+        )
