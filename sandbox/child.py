@@ -1,0 +1,95 @@
+"""The life of one jailed child after the fork: report ready, take one job, answer, exit.
+
+Single use: a child parses exactly one document and dies, so nothing one document does to a
+parser's state (caches, monkey-patched modules, a corrupted heap) can reach the next document.
+Every outcome leaves as a code and a message in a JSON frame; an exception object never does.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NoReturn
+
+from sandbox import protocol
+from sandbox.extractors.registry import Refusal, lookup
+from sandbox.jail import ANSWER_FD, JOB_FD
+
+# Built before any job: when the address-space limit is hit there may be no memory left to
+# build an answer, and a child that cannot say "memory" would look like a crash.
+_MEMORY_ANSWER = protocol.encode_error_answer(
+    "memory", "MemoryError", "the parser ran out of memory under the address-space limit"
+)
+_REFUSAL_CODES = frozenset({"ceiling", "unreadable"})
+
+
+def _read_exact(count: int) -> bytes:
+    chunks = []
+    while count:
+        chunk = os.read(JOB_FD, min(count, 1 << 20))
+        if not chunk:
+            raise EOFError("the job was cut off")
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_frame(limit: int | None) -> bytes:
+    (length,) = protocol.LENGTH.unpack(_read_exact(protocol.LENGTH.size))
+    if limit is not None and length > limit:
+        raise ValueError("the job header is larger than allowed")
+    return _read_exact(length)
+
+
+def _write_all(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(ANSWER_FD, view) :]
+
+
+def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
+    parse = lookup(header.kind)
+    if parse is None:
+        return protocol.encode_error_answer(
+            "no_extractor", "LookupError", f"no extractor is registered for kind {header.kind!r}"
+        )
+    try:
+        text = parse(header.media_type, payload, header.limits)
+    except Refusal as refusal:
+        code = refusal.code if refusal.code in _REFUSAL_CODES else "parser"
+        return protocol.encode_error_answer(code, "Refusal", refusal.reason)
+    except MemoryError:
+        return _MEMORY_ANSWER
+    # SystemExit and KeyboardInterrupt included: whatever a parser raises is its verdict on
+    # this document, reported and not obeyed.
+    except BaseException as exc:  # noqa: BLE001 - a parser is a hostile black box
+        return protocol.encode_error_answer("parser", type(exc).__name__, str(exc))
+    if not isinstance(text, str):
+        return protocol.encode_error_answer(
+            "parser", "TypeError", f"the parser returned {type(text).__name__}, not str"
+        )
+    return protocol.encode_text_answer(text, None)
+
+
+def serve(mechanisms: frozenset[str]) -> NoReturn:
+    """Announce the jail, wait for the job, answer it, and exit without running any cleanup.
+
+    ``os._exit`` skips atexit handlers and buffered-file flushes inherited from the fork
+    server: they belong to that process, not to this one.
+    """
+    status = 0
+    try:
+        _write_all(protocol.encode_ready(mechanisms))
+        header = protocol.decode_job_header(_read_frame(protocol.MAX_HEADER_BYTES))
+        payload = _read_frame(None)
+        try:
+            answer = _answer(header, payload)
+        except MemoryError:
+            answer = _MEMORY_ANSWER  # building the answer itself ran out of memory
+        del payload
+        _write_all(answer)
+    except MemoryError:
+        _write_all(_MEMORY_ANSWER)
+    except BaseException:  # noqa: BLE001 - nothing may unwind into the fork server's code
+        status = 2
+    finally:
+        os._exit(status)

@@ -1,0 +1,106 @@
+"""Which isolation layers hold on this host, shown by attacking them rather than by asking.
+
+``probe()`` starts real fork servers and has a jailed child try a TCP connect to a listener the
+probe itself opened on 127.0.0.1: once with every layer, then with each network layer alone,
+so the report says not only that the connect failed but which layer stopped it. The connect
+kind is registered only in fork servers that import this module, never in the parsers' one.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+
+from sandbox import landlock, seccomp
+from sandbox.errors import SandboxError
+from sandbox.extractors.registry import extractor
+from sandbox.jail import LANDLOCK, MECHANISMS, NETNS, SECCOMP
+from sandbox.limits import ParseLimits, SandboxLimits
+from sandbox.runner import SandboxRunner
+
+_CONNECT_KIND = "airlock-doctor-connect"
+_MODULE = "sandbox.doctor"  # imported by the probe's fork servers, which register the kind
+_NETWORK_LAYERS = (SECCOMP, LANDLOCK, NETNS)
+_LIMITS = SandboxLimits(wall_seconds=10.0, cpu_seconds=5)
+
+
+@extractor(_CONNECT_KIND)
+def _connect(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(5)
+        sock.connect((b"127.0.0.1", int(payload)))
+    return "connected"
+
+
+@dataclass(frozen=True)
+class LayerCheck:
+    """One network layer on its own (the other two skipped) against the TCP connect."""
+
+    layer: str
+    blocks_tcp: bool
+    outcome: str
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    mechanisms: frozenset[str]
+    landlock_abi: int
+    libseccomp: bool
+    tcp_blocked: bool
+    tcp_outcome: str
+    layers: tuple[LayerCheck, ...]
+
+    @property
+    def missing(self) -> frozenset[str]:
+        return MECHANISMS - self.mechanisms
+
+    def lines(self) -> list[str]:
+        lines = [
+            f"active: {', '.join(sorted(self.mechanisms)) or 'none'}",
+            f"missing: {', '.join(sorted(self.missing)) or 'none'}",
+            f"landlock ABI: {self.landlock_abi or 'unavailable'}; "
+            f"libseccomp: {'found' if self.libseccomp else 'not found'}",
+            f"TCP connect to 127.0.0.1 with all layers: "
+            f"{'blocked' if self.tcp_blocked else 'NOT BLOCKED'} ({self.tcp_outcome})",
+        ]
+        lines.extend(
+            f"  {check.layer} alone: {'blocks' if check.blocks_tcp else 'does not block'} "
+            f"({check.outcome})"
+            for check in self.layers
+        )
+        return lines
+
+
+def _attempt(port: int, skip: frozenset[str]) -> tuple[bool, str]:
+    """Run the connect in a jailed child; (blocked, what happened)."""
+    with SandboxRunner(_LIMITS, warm_children=0, modules=(_MODULE,), skip=skip) as runner:
+        try:
+            runner.run(_CONNECT_KIND, "text/plain", str(port).encode())
+        except SandboxError as exc:
+            return True, f"{type(exc).__name__}: {exc}"
+    return False, "the connection succeeded"
+
+
+def probe() -> DoctorReport:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with SandboxRunner(_LIMITS, warm_children=0, modules=(_MODULE,)) as runner:
+            mechanisms = runner.mechanisms
+        blocked, outcome = _attempt(port, frozenset())
+        layers = []
+        for layer in _NETWORK_LAYERS:
+            if layer not in mechanisms:
+                layers.append(LayerCheck(layer, False, "unavailable on this host"))
+                continue
+            layer_blocked, layer_outcome = _attempt(port, frozenset(_NETWORK_LAYERS) - {layer})
+            layers.append(LayerCheck(layer, layer_blocked, layer_outcome))
+    return DoctorReport(
+        mechanisms,
+        landlock.abi_version(),
+        seccomp.compile_filter() is not None,
+        blocked,
+        outcome,
+        tuple(layers),
+    )

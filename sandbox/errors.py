@@ -1,0 +1,68 @@
+"""The ways a sandboxed job can fail, as types the trusted side raises.
+
+Only the parent raises these. The child never sends an exception object across the boundary
+(that would mean unpickling attacker-shaped data); it sends an error code, and the parent picks
+the class here. Every class carries a sentence naming what happened, so a caller that only sees
+``f"{type(exc).__name__}: {exc}"`` still learns why the document was not extracted.
+"""
+
+from __future__ import annotations
+
+
+class SandboxError(Exception):
+    """Root of every outcome of a sandboxed job other than extracted text."""
+
+
+class ParserError(SandboxError):
+    """The parser raised an exception on this document (e.g. "parser raised ValueError: ...")."""
+
+
+class WallClockExceeded(SandboxError):
+    """The job ran past the wall-clock limit and its process group was killed."""
+
+
+class CpuLimitExceeded(SandboxError):
+    """The job used its CPU-seconds budget (SIGXCPU, or SIGKILL at the hard limit)."""
+
+
+class MemoryLimitExceeded(SandboxError):
+    """The job hit its address-space limit, or was killed with evidence of memory exhaustion."""
+
+
+class ChildCrashed(SandboxError):
+    """The child died from a signal that no limit of ours explains (e.g. SIGSEGV in C code)."""
+
+
+class ForbiddenOperation(SandboxError):
+    """The seccomp filter killed the child (SIGSYS) for a system call it may not make."""
+
+
+class NoAnswer(SandboxError):
+    """The child exited without writing an answer."""
+
+
+class OutputTooLarge(SandboxError):
+    """The child's answer announced or sent more bytes than the output limit allows."""
+
+
+class MalformedAnswer(SandboxError):
+    """The child's answer is not a well-formed, well-typed answer frame."""
+
+
+class CeilingExceeded(SandboxError):
+    """The document breaks a parse ceiling (pages, pixels, text); refused whole, never cut."""
+
+
+class UnreadableInput(SandboxError):
+    """The parser recognised the bytes as not a readable document of the declared kind."""
+
+
+class NoExtractor(SandboxError):
+    """No parser is registered in the fork server for the requested kind."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The sandbox cannot run jobs here: a required mechanism is missing or the fork server died.
+
+    An infrastructure failure, not a verdict on the document: a queue may retry it elsewhere.
+    """

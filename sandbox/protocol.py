@@ -1,0 +1,184 @@
+"""The bytes that cross the pipe between the parent and a jailed child.
+
+Everything is a frame: a 4-byte big-endian length, then that many bytes. The parent sends a JSON
+job header frame and a payload frame; the child answers with one JSON frame. JSON and plain
+values only: an answer is parsed by the trusted side, and nothing richer than strings and
+integers (no pickle, no exception objects) may come back from a process an attacker's bytes
+may have taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, fields
+from typing import Any, NoReturn
+
+from sandbox.errors import MalformedAnswer
+from sandbox.limits import ParseLimits
+
+LENGTH = struct.Struct("!I")
+MAX_HEADER_BYTES = 64 * 1024
+MAX_REASON_CHARS = 1000
+MAX_TYPE_CHARS = 100
+
+# Error codes a child may answer with; the parent maps each one to an exception class.
+ERROR_CODES = frozenset({"ceiling", "unreadable", "parser", "memory", "no_extractor"})
+
+
+def frame(body: bytes) -> bytes:
+    return LENGTH.pack(len(body)) + body
+
+
+@dataclass(frozen=True)
+class JobHeader:
+    kind: str
+    media_type: str
+    limits: ParseLimits
+
+
+def encode_job_header(header: JobHeader) -> bytes:
+    """The framed header; the payload follows it as a second frame."""
+    body = json.dumps(
+        {
+            "kind": header.kind,
+            "media_type": header.media_type,
+            "limits": {f.name: getattr(header.limits, f.name) for f in fields(ParseLimits)},
+        }
+    ).encode()
+    if len(body) > MAX_HEADER_BYTES:
+        # The kind and media type come from a caller; a megabyte "media type" is refused here
+        # rather than making the child buffer it before the payload.
+        raise ValueError("the job header exceeds 64 KiB")
+    return frame(body)
+
+
+def decode_job_header(body: bytes) -> JobHeader:
+    """Parse the header the parent wrote (trusted side, but checked: a bug must not misparse)."""
+    value = json.loads(body)
+    if not isinstance(value, dict) or set(value) != {"kind", "media_type", "limits"}:
+        raise ValueError("malformed job header")
+    kind, media_type, limits = value["kind"], value["media_type"], value["limits"]
+    if not isinstance(kind, str) or not isinstance(media_type, str) or not isinstance(limits, dict):
+        raise ValueError("malformed job header")
+    return JobHeader(kind, media_type, ParseLimits(**limits))
+
+
+@dataclass(frozen=True)
+class TextAnswer:
+    text: str
+    pages: int | None
+
+
+@dataclass(frozen=True)
+class ErrorAnswer:
+    code: str
+    type_name: str
+    reason: str
+
+
+def encode_text_answer(text: str, pages: int | None) -> bytes:
+    # A lone surrogate from a broken font map is not encodable as UTF-8; replace it here so the
+    # parent can insist on strict UTF-8 and reject everything else as malformed.
+    clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    body = json.dumps({"ok": True, "text": clean, "pages": pages}, ensure_ascii=False)
+    return frame(body.encode())
+
+
+def encode_error_answer(code: str, type_name: str, reason: str) -> bytes:
+    reason = reason[:MAX_REASON_CHARS].encode("utf-8", "replace").decode("utf-8")
+    return frame(
+        json.dumps(
+            {"ok": False, "code": code, "type": type_name[:MAX_TYPE_CHARS], "reason": reason}
+        ).encode()
+    )
+
+
+def _malformed(why: str) -> NoReturn:
+    raise MalformedAnswer(f"the child's answer is malformed: {why}")
+
+
+def _reject_constant(name: str) -> NoReturn:
+    _malformed(f"it contains the non-JSON constant {name}")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        # Two "ok" keys would let the first parser that reads the answer and the last one
+        # disagree about what it says.
+        _malformed("it repeats a key")
+    return dict(pairs)
+
+
+def _clean_string(untrusted_value: object, name: str, limit: int | None) -> str:
+    if not isinstance(untrusted_value, str):
+        _malformed(f"{name} is not a string")
+    if limit is not None and len(untrusted_value) > limit:
+        _malformed(f"{name} is longer than {limit} characters")
+    if any("\ud800" <= char <= "\udfff" for char in untrusted_value):
+        _malformed(f"{name} contains a lone surrogate")
+    return untrusted_value
+
+
+def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
+    """Validate an answer body strictly: exact keys, exact types, strict UTF-8 and JSON."""
+    try:
+        untrusted_text = untrusted_body.decode("utf-8")
+        untrusted_answer = json.loads(
+            untrusted_text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant
+        )
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        _malformed(f"{type(exc).__name__}: {exc}")
+    if not isinstance(untrusted_answer, dict):
+        _malformed("it is not a JSON object")
+    untrusted_ok = untrusted_answer.get("ok")
+    if untrusted_ok is True:
+        if set(untrusted_answer) != {"ok", "text", "pages"}:
+            _malformed("a success answer must have exactly the keys ok, text, pages")
+        untrusted_pages = untrusted_answer["pages"]
+        if untrusted_pages is not None and (
+            type(untrusted_pages) is not int or untrusted_pages < 0
+        ):
+            _malformed("pages is not a non-negative integer")
+        return TextAnswer(_clean_string(untrusted_answer["text"], "text", None), untrusted_pages)
+    if untrusted_ok is False:
+        if set(untrusted_answer) != {"ok", "code", "type", "reason"}:
+            _malformed("an error answer must have exactly the keys ok, code, type, reason")
+        code = _clean_string(untrusted_answer["code"], "code", MAX_TYPE_CHARS)
+        if code not in ERROR_CODES:
+            _malformed(f"unknown error code {code!r}")
+        type_name = _clean_string(untrusted_answer["type"], "type", MAX_TYPE_CHARS)
+        if not type_name.isidentifier():
+            _malformed("type is not an identifier")
+        reason = _clean_string(untrusted_answer["reason"], "reason", MAX_REASON_CHARS)
+        return ErrorAnswer(code, type_name, printable(reason))
+    _malformed("ok is neither true nor false")
+
+
+def printable(untrusted_reason: str) -> str:
+    """Escape control characters so a parser's message cannot forge log lines or terminals."""
+    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" for c in untrusted_reason)
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What a freshly jailed child reports before it waits for a job: the layers it holds."""
+
+    mechanisms: frozenset[str]
+
+
+def encode_ready(mechanisms: frozenset[str]) -> bytes:
+    return frame(json.dumps({"ready": sorted(mechanisms)}).encode())
+
+
+def decode_ready(body: bytes) -> Ready:
+    value = json.loads(body)
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"ready"}
+        or not isinstance(value["ready"], list)
+        or not all(isinstance(name, str) for name in value["ready"])
+    ):
+        raise ValueError("malformed ready message")
+    return Ready(frozenset(value["ready"]))

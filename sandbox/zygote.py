@@ -1,0 +1,349 @@
+"""The fork server: imports the parsers once, then forks pre-jailed single-use children.
+
+Run as ``python -m sandbox.zygote FD CONFIG_JSON`` by the runner, which keeps the other end of
+the SEQPACKET socket ``FD``. One thread, one event loop, so every ``fork`` happens from a
+process with no other thread holding a lock. For each ``want`` it forks a child that jails
+itself and reports ready; it then hands the child's job and answer pipes, and a pidfd, to the
+runner (SCM_RIGHTS) and forgets them. It stays the children's parent: it reaps them, kills what
+is left of each one's process group, removes its scratch directory, and tells the runner how
+each one died. When the runner's end closes (the worker exited or was killed) it kills every
+child and exits, so no job outlives its worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import gc
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, fields
+from typing import Any
+
+from sandbox import child, jail, protocol
+from sandbox.limits import SandboxLimits
+
+_PR_SET_CHILD_SUBREAPER = 36
+_LIBC = ctypes.CDLL(None)
+_PIPE_BYTES = 1 << 20
+_SHUTDOWN_GRACE_SECONDS = 5.0
+_RETRY_SCRATCH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ZygoteConfig:
+    """Everything the runner decides for its fork server, as plain data on the command line."""
+
+    limits: SandboxLimits
+    modules: tuple[str, ...]
+    scratch_root: str
+    uid_base: int
+    skip: frozenset[str]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "limits": {f.name: getattr(self.limits, f.name) for f in fields(SandboxLimits)},
+                "modules": list(self.modules),
+                "scratch_root": self.scratch_root,
+                "uid_base": self.uid_base,
+                "skip": sorted(self.skip),
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ZygoteConfig:
+        value = json.loads(text)
+        return cls(
+            SandboxLimits(**value["limits"]),
+            tuple(value["modules"]),
+            value["scratch_root"],
+            int(value["uid_base"]),
+            frozenset(value["skip"]),
+        )
+
+
+def _send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()) -> None:
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.send(data)
+
+
+def _import_parsers(modules: tuple[str, ...]) -> None:
+    """Import every parser module and warm it up before the first fork.
+
+    After the uid drop a child cannot read the interpreter's files, so a lazy import (a codec,
+    an image plugin) would fail in the child; warming here makes it a shared, read-only page.
+    """
+    for name in modules:
+        module = importlib.import_module(name)
+        warm_up = getattr(module, "warm_up", None)
+        if callable(warm_up):
+            warm_up()
+
+
+@dataclass
+class _Pending:
+    """A child forked but not yet ready: the zygote still holds its parent-side pipe ends."""
+
+    job_w: int
+    answer_r: int
+    received: bytes = b""
+    watching: bool = True
+
+
+class Zygote:
+    def __init__(self, sock: socket.socket, plan: jail.JailPlan) -> None:
+        self.sock = sock
+        self.plan = plan
+        self.pid = os.getpid()
+        self.selector = selectors.DefaultSelector()
+        self.pending: dict[int, _Pending] = {}
+        self.handed_over: set[int] = set()
+        self.unremoved_scratch: set[int] = set()
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self.wake_r = wake_r
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.selector.register(sock, selectors.EVENT_READ, "runner")
+        self.selector.register(wake_r, selectors.EVENT_READ, "sigchld")
+
+    def fork_child(self) -> int:
+        job_r, job_w = os.pipe2(os.O_CLOEXEC)
+        answer_r, answer_w = os.pipe2(os.O_CLOEXEC)
+        for fd in (job_w, answer_w):
+            with contextlib.suppress(OSError):  # over the per-user pipe budget: small pipes
+                fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                mechanisms = jail.jail(self.plan, self.pid, job_r, answer_w)
+            except BaseException:  # noqa: BLE001 - a child that cannot jail must not run a job
+                os._exit(70)
+            child.serve(mechanisms)
+        os.close(job_r)
+        os.close(answer_w)
+        self.pending[pid] = _Pending(job_w, answer_r)
+        self.selector.register(answer_r, selectors.EVENT_READ, pid)
+        return pid
+
+    def on_ready(self, pid: int) -> None:
+        entry = self.pending[pid]
+        chunk = os.read(entry.answer_r, 4096)
+        if not chunk:
+            # Died while jailing: stop watching the pipe; the reaper reports the failure.
+            self.selector.unregister(entry.answer_r)
+            entry.watching = False
+            return
+        entry.received += chunk
+        if len(entry.received) < protocol.LENGTH.size:
+            return
+        (length,) = protocol.LENGTH.unpack_from(entry.received)
+        if len(entry.received) < protocol.LENGTH.size + length:
+            return  # a jailed child writes its ready frame in one go; wait for the rest
+        ready = protocol.decode_ready(entry.received[protocol.LENGTH.size :])
+        self.selector.unregister(entry.answer_r)
+        del self.pending[pid]
+        pidfd = os.pidfd_open(pid)
+        try:
+            _send(
+                self.sock,
+                {"event": "ready", "pid": pid, "mechanisms": sorted(ready.mechanisms)},
+                (entry.job_w, entry.answer_r, pidfd),
+            )
+        finally:
+            for fd in (entry.job_w, entry.answer_r, pidfd):
+                os.close(fd)
+        self.handed_over.add(pid)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            pid = info.si_pid
+            ours = pid in self.pending or pid in self.handed_over
+            if ours:
+                # Kill the rest of the job's process group while the dead leader still holds
+                # the group id, so the id cannot have been reused by an unrelated process.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            _, status, usage = os.wait4(pid, 0)
+            if ours:
+                self.finish(pid, status, usage)
+
+    def finish(self, pid: int, status: int, usage: Any) -> None:
+        self.kill_orphans()
+        self.remove_scratch(pid)
+        if pid in self.pending:
+            entry = self.pending.pop(pid)
+            if entry.watching:
+                self.selector.unregister(entry.answer_r)
+            os.close(entry.job_w)
+            os.close(entry.answer_r)
+            _send(self.sock, {"event": "failed", "pid": pid, "status": status})
+            return
+        self.handed_over.discard(pid)
+        _send(
+            self.sock,
+            {
+                "event": "exited",
+                "pid": pid,
+                "status": status,
+                "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                "max_rss_bytes": usage.ru_maxrss * 1024,
+            },
+        )
+
+    def kill_orphans(self) -> None:
+        """Kill processes reparented to us (we are a subreaper) that are none of our children.
+
+        Only a descendant that left its job's process group can be one, which the seccomp
+        filter forbids; this catches it on hosts where seccomp is unavailable.
+        """
+        try:
+            with open(f"/proc/self/task/{self.pid}/children") as file:
+                listed = [int(word) for word in file.read().split()]
+        except OSError:
+            return
+        for pid in listed:
+            if pid not in self.pending and pid not in self.handed_over:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def remove_scratch(self, pid: int) -> None:
+        jail.remove_scratch(self.plan, pid)
+        if os.path.exists(jail.scratch_dir(self.plan, pid)):
+            self.unremoved_scratch.add(pid)  # a dying group member was still writing; retry
+        else:
+            self.unremoved_scratch.discard(pid)
+
+    def on_runner_message(self) -> bool:
+        data = self.sock.recv(4096)
+        if not data:
+            return False
+        message = json.loads(data)
+        if message.get("op") == "want":
+            try:
+                self.fork_child()
+            except OSError as exc:  # out of processes or memory: the job must hear of it
+                _send(self.sock, {"event": "failed", "pid": 0, "status": f"fork failed: {exc}"})
+        return True
+
+    def serve(self) -> None:
+        """Run until the runner's end closes (or a message to it can no longer be sent)."""
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._loop()
+
+    def _loop(self) -> None:
+        while True:
+            timeout = _RETRY_SCRATCH_SECONDS if self.unremoved_scratch else None
+            for key, _ in self.selector.select(timeout):
+                if key.data == "runner":
+                    if not self.on_runner_message():
+                        return
+                elif key.data == "sigchld":
+                    with contextlib.suppress(BlockingIOError):
+                        while os.read(self.wake_r, 4096):
+                            pass
+                    self.reap()
+                elif key.data in self.pending:
+                    self.on_ready(key.data)
+            for pid in tuple(self.unremoved_scratch):
+                self.remove_scratch(pid)
+
+    def shutdown(self) -> None:
+        for pid in (*self.pending, *self.handed_over):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            # A child forked a moment ago may not have made its own group yet; as our
+            # unreaped child its pid cannot have been reused.
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + _SHUTDOWN_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                time.sleep(0.01)
+            else:
+                jail.remove_scratch(self.plan, pid)
+        for pid in (*self.pending, *self.handed_over, *self.unremoved_scratch):
+            jail.remove_scratch(self.plan, pid)
+        # The runner removes the root too, but it may be the one that died.
+        with contextlib.suppress(OSError):
+            os.rmdir(self.plan.scratch_root)
+
+
+def _probe_mechanisms(plan: jail.JailPlan) -> frozenset[str]:
+    """Jail one throwaway child to learn which layers this host really grants."""
+    read_end, write_end = os.pipe()
+    job_r, job_w = os.pipe()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            mechanisms = jail.jail(plan, parent, job_r, write_end)
+            os.write(jail.ANSWER_FD, protocol.encode_ready(mechanisms))
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.close(job_r)
+    data = b""
+    while chunk := os.read(read_end, 4096):
+        data += chunk
+    os.close(read_end)
+    os.close(job_w)
+    os.waitpid(pid, 0)
+    jail.remove_scratch(plan, pid)
+    if len(data) < protocol.LENGTH.size:
+        raise RuntimeError("the probe child could not jail itself")
+    return protocol.decode_ready(data[protocol.LENGTH.size :]).mechanisms
+
+
+def main(argv: list[str]) -> int:
+    sock = socket.socket(fileno=int(argv[1]))
+    # Ctrl-C in a terminal belongs to the worker; the zygote ends when the worker's socket does.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        config = ZygoteConfig.from_json(argv[2])
+        # Orphaned grandchildren come to us, not to init, so they are reaped and killed here.
+        _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        _import_parsers(config.modules)
+        plan = jail.plan(config.limits, config.scratch_root, config.uid_base, config.skip)
+        mechanisms = _probe_mechanisms(plan)
+    except Exception as exc:  # noqa: BLE001 - reported to the runner as SandboxUnavailable
+        traceback.print_exc()
+        _send(sock, {"event": "error", "reason": f"{type(exc).__name__}: {exc}"})
+        return 1
+    # Every fork copies the page tables of our resident memory and every exit tears them down:
+    # hand the memory warm-up freed back to the kernel (about a quarter of the heap), and keep
+    # the collector from touching (and so copying) the parsers' objects in every child.
+    gc.collect()
+    _LIBC.malloc_trim(0)
+    gc.freeze()
+    zygote = Zygote(sock, plan)
+    _send(sock, {"event": "hello", "pid": zygote.pid, "mechanisms": sorted(mechanisms)})
+    try:
+        zygote.serve()
+    finally:
+        zygote.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
