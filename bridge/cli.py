@@ -10,12 +10,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
+
+from redis import Redis
 
 from bridge import __version__
 from bridge.attachments import (
@@ -30,8 +34,10 @@ from bridge.celery_queue import CeleryQueue
 from bridge.contracts import IngestSelection
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.kinds import guess_kind
+from bridge.logs import LogFormat, configure
 from bridge.queue import QueueUnavailable, gather
-from sandbox.doctor import main as doctor_main
+from bridge.service import BridgeService
+from sandbox.doctor import DoctorReport, probe
 from sandbox.extractor import SandboxExtractor
 from worker.application import run_worker
 from worker.config import ConfigurationError, Settings
@@ -41,6 +47,9 @@ EXIT_OMITTED = 1
 EXIT_USAGE = 2
 EXIT_BROKER = 3
 
+#: The bridge's blocking reads last a second at most: a connection silent for this long is
+#: broken, and the service retries on a new one.
+_BRIDGE_REDIS_TIMEOUT_SECONDS = 10.0
 #: Long enough for the slowest legitimate job (a sandbox wall clock of OCR) plus queueing.
 _CLI_DEADLINE_SECONDS = 300.0
 
@@ -103,11 +112,24 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     commands.add_parser(
+        "bridge",
+        help="serve extraction requests from a Redis stream (docs/bridge-service.md)",
+        description="Read extraction requests from $AIRLOCK_REQUEST_STREAM (default "
+        "airlock:requests), extract them on the workers, and publish each selection on "
+        "$AIRLOCK_RESULT_STREAM (default airlock:results) and under "
+        "airlock:selection:<request_id>. SIGTERM or SIGINT stops reading; the requests in "
+        "flight are finished first. Exit 3 when Redis is unreachable at start.",
+    )
+
+    doctor = commands.add_parser(
         "doctor",
         help="report which sandbox mechanisms are active on this host",
-        description="Probe the sandbox on this host. Exit 1 when a mechanism named in "
-        "AIRLOCK_SANDBOX_REQUIRE is missing.",
+        description="Probe the sandbox on this host by attacking it: a jailed child tries a "
+        "TCP connect with every layer, then with each network layer alone. Prints the active "
+        "mechanisms, the tesseract version and languages. Exit 1 when a mechanism named in "
+        "AIRLOCK_SANDBOX_REQUIRE is missing or the connect was not blocked.",
     )
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     return parser
 
 
@@ -206,6 +228,58 @@ def _extract_queued(
         client.close()
 
 
+def _bridge(settings: Settings) -> int:
+    configure(settings.log_format or LogFormat.JSON)
+    stop = threading.Event()
+    # The handler only sets the event: the loop then stops reading and drains, so a stop
+    # never cuts a request between its extraction and its answer.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    client = CeleryQueue(
+        settings.broker_url, settings.result_backend, payload_ttl=settings.payload_ttl
+    )
+    redis = Redis.from_url(
+        settings.result_backend,
+        socket_connect_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
+        socket_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
+    )
+    try:
+        BridgeService(redis, client, settings.bridge_service).run(stop)
+    finally:
+        client.close()
+        redis.close()
+    return EXIT_OK
+
+
+def _doctor_json(report: DoctorReport) -> dict[str, object]:
+    return {
+        "active": sorted(report.mechanisms),
+        "missing": sorted(report.missing),
+        "required": sorted(report.required),
+        "missing_required": sorted(report.missing_required),
+        "landlock_abi": report.landlock_abi,
+        "libseccomp": report.libseccomp,
+        "tcp_blocked": report.tcp_blocked,
+        "tcp_outcome": report.tcp_outcome,
+        "network_layers": [asdict(check) for check in report.layers],
+        "tesseract": asdict(report.ocr),
+        "healthy": report.healthy,
+    }
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    report = probe()
+    if args.json:
+        json.dump(_doctor_json(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n".join(report.lines()) + "\n")
+    if not report.healthy:
+        sys.stderr.write("airlock: the sandbox does not hold as required on this host\n")
+        return EXIT_OMITTED
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, celery_args = parser.parse_known_args(argv)
@@ -219,7 +293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _extract(args)
         if args.command == "worker":
             return run_worker(Settings.from_env(), celery_args)
-        return doctor_main()
+        if args.command == "bridge":
+            return _bridge(Settings.from_env())
+        return _doctor(args)
     except QueueUnavailable as exc:
         sys.stderr.write(f"airlock: {exc}\n")
         return EXIT_BROKER

@@ -9,14 +9,16 @@ kind is registered only in fork servers that import this module, never in the pa
 from __future__ import annotations
 
 import socket
+import subprocess
 from dataclasses import dataclass
 
 from sandbox import landlock, seccomp
 from sandbox.errors import SandboxError
+from sandbox.extractors.ocr import TESSERACT
 from sandbox.extractors.registry import extractor
 from sandbox.jail import LANDLOCK, MECHANISMS, NETNS, SECCOMP
 from sandbox.limits import ParseLimits, SandboxLimits
-from sandbox.runner import SandboxRunner
+from sandbox.runner import SandboxRunner, required_by_env
 
 _CONNECT_KIND = "airlock-doctor-connect"
 _MODULE = "sandbox.doctor"  # imported by the probe's fork servers, which register the kind
@@ -42,22 +44,50 @@ class LayerCheck:
 
 
 @dataclass(frozen=True)
+class OcrEngine:
+    """The tesseract binary the OCR path executes, and the languages it has data for."""
+
+    path: str | None
+    version: str
+    languages: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class DoctorReport:
     mechanisms: frozenset[str]
+    required: frozenset[str]
     landlock_abi: int
     libseccomp: bool
     tcp_blocked: bool
     tcp_outcome: str
     layers: tuple[LayerCheck, ...]
+    ocr: OcrEngine
 
     @property
     def missing(self) -> frozenset[str]:
         return MECHANISMS - self.mechanisms
 
+    @property
+    def missing_required(self) -> frozenset[str]:
+        """Required mechanisms this host lacks: a deployment must not run parsers here."""
+        return self.required - self.mechanisms
+
+    @property
+    def healthy(self) -> bool:
+        return self.tcp_blocked and not self.missing_required
+
     def lines(self) -> list[str]:
         lines = [
             f"active: {', '.join(sorted(self.mechanisms)) or 'none'}",
             f"missing: {', '.join(sorted(self.missing)) or 'none'}",
+            f"required (AIRLOCK_SANDBOX_REQUIRE): {', '.join(sorted(self.required)) or 'none'}"
+            + (
+                f"; MISSING {', '.join(sorted(self.missing_required))}"
+                if self.missing_required
+                else ""
+            ),
+            f"tesseract: {self.ocr.path or 'NOT FOUND'} {self.ocr.version}; "
+            f"languages: {', '.join(self.ocr.languages) or 'none'}",
             f"landlock ABI: {self.landlock_abi or 'unavailable'}; "
             f"libseccomp: {'found' if self.libseccomp else 'not found'}",
             f"TCP connect to 127.0.0.1 with all layers: "
@@ -81,6 +111,24 @@ def _attempt(port: int, skip: frozenset[str]) -> tuple[bool, str]:
     return False, "the connection succeeded"
 
 
+def ocr_engine() -> OcrEngine:
+    """Ask the tesseract binary for its version and languages (no untrusted input involved)."""
+    if TESSERACT is None:
+        return OcrEngine(None, "", ())
+    try:
+        version = subprocess.run(
+            [TESSERACT, "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.split("\n", 1)[0]
+        listing = subprocess.run(
+            [TESSERACT, "--list-langs"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return OcrEngine(TESSERACT, f"(unusable: {exc})", ())
+    # The first line is a heading ("List of available languages in ...").
+    languages = tuple(line.strip() for line in listing.splitlines()[1:] if line.strip())
+    return OcrEngine(TESSERACT, version.strip(), languages)
+
+
 def probe() -> DoctorReport:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.bind(("127.0.0.1", 0))
@@ -98,9 +146,11 @@ def probe() -> DoctorReport:
             layers.append(LayerCheck(layer, layer_blocked, layer_outcome))
     return DoctorReport(
         mechanisms,
+        required_by_env(),
         landlock.abi_version(),
         seccomp.compile_filter() is not None,
         blocked,
         outcome,
         tuple(layers),
+        ocr_engine(),
     )

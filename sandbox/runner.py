@@ -49,6 +49,13 @@ def _mechanism_names(value: str, source: str) -> frozenset[str]:
     return names
 
 
+def required_by_env() -> frozenset[str]:
+    """The mechanisms ``AIRLOCK_SANDBOX_REQUIRE`` says a deployment may not run without."""
+    return _mechanism_names(
+        os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE"
+    )
+
+
 @dataclass(frozen=True)
 class _Exchange:
     """What the job's pipe conversation produced (before anything is trusted)."""
@@ -145,9 +152,7 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = _mechanism_names(",".join(require), "require") | _mechanism_names(
-            os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE"
-        )
+        self._require = _mechanism_names(",".join(require), "require") | required_by_env()
         self._skip = _mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
