@@ -19,7 +19,7 @@ from sandbox.jail import ANSWER_FD, JOB_FD
 _MEMORY_ANSWER = protocol.encode_error_answer(
     "memory", "MemoryError", "the parser ran out of memory under the address-space limit"
 )
-_REFUSAL_CODES = frozenset({"ceiling", "unreadable"})
+_REFUSAL_CODES = frozenset({"ceiling", "unreadable", "needs_ocr"})
 
 
 def _read_exact(count: int) -> bytes:

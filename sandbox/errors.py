@@ -53,6 +53,10 @@ class CeilingExceeded(SandboxError):
     """The document breaks a parse ceiling (pages, pixels, text); refused whole, never cut."""
 
 
+class OcrRequired(SandboxError):
+    """The document can only be read by OCR, and this job ran with OCR turned off."""
+
+
 class UnreadableInput(SandboxError):
     """The parser recognised the bytes as not a readable document of the declared kind."""
 

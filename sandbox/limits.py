@@ -20,13 +20,16 @@ class ParseLimits:
     ``max_pixels`` bounds one decoded image or frame: a 50000x50000 PNG is a few kilobytes on
     the wire and 7.5 GB once decoded, so the declared size is refused from the header before
     any decoder allocates. ``max_text_chars`` lets an extractor stop early instead of building
-    a string the bridge will refuse anyway.
+    a string the bridge will refuse anyway. With ``ocr`` off, a document that needs OCR is
+    answered "needs OCR" instead of being read: a light worker hands it to the OCR queue rather
+    than holding its slot for the minutes tesseract takes.
     """
 
     max_pages: int = 20
     max_pixels: int = 40_000_000
     max_text_chars: int = 50_000
     ocr_language: str = "eng"
+    ocr: bool = True
 
     def __post_init__(self) -> None:
         if self.max_pages < 1 or self.max_pixels < 1 or self.max_text_chars < 1:

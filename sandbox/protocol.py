@@ -23,7 +23,7 @@ MAX_REASON_CHARS = 1000
 MAX_TYPE_CHARS = 100
 
 # Error codes a child may answer with; the parent maps each one to an exception class.
-ERROR_CODES = frozenset({"ceiling", "unreadable", "parser", "memory", "no_extractor"})
+ERROR_CODES = frozenset({"ceiling", "unreadable", "needs_ocr", "parser", "memory", "no_extractor"})
 
 
 def frame(body: bytes) -> bytes:

@@ -23,6 +23,7 @@ from sandbox.errors import (
     MemoryLimitExceeded,
     NoAnswer,
     NoExtractor,
+    OcrRequired,
     ParserError,
     SandboxError,
     UnreadableInput,
@@ -41,6 +42,8 @@ def from_error_answer(answer: ErrorAnswer, limits: SandboxLimits) -> SandboxErro
         return CeilingExceeded(answer.reason)
     if answer.code == "unreadable":
         return UnreadableInput(answer.reason)
+    if answer.code == "needs_ocr":
+        return OcrRequired(answer.reason)
     if answer.code == "memory":
         return MemoryLimitExceeded(
             f"the parser ran out of memory under the {limits.memory_bytes // MIB} MiB "

@@ -31,6 +31,8 @@ _JPEG_MIN_BYTES_PER_BLOCK = 0.25
 
 @extractor("image")
 def extract_image(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    if not limits.ocr:
+        raise Refusal("needs_ocr", "an image can only be read by OCR")
     budget = TextBudget(limits)
     with decoding_under(limits):
         return "\n\n".join(

@@ -132,6 +132,8 @@ class _OcrRuns:
         self._runs = 0
 
     def read(self, image: Image.Image) -> str:
+        if not self._limits.ocr:
+            raise Refusal("needs_ocr", "a page has no text layer and its images need OCR")
         self._runs += 1
         if self._runs > self._limits.max_pages:
             ceiling = self._limits.max_pages

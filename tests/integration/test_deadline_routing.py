@@ -16,7 +16,7 @@ from bridge.contracts import ContextRequest, IngestSelection
 from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue import gather
 from sandbox.extractor import SandboxExtractor
-from tests.integration.conftest import WorkerFactory, WorkerProcess, wait_for_marker
+from tests.integration.conftest import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
 
@@ -114,19 +114,19 @@ def test_images_reach_only_the_ocr_queue(
     assert not received(light, recording.task_ids[-1])
 
 
-def test_light_job_that_needs_ocr_is_handed_to_the_ocr_queue(
-    start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
+def test_scanned_pdf_is_handed_from_the_light_to_the_ocr_queue(
+    start_worker: WorkerFactory, recording: RecordingQueue, corpus_dir: Path
 ) -> None:
     light = start_worker(queues=[LIGHT_QUEUE])
-    scanned = AttachmentRef(
-        "scan.txt", "text", "text/plain", b"airlock-test: needs-ocr handoff\nread by OCR"
-    )
-    selection = gather([scanned], client, deadline=3, use_cache=False)
-    assert "DeadlineExceeded" in selection.dropped[0][1]  # no OCR worker yet: not answered
+    payload = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
+    scanned = AttachmentRef("scan.pdf", "pdf", "application/pdf", payload)
+    selection = gather([scanned], recording, deadline=3, use_cache=False)
+    # The light worker runs without OCR and hands the job on; no OCR worker answers yet.
+    assert "DeadlineExceeded" in selection.dropped[0][1]
+    assert received(light, recording.task_ids[-1])
 
     ocr = start_worker(queues=[OCR_QUEUE])
-    selection = gather([scanned], client, deadline=60, use_cache=False)
+    selection = gather([scanned], recording, deadline=60, use_cache=False)
     assert selection == local([scanned])
-    # The light worker gave it up; an OCR pool process extracted it (once for this request).
-    [pid] = wait_for_marker(marker_dir / "handoff")
-    assert pid in ocr.pool_pids() and pid not in light.pool_pids()
+    assert "Docling bundles PDF document conversion" in selection.text
+    assert received(light, recording.task_ids[-1]) and received(ocr, recording.task_ids[-1])

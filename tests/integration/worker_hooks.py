@@ -10,8 +10,6 @@ the real sandbox extracts it:
   (appending, one line per delivery), then sleep; a slow but legitimate job to kill mid-way.
 - ``airlock-test: crash TAG``: record the pid likewise, then SIGKILL this pool process, every
   time; the payload that kills its worker.
-- ``airlock-test: needs-ocr TAG``: on the light stage, fail as the sandbox's "needs OCR" answer
-  will; on the OCR stage, record the pid and extract normally.
 
 The extracted text is the sandbox's own, so the local path (which has no hooks) produces the
 same text for the same payload.
@@ -33,10 +31,6 @@ _DIRECTIVE = b"airlock-test: "
 _real_sandbox_extractor = extraction.sandbox_extractor
 
 
-class OcrRequired(Exception):
-    """Stands in for the sandbox's answer to a light-stage PDF with a page without text."""
-
-
 def _record(tag: str) -> None:
     marker_dir = Path(os.environ["AIRLOCK_TEST_MARKER_DIR"])
     with (marker_dir / tag).open("a") as marker:
@@ -44,9 +38,8 @@ def _record(tag: str) -> None:
 
 
 class HookedExtractor:
-    def __init__(self, inner: TextExtractor, stage: Stage) -> None:
+    def __init__(self, inner: TextExtractor) -> None:
         self._inner = inner
-        self._stage = stage
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         first_line = payload.split(b"\n", 1)[0]
@@ -58,15 +51,11 @@ class HookedExtractor:
             elif action == "crash":
                 _record(arguments[0])
                 os.kill(os.getpid(), signal.SIGKILL)
-            elif action == "needs-ocr":
-                if self._stage is Stage.LIGHT:
-                    raise OcrRequired("page 1 has no text layer")
-                _record(arguments[0])
         return self._inner.extract(kind, media_type, payload, max_pages=max_pages)
 
 
 def _hooked(settings: Settings, stage: Stage) -> TextExtractor:
-    return HookedExtractor(_real_sandbox_extractor(settings, stage), stage)
+    return HookedExtractor(_real_sandbox_extractor(settings, stage))
 
 
 extraction.sandbox_extractor = _hooked

@@ -13,7 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from bridge.attachments import ExtractionLimits
 from bridge.claim_check import sha256_hex, store_payloads
 from bridge.jobs import TASK_NAME, ExtractionJob, MalformedJob, Stage
-from sandbox.errors import ParserError, SandboxUnavailable
+from sandbox.errors import OcrRequired, ParserError, SandboxUnavailable
 from worker import extraction
 from worker.application import create_app
 from worker.config import Settings
@@ -153,10 +153,6 @@ def test_an_unavailable_sandbox_is_raised_for_a_retry(redis: Redis, parser: Scri
     parser.result = SandboxUnavailable("the fork server died")
     with pytest.raises(SandboxUnavailable):
         run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
-
-
-class OcrRequired(Exception):
-    pass
 
 
 def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
