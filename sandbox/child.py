@@ -11,7 +11,7 @@ import os
 from typing import NoReturn
 
 from sandbox import protocol
-from sandbox.extractors.registry import Refusal, lookup
+from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
 # Built before any job: when the address-space limit is hit there may be no memory left to
@@ -46,8 +46,21 @@ def _write_all(data: bytes) -> None:
         view = view[os.write(ANSWER_FD, view) :]
 
 
+class _ProgressFrames:
+    """Writes each progress report as a frame ahead of the answer, and remembers the total."""
+
+    def __init__(self) -> None:
+        self.total: int | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        self.total = total
+        _write_all(protocol.encode_progress(done, total))
+
+
 def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
     parse = lookup(header.kind)
+    progress = _ProgressFrames()
+    set_progress_sink(progress)
     if parse is None:
         return protocol.encode_error_answer(
             "no_extractor", "LookupError", f"no extractor is registered for kind {header.kind!r}"
@@ -67,7 +80,7 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         return protocol.encode_error_answer(
             "parser", "TypeError", f"the parser returned {type(text).__name__}, not str"
         )
-    return protocol.encode_text_answer(text, None)
+    return protocol.encode_text_answer(text, progress.total)
 
 
 def serve(mechanisms: frozenset[str]) -> NoReturn:

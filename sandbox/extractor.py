@@ -12,7 +12,7 @@ import dataclasses
 import threading
 
 from sandbox.limits import ParseLimits, SandboxLimits
-from sandbox.runner import SandboxRunner
+from sandbox.runner import ProgressCallback, SandboxRunner
 
 _shared_lock = threading.Lock()
 _shared: dict[SandboxLimits, SandboxRunner] = {}
@@ -32,13 +32,15 @@ class SandboxExtractor:
         limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen value
         parse_limits: ParseLimits = ParseLimits(),  # noqa: B008 - frozen value
         runner: SandboxRunner | None = None,
+        on_progress: ProgressCallback | None = None,
     ) -> None:
         self._limits = limits
         self._parse_limits = parse_limits
         self._runner = runner
+        self._on_progress = on_progress
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         """Text of ``payload``, or a ``SandboxError`` subclass naming why there is none."""
         runner = self._runner or shared_runner(self._limits)
         limits = dataclasses.replace(self._parse_limits, max_pages=max_pages)
-        return runner.run(kind, media_type, payload, limits).text
+        return runner.run(kind, media_type, payload, limits, self._on_progress).text

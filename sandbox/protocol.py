@@ -77,6 +77,16 @@ class ErrorAnswer:
     reason: str
 
 
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+
+
+def encode_progress(done: int, total: int) -> bytes:
+    return frame(json.dumps({"progress": [done, total]}).encode())
+
+
 def encode_text_answer(text: str, pages: int | None) -> bytes:
     # A lone surrogate from a broken font map is not encodable as UTF-8; replace it here so the
     # parent can insist on strict UTF-8 and reject everything else as malformed.
@@ -121,8 +131,11 @@ def _clean_string(untrusted_value: object, name: str, limit: int | None) -> str:
     return untrusted_value
 
 
-def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
-    """Validate an answer body strictly: exact keys, exact types, strict UTF-8 and JSON."""
+def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer | Progress:
+    """Validate a frame strictly: exact keys, exact types, strict UTF-8 and JSON.
+
+    A progress frame may precede the one answer; anything else is malformed.
+    """
     try:
         untrusted_text = untrusted_body.decode("utf-8")
         untrusted_answer = json.loads(
@@ -132,6 +145,8 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
         _malformed(f"{type(exc).__name__}: {exc}")
     if not isinstance(untrusted_answer, dict):
         _malformed("it is not a JSON object")
+    if "progress" in untrusted_answer:
+        return _progress(untrusted_answer)
     untrusted_ok = untrusted_answer.get("ok")
     if untrusted_ok is True:
         if set(untrusted_answer) != {"ok", "text", "pages"}:
@@ -154,6 +169,20 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
         reason = _clean_string(untrusted_answer["reason"], "reason", MAX_REASON_CHARS)
         return ErrorAnswer(code, type_name, printable(reason))
     _malformed("ok is neither true nor false")
+
+
+def _progress(untrusted_answer: dict[str, Any]) -> Progress:
+    if set(untrusted_answer) != {"progress"}:
+        _malformed("a progress frame must have exactly the key progress")
+    untrusted_counts = untrusted_answer["progress"]
+    if (
+        not isinstance(untrusted_counts, list)
+        or len(untrusted_counts) != 2
+        or any(type(count) is not int or count < 0 for count in untrusted_counts)
+        or untrusted_counts[0] > untrusted_counts[1]
+    ):
+        _malformed("progress is not [done, total] with 0 <= done <= total")
+    return Progress(untrusted_counts[0], untrusted_counts[1])
 
 
 def printable(untrusted_reason: str) -> str:

@@ -16,11 +16,17 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
 from sandbox import protocol, verdict
-from sandbox.errors import OutputTooLarge, SandboxUnavailable, WallClockExceeded
+from sandbox.errors import (
+    MalformedAnswer,
+    OutputTooLarge,
+    SandboxUnavailable,
+    WallClockExceeded,
+)
 from sandbox.fork_server import ForkServer, WarmChild
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS
 from sandbox.limits import ParseLimits, SandboxLimits
@@ -82,10 +88,24 @@ def _feed(fd: int, pending: deque[memoryview]) -> bool:
     return True
 
 
-def _exchange(child: WarmChild, job: list[bytes], deadline: float, cap: int) -> _Exchange:
+ProgressCallback = Callable[[int, int], None]
+
+# What a progress frame starts with; anything else is the answer.
+_PROGRESS_PREFIX = b'{"progress"'
+
+
+def _exchange(
+    child: WarmChild,
+    job: list[bytes],
+    deadline: float,
+    cap: int,
+    on_progress: ProgressCallback | None,
+) -> _Exchange:
     """Send the job while reading the answer, until a full answer, EOF, the cap or the deadline.
 
-    At most ``cap`` + 4 bytes are ever read: a child announcing more is cut off at the length.
+    Progress frames ahead of the answer are validated and handed to ``on_progress``. At most
+    ``cap`` bytes of frame bodies (plus their 4-byte lengths) are ever read, progress frames
+    included: a child announcing more is cut off at the length.
     """
     os.set_blocking(child.job_fd, False)
     pending = deque(memoryview(part) for part in job if part)
@@ -96,6 +116,7 @@ def _exchange(child: WarmChild, job: list[bytes], deadline: float, cap: int) -> 
     untrusted_bytes = bytearray()
     untrusted_length: int | None = None
     header = protocol.LENGTH.size
+    budget = cap
     try:
         while True:
             remaining = deadline - time.monotonic()
@@ -115,13 +136,21 @@ def _exchange(child: WarmChild, job: list[bytes], deadline: float, cap: int) -> 
                 untrusted_bytes += chunk
                 if untrusted_length is None and len(untrusted_bytes) >= header:
                     (untrusted_length,) = protocol.LENGTH.unpack_from(untrusted_bytes)
-                    if untrusted_length > cap:
+                    if untrusted_length > budget:
                         return _Exchange(None, len(untrusted_bytes), False, untrusted_length)
                 if (
                     untrusted_length is not None
                     and len(untrusted_bytes) == header + untrusted_length
                 ):
-                    return _Exchange(bytes(untrusted_bytes[header:]), len(untrusted_bytes))
+                    untrusted_body = bytes(untrusted_bytes[header:])
+                    if not untrusted_body.startswith(_PROGRESS_PREFIX):
+                        return _Exchange(untrusted_body, len(untrusted_bytes))
+                    progress = protocol.decode_answer(untrusted_body)
+                    if on_progress is not None and isinstance(progress, protocol.Progress):
+                        on_progress(progress.done, progress.total)
+                    budget -= untrusted_length
+                    untrusted_bytes.clear()
+                    untrusted_length = None
     finally:
         if job_open:
             os.close(child.job_fd)
@@ -197,7 +226,9 @@ class SandboxRunner:
         media_type: str,
         payload: bytes,
         parse_limits: ParseLimits = ParseLimits(),  # noqa: B008 - frozen value
+        on_progress: ProgressCallback | None = None,
     ) -> ExtractionResult:
+        """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages."""
         header = protocol.JobHeader(kind, media_type, parse_limits)
         job = [protocol.encode_job_header(header), protocol.LENGTH.pack(len(payload)), payload]
         server = self._fork_server()
@@ -212,7 +243,7 @@ class SandboxRunner:
                 )
             deadline = time.monotonic() + self.limits.wall_seconds
             try:
-                exchange = _exchange(child, job, deadline, self.limits.output_bytes)
+                exchange = _exchange(child, job, deadline, self.limits.output_bytes, on_progress)
             except BaseException:
                 child.kill()
                 raise
@@ -231,6 +262,8 @@ class SandboxRunner:
             answer = protocol.decode_answer(exchange.untrusted_body)
             if isinstance(answer, protocol.TextAnswer):
                 return ExtractionResult(answer.text, answer.pages)
+            if isinstance(answer, protocol.Progress):
+                raise MalformedAnswer("the child's answer is malformed: a progress frame last")
             raise verdict.from_error_answer(answer, limits)
         if exchange.untrusted_length is not None:
             child.kill()

@@ -60,7 +60,7 @@ def _warm_images(limits: ParseLimits) -> None:
         buffer = io.BytesIO()
         picture.save(buffer, format=file_format, **options)
         with ocr.decoding_under(limits):
-            for frame in image.decoded_frames(buffer.getvalue(), limits):
+            for frame, _ in image.decoded_frames(buffer.getvalue(), limits):
                 ocr.encode_for_tesseract(frame)
 
 

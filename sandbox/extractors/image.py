@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from sandbox.extractors.ocr import ACCEPTED_FORMATS, check_pixels, decoding_under, ocr_image
-from sandbox.extractors.registry import Refusal, extractor
+from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
 
@@ -34,15 +34,18 @@ def extract_image(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     if not limits.ocr:
         raise Refusal("needs_ocr", "an image can only be read by OCR")
     budget = TextBudget(limits)
+    texts = []
     with decoding_under(limits):
-        return "\n\n".join(
-            budget.spend(ocr_image(frame, limits)) for frame in decoded_frames(payload, limits)
-        )
+        for done, (frame, total) in enumerate(decoded_frames(payload, limits), start=1):
+            texts.append(budget.spend(ocr_image(frame, limits)))
+            report_progress(done, total)
+    return "\n\n".join(texts)
 
 
-def decoded_frames(payload: bytes, limits: ParseLimits) -> Iterator[Image.Image]:
-    """Yield each frame of ``payload`` decoded, one at a time, after every check that can refuse
-    the whole image has passed: nothing is OCR'd from an image that is refused later."""
+def decoded_frames(payload: bytes, limits: ParseLimits) -> Iterator[tuple[Image.Image, int]]:
+    """Yield each frame of ``payload`` decoded, with the frame count, one at a time, after every
+    check that can refuse the whole image has passed: nothing is OCR'd from an image that is
+    refused later."""
     image = _open(payload)
     _refuse_implausibly_small(image, len(payload))
     with _damage_is_unreadable():
@@ -51,7 +54,7 @@ def decoded_frames(payload: bytes, limits: ParseLimits) -> Iterator[Image.Image]
         with _damage_is_unreadable():
             image.seek(index)
             image.load()
-        yield image
+        yield image, frames
 
 
 @contextmanager

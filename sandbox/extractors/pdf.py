@@ -19,7 +19,7 @@ from pypdf.errors import LimitReachedError
 from pypdf.generic import DictionaryObject
 
 from sandbox.extractors.ocr import decoding_under, ocr_image
-from sandbox.extractors.registry import Refusal, extractor
+from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
 
@@ -102,11 +102,13 @@ def _document_text(reader: PdfReader, limits: ParseLimits) -> str:
     budget = TextBudget(limits)
     ocr_runs = _OcrRuns(limits)
     texts = []
-    for page in reader.pages:
+    total = len(reader.pages)
+    for done, page in enumerate(reader.pages, start=1):
         text = page.extract_text().strip()
         if not text:
             text = "\n\n".join(filter(None, map(ocr_runs.read, scanned_images(page))))
         texts.append(budget.spend(text))
+        report_progress(done, total)
     return "\n\n".join(texts)
 
 

@@ -34,6 +34,30 @@ class Refusal(Exception):
 
 _REGISTRY: dict[str, Extractor] = {}
 
+ProgressSink = Callable[[int, int], None]
+
+
+def _discard(done: int, total: int) -> None:
+    """Outside a sandbox child (tests, warm-up) progress goes nowhere."""
+
+
+_progress_sink: ProgressSink = _discard
+
+
+def report_progress(done: int, total: int) -> None:
+    """Tell whoever waits on this job that ``done`` of ``total`` pages or frames are read.
+
+    Long OCR jobs take minutes; a caller that sees nothing for that long cannot tell a busy
+    parser from a stuck one.
+    """
+    _progress_sink(done, total)
+
+
+def set_progress_sink(sink: ProgressSink) -> None:
+    """Route :func:`report_progress` (called once per child, before its one job)."""
+    global _progress_sink  # noqa: PLW0603 - one sink per single-use child process
+    _progress_sink = sink
+
 
 def extractor(kind: str) -> Callable[[Extractor], Extractor]:
     """Register the decorated function as the parser for ``kind``."""
