@@ -1,0 +1,336 @@
+"""``airlock bridge`` as a process: real Redis streams, real Celery workers, real crashes.
+
+Every test talks to the default stream names (the ones docs/bridge-service.md uses), which are
+emptied before and after it. Slow requests carry the test hooks' ``sleep`` directive
+(tests/integration/worker_hooks.py), so a test can act while one is being extracted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from bridge.attachments import AttachmentRef, ExtractionLimits
+from bridge.claim_check import sha256_hex, store_payloads
+from bridge.contracts import IngestSelection
+from bridge.kinds import guess_kind
+from bridge.service_config import ServiceConfig
+from tests.conftest import REPO_ROOT
+from tests.integration.conftest import (
+    AIRLOCK,
+    REDIS_DB,
+    WorkerProcess,
+    wait_for_marker,
+    worker_env,
+)
+from tests.integration.test_chaos import slow_ref
+from tests.integration.test_roundtrip import hostile_refs, local_selection
+from tests.worker.test_service_requests import RESULT_SCHEMA, schema_errors
+
+pytestmark = pytest.mark.integration
+
+STREAMS = ServiceConfig(consumer="")
+DOC = REPO_ROOT / "docs" / "bridge-service.md"
+#: A text file, a PDF with a text layer and a DOCX: the light queue, no OCR, seconds in all.
+CORPUS_FILES = (
+    "docling_word_sample.expected.txt",
+    "pypdf-samples_habibi-arabic.pdf",
+    "docling_word_sample.docx",
+)
+_READY_SECONDS = 30.0
+_ANSWER_SECONDS = 60.0
+
+
+class BridgeProcess:
+    """One ``airlock bridge`` in a process group of its own, logging to a file."""
+
+    def __init__(self, consumer: str, env: dict[str, str], log_path: Path) -> None:
+        self.consumer = consumer
+        self.log_path = log_path
+        with log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [str(AIRLOCK), "bridge"],
+                cwd=REPO_ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self) -> None:
+        ready = f"consumer {self.consumer} of group {STREAMS.group} reading"
+        deadline = time.monotonic() + _READY_SECONDS
+        while ready not in self.log():
+            assert self.process.poll() is None, f"the bridge exited:\n{self.log()}"
+            assert time.monotonic() < deadline, f"the bridge did not start:\n{self.log()}"
+            time.sleep(0.05)
+
+    def kill_9(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.kill_9()
+
+
+@pytest.fixture
+def start_bridge(
+    redis_url: str, shared_worker: WorkerProcess, tmp_path: Path
+) -> Iterator[Callable[..., BridgeProcess]]:
+    """``start_bridge(consumer, **env)``: a bridge against the test database, ready on return."""
+    started: list[BridgeProcess] = []
+
+    def start(consumer: str = "b1", **env: str) -> BridgeProcess:
+        overrides = {
+            "AIRLOCK_BRIDGE_CONSUMER": consumer,
+            "AIRLOCK_LOG_FORMAT": "plain",
+            "AIRLOCK_METRICS_PORT": "0",  # bridges started side by side need no port
+            **env,
+        }
+        bridge = BridgeProcess(
+            consumer,
+            worker_env(redis_url, shared_marker_dir(shared_worker), overrides),
+            tmp_path / f"bridge-{consumer}-{len(started)}.log",
+        )
+        started.append(bridge)
+        bridge.wait_ready()
+        return bridge
+
+    yield start
+    for bridge in started:
+        bridge.stop()
+
+
+def shared_marker_dir(worker: WorkerProcess) -> Path:
+    """Where the shared worker's hooks record their pids: the directory of its log."""
+    return worker.log_path.parent
+
+
+@pytest.fixture(autouse=True)
+def empty_streams(redis: Redis) -> Iterator[None]:
+    def empty() -> None:
+        keys = [STREAMS.request_stream, STREAMS.result_stream, STREAMS.dead_letter_stream]
+        redis.delete(*keys, *redis.scan_iter(match="airlock:selection:*"))
+
+    empty()
+    yield
+    empty()
+
+
+def attachment(ref: AttachmentRef) -> dict[str, str]:
+    return {
+        "label": ref.label,
+        "kind": ref.kind,
+        "media_type": ref.media_type,
+        "payload_b64": base64.b64encode(ref.payload).decode(),
+    }
+
+
+def send(redis: Redis, document: object) -> str:
+    untrusted_raw = document if isinstance(document, bytes) else json.dumps(document).encode()
+    return redis.xadd(STREAMS.request_stream, {"request": untrusted_raw}).decode()
+
+
+def request(request_id: str, *refs: AttachmentRef, **extra: Any) -> dict[str, Any]:
+    return {"v": 1, "request_id": request_id, "attachments": [attachment(r) for r in refs], **extra}
+
+
+def results(redis: Redis) -> list[dict[str, Any]]:
+    return [json.loads(fields[b"result"]) for _, fields in redis.xrange(STREAMS.result_stream)]
+
+
+def wait_for_answers(redis: Redis, count: int) -> dict[str, dict[str, Any]]:
+    deadline = time.monotonic() + _ANSWER_SECONDS
+    while redis.xlen(STREAMS.result_stream) < count:
+        assert time.monotonic() < deadline, f"{redis.xlen(STREAMS.result_stream)} answers"
+        time.sleep(0.05)
+    return {answer["request_id"]: answer for answer in results(redis)}
+
+
+def settled(redis: Redis) -> bool:
+    pending = redis.xpending(STREAMS.request_stream, STREAMS.group)["pending"]
+    return redis.xlen(STREAMS.request_stream) == 0 and pending == 0
+
+
+def as_json(selection: IngestSelection) -> dict[str, Any]:
+    document = asdict(selection)
+    document["dropped"] = [list(pair) for pair in selection.dropped]
+    return document
+
+
+def corpus_refs(corpus_dir: Path) -> list[AttachmentRef]:
+    refs = []
+    for name in CORPUS_FILES:
+        payload = (corpus_dir / name).read_bytes()
+        refs.append(AttachmentRef(name, *guess_kind(name, payload[:16]), payload))
+    return refs
+
+
+def test_requests_sent_while_the_bridge_is_down_equal_the_local_selection_byte_for_byte(
+    redis: Redis, start_bridge: Callable[..., BridgeProcess], corpus_dir: Path
+) -> None:
+    refs = corpus_refs(corpus_dir) + hostile_refs()
+    limits = ExtractionLimits(max_text_chars=6_000, max_total_chars=9_000)
+    send(redis, request("inline", *refs, limits=asdict(limits), deadline_seconds=120))
+    # The same files as claim checks, stored the way gather stores them.
+    store_payloads(redis, {sha256_hex(r.payload): r.payload for r in refs if r.payload}, 600)
+    checks = [
+        {
+            "label": r.label,
+            "kind": r.kind,
+            "media_type": r.media_type,
+            "sha256": sha256_hex(r.payload),
+        }
+        for r in refs
+        if r.payload
+    ]
+    send(redis, {"v": 1, "request_id": "claimed", "attachments": checks})
+    start_bridge()
+    answers = wait_for_answers(redis, 2)
+    assert answers["inline"]["selection"] == as_json(local_selection(refs, limits))
+    stored_refs = [r for r in refs if r.payload]
+    assert answers["claimed"]["selection"] == as_json(
+        local_selection(stored_refs, ExtractionLimits())
+    )
+    for name in CORPUS_FILES:
+        assert f"ATTACHMENT [{name}]" in answers["inline"]["selection"]["text"]
+    assert json.loads(redis.get("airlock:selection:inline") or b"") == answers["inline"]
+    assert schema_errors(RESULT_SCHEMA, list(answers.values())) == [[], []]
+    assert settled(redis)
+
+
+@pytest.mark.parametrize("restart", ["same consumer", "another consumer"])
+def test_a_bridge_killed_mid_request_loses_nothing_and_answers_once(
+    redis: Redis,
+    start_bridge: Callable[..., BridgeProcess],
+    shared_worker: WorkerProcess,
+    restart: str,
+) -> None:
+    tag = f"bridgekill{restart.split(maxsplit=1)[0]}"
+    (marker := shared_marker_dir(shared_worker) / tag).unlink(missing_ok=True)
+    slow = slow_ref(tag)
+    quick = AttachmentRef("quick.txt", "text", "text/plain", b"quick")
+    first = start_bridge("b1", AIRLOCK_BRIDGE_CLAIM_IDLE="3")
+    send(redis, request("before", quick))
+    send(redis, request("slow", slow, deadline_seconds=60))
+    send(redis, request("after", quick))
+    wait_for_marker(marker)  # a worker is extracting the slow request for the first bridge
+    first.kill_9()
+    killed_at = time.monotonic()
+    if restart == "same consumer":
+        # A claim idle time of ten minutes: only its own pending list can bring the slow
+        # request back this quickly.
+        start_bridge("b1", AIRLOCK_BRIDGE_CLAIM_IDLE="600")
+    else:
+        start_bridge("b2", AIRLOCK_BRIDGE_CLAIM_IDLE="3")
+    answers = wait_for_answers(redis, 3)
+    answered_at = time.monotonic()
+    assert answers["slow"]["selection"] == as_json(local_selection([slow], ExtractionLimits()))
+    assert answers["before"]["selection"]["text"] == answers["after"]["selection"]["text"]
+    # Exactly one result per request id, and nothing left pending.
+    time.sleep(1)
+    assert sorted(answer["request_id"] for answer in results(redis)) == ["after", "before", "slow"]
+    assert settled(redis)
+    if restart == "another consumer":
+        # It waited for the dead bridge's lease to lapse (renewed every second until the kill).
+        assert answered_at - killed_at >= 2
+
+
+def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
+    redis: Redis, start_bridge: Callable[..., BridgeProcess]
+) -> None:
+    good = AttachmentRef("good.txt", "text", "text/plain", b"still served")
+    dead = [
+        send(redis, b"{not json"),
+        send(redis, request("bad id!", good)),
+        send(redis, request("huge", AttachmentRef("big.txt", "text", "", b"x" * 1_200_000))),
+        redis.xadd(STREAMS.request_stream, {"payload": "no request field"}).decode(),
+    ]
+    send(redis, {**request("types", good), "deadline_seconds": "soon"})
+    send(redis, {**request("unknown", good), "priority": "high"})
+    send(redis, request("b64", good) | {"attachments": [{**attachment(good), "payload_b64": "%%"}]})
+    send(redis, request("good", good))
+    start_bridge(AIRLOCK_BRIDGE_MAX_REQUEST_MB="1")
+    answers = wait_for_answers(redis, 4)
+    assert answers["good"]["selection"]["text"] == "ATTACHMENT [good.txt]\nstill served"
+    for request_id, words in (("types", "deadline"), ("unknown", "nothing else"), ("b64", "64")):
+        assert answers[request_id]["error"]["type"] == "InvalidRequest"
+        assert words in answers[request_id]["error"]["reason"]
+    letters = {
+        fields[b"entry_id"].decode(): fields[b"reason"].decode()
+        for _, fields in redis.xrange(STREAMS.dead_letter_stream)
+    }
+    assert sorted(letters) == sorted(dead)
+    assert "at most 1048576 are accepted" in letters[dead[2]]
+    assert schema_errors(RESULT_SCHEMA, list(answers.values())) == [[] for _ in answers]
+    assert settled(redis)
+
+
+def test_sigterm_finishes_the_request_in_flight_then_exits_0(
+    redis: Redis, start_bridge: Callable[..., BridgeProcess], shared_worker: WorkerProcess
+) -> None:
+    (marker := shared_marker_dir(shared_worker) / "bridgeterm").unlink(missing_ok=True)
+    slow = slow_ref("bridgeterm")
+    bridge = start_bridge()
+    send(redis, request("slow", slow, deadline_seconds=60))
+    wait_for_marker(marker)
+    bridge.process.send_signal(signal.SIGTERM)
+    assert bridge.process.wait(30) == 0, bridge.log()
+    assert [answer["request_id"] for answer in results(redis)] == ["slow"]
+    assert results(redis)[0]["selection"] == as_json(local_selection([slow], ExtractionLimits()))
+    assert settled(redis)
+
+
+def test_the_documented_redis_cli_example_works_as_written(
+    redis: Redis, start_bridge: Callable[..., BridgeProcess]
+) -> None:
+    """The ``sh`` block of docs/bridge-service.md, pointed at the test database, prints the
+    result its ``text`` block shows: once read from the stream, once from the key."""
+    doc = DOC.read_text()
+    (example,) = re.findall(r"```sh\n(.*?)```", doc, flags=re.DOTALL)
+    (shown,) = re.findall(r"```text\n(.*?)\n```", doc, flags=re.DOTALL)
+    start_bridge()
+    run = subprocess.run(
+        [
+            "bash",
+            "-euo",
+            "pipefail",
+            "-c",
+            example.replace("redis-cli ", f"redis-cli -n {REDIS_DB} "),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    entry_id, stream, _, field, streamed, stored = run.stdout.splitlines()
+    assert (stream, field) == (STREAMS.result_stream, "result")
+    assert re.fullmatch(r"\d+-\d+", entry_id)
+    assert streamed == stored == shown
+
+
+def test_an_unreachable_redis_exits_3(tmp_path: Path) -> None:
+    env = worker_env("redis://127.0.0.1:1/0", tmp_path, {})
+    run = subprocess.run(
+        [str(AIRLOCK), "bridge"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert run.returncode == 3, run.stderr
+    assert "unreachable" in run.stderr
