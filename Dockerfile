@@ -92,7 +92,7 @@ EXPOSE 9808
 
 # Cheap (about 0.25 s of CPU) and meaningful in every role: forks a jailed child that tries a
 # TCP connect and fails unless every layer in AIRLOCK_SANDBOX_REQUIRE holds in this container.
-# Workers add a broker check in deploy/compose.yaml and deploy/kubernetes (celery ping).
+# Workers add `airlock health` probes in deploy/compose.yaml and deploy/kubernetes.
 HEALTHCHECK --interval=60s --timeout=30s --start-period=30s --retries=3 CMD ["airlock", "doctor"]
 
 ENTRYPOINT ["airlock"]

@@ -2,7 +2,7 @@
 
 Text goes to stdout and every omission, with its reason, to stderr, so a pipeline can keep the
 text and still see why a file is missing. Exit codes: 0 every file admitted, 1 some omitted,
-2 usage error, 3 the broker is unreachable.
+2 usage error, 3 the broker is unreachable. ``airlock health`` exits 0 healthy, 1 not.
 """
 
 from __future__ import annotations
@@ -39,11 +39,13 @@ from bridge.queue import QueueUnavailable, gather
 from bridge.service import BridgeService
 from sandbox.doctor import DoctorReport, probe
 from sandbox.extractor import SandboxExtractor
+from worker import health
 from worker.application import run_worker
 from worker.config import ConfigurationError, Settings
 
 EXIT_OK = 0
 EXIT_OMITTED = 1
+EXIT_UNHEALTHY = 1
 EXIT_USAGE = 2
 EXIT_BROKER = 3
 
@@ -130,6 +132,28 @@ def _parser() -> argparse.ArgumentParser:
         "AIRLOCK_SANDBOX_REQUIRE is missing or the connect was not blocked.",
     )
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    health_command = commands.add_parser(
+        "health",
+        help="probe this container: --live (cheap, local) or --ready (through the broker)",
+        description="--live: exit 0 while this container's worker beats its heartbeat file "
+        "($AIRLOCK_HEARTBEAT_FILE). --ready: exit 0 when the broker answers and, with --worker, "
+        "when this container's worker answers a ping through it. Exit 1 otherwise.",
+    )
+    check = health_command.add_mutually_exclusive_group(required=True)
+    check.add_argument("--live", action="store_true", help="the worker's main loop still turns")
+    check.add_argument("--ready", action="store_true", help="the broker (and worker) answer")
+    health_command.add_argument(
+        "--worker", action="store_true", help="--ready: this container's worker must answer too"
+    )
+    health_command.add_argument(
+        "--timeout",
+        type=float,
+        default=health.DEFAULT_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"--ready: how long the broker and the worker may take "
+        f"(default {health.DEFAULT_TIMEOUT_SECONDS:g})",
+    )
     return parser
 
 
@@ -280,6 +304,15 @@ def _doctor(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _health(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    verdict = (
+        health.live(settings) if args.live else health.ready(settings, args.worker, args.timeout)
+    )
+    (sys.stdout if verdict.healthy else sys.stderr).write(f"airlock: {verdict.detail}\n")
+    return EXIT_OK if verdict.healthy else EXIT_UNHEALTHY
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args, celery_args = parser.parse_known_args(argv)
@@ -295,6 +328,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_worker(Settings.from_env(), celery_args)
         if args.command == "bridge":
             return _bridge(Settings.from_env())
+        if args.command == "health":
+            return _health(args)
         return _doctor(args)
     except QueueUnavailable as exc:
         sys.stderr.write(f"airlock: {exc}\n")

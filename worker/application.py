@@ -14,17 +14,22 @@ Each setting below closes one failure:
   after it could no longer be running (trade-off in docs/queue.md); the restore sweep runs
   every ``restore_interval`` seconds.
 - ``result_expires``: answers nobody collected (a caller gave up) do not accumulate.
+
+Besides consuming, the main process serves the metrics of the whole pool, beats the heartbeat
+file the probes read, and logs in the chosen format (JSON for ``airlock worker``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from celery import Celery
 
 from bridge.jobs import LIGHT_QUEUE, wire_settings
-from worker import tasks
+from bridge.logs import LogFormat
+from worker import heartbeat, logs, metrics, tasks
 from worker.config import Settings
 
 
@@ -54,6 +59,9 @@ def create_app(settings: Settings) -> Any:
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     tasks.register(app, settings)
+    metrics.install(app, settings)
+    app.steps["worker"].add(heartbeat.step(settings))
+    logs.install(settings.log_format or LogFormat.PLAIN)
     return app
 
 
@@ -61,9 +69,10 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
     """``celery worker`` on the airlock app, consuming the configured queues by default.
 
     Arguments after ``airlock worker`` go to Celery unchanged; a ``-Q`` among them overrides
-    the configured queues, as a later option does on Celery's own command line.
+    the configured queues, as a later option does on Celery's own command line. Logs are JSON
+    unless ``AIRLOCK_LOG_FORMAT`` says otherwise: this is how deployments run workers.
     """
-    app = create_app(settings)
+    app = create_app(replace(settings, log_format=settings.log_format or LogFormat.JSON))
     try:
         app.worker_main(["worker", "--queues", ",".join(settings.queues), *celery_args])
     except SystemExit as exc:

@@ -10,13 +10,24 @@ task hands the same job to a second worker while the first is still running it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
 
 from bridge.jobs import QUEUES
+from bridge.logs import LogFormat, requested_log_format
+from bridge.metrics import metrics_port
+from bridge.service_config import ServiceConfig, default_consumer
+from bridge.service_schema import MAX_DEADLINE_SECONDS
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
+#: The deployments give the bridge service 9809, so it and a worker can share a host.
+DEFAULT_METRICS_PORT = 9808
+#: In TMPDIR: the one writable place of a worker container (a tmpfs or emptyDir).
+_DEFAULT_HEARTBEAT_FILE = Path(tempfile.gettempdir()) / "airlock-worker.heartbeat"
 # One pool process per core: OCR runs tesseract single-threaded (OMP_THREAD_LIMIT=1), so more
 # processes than cores only make jobs wait on each other inside the sandbox's wall clock.
 _CORES = os.cpu_count() or 1
@@ -53,6 +64,17 @@ def _integer(env: Mapping[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+_T = TypeVar("_T")
+
+
+def _shared(parse: Callable[[Mapping[str, str]], _T], env: Mapping[str, str]) -> _T:
+    """A variable whose parser the bridge service shares, its refusal as a ConfigurationError."""
+    try:
+        return parse(env)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
 def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raw = env.get(name, "").strip().lower()
     if not raw:
@@ -62,6 +84,42 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw in {"0", "false", "no", "off"}:
         return False
     raise ConfigurationError(f"{name}={raw!r} must be one of 1/0, true/false, yes/no, on/off")
+
+
+def _bridge_service(env: Mapping[str, str]) -> ServiceConfig:
+    defaults = ServiceConfig(consumer="")
+    return ServiceConfig(
+        request_stream=_text(env, "AIRLOCK_REQUEST_STREAM", defaults.request_stream),
+        result_stream=_text(env, "AIRLOCK_RESULT_STREAM", defaults.result_stream),
+        group=_text(env, "AIRLOCK_BRIDGE_GROUP", defaults.group),
+        consumer=_text(env, "AIRLOCK_BRIDGE_CONSUMER", default_consumer()),
+        result_ttl=_integer(env, "AIRLOCK_RESULT_TTL", defaults.result_ttl),
+        stream_maxlen=_integer(env, "AIRLOCK_RESULT_STREAM_MAXLEN", defaults.stream_maxlen),
+        claim_idle_seconds=_number(env, "AIRLOCK_BRIDGE_CLAIM_IDLE", defaults.claim_idle_seconds),
+        concurrency=_integer(env, "AIRLOCK_BRIDGE_CONCURRENCY", defaults.concurrency),
+        max_request_bytes=_integer(
+            env, "AIRLOCK_BRIDGE_MAX_REQUEST_MB", defaults.max_request_bytes // MIB
+        )
+        * MIB,
+    )
+
+
+def _check_bridge_service(config: ServiceConfig) -> None:
+    streams = {config.request_stream, config.result_stream, config.dead_letter_stream}
+    if len(streams) != 3:
+        # A result read back as a request would be answered as a malformed one, for ever.
+        raise ConfigurationError("AIRLOCK_REQUEST_STREAM and AIRLOCK_RESULT_STREAM must differ")
+    if config.result_ttl <= MAX_DEADLINE_SECONDS:
+        raise ConfigurationError(
+            f"AIRLOCK_RESULT_TTL must exceed the longest request deadline "
+            f"({MAX_DEADLINE_SECONDS:g} s): a request run twice (its lease lost to a hung "
+            "bridge) is answered once only while the first answer is still stored"
+        )
+    if config.claim_idle_seconds < 3:
+        raise ConfigurationError(
+            "AIRLOCK_BRIDGE_CLAIM_IDLE must be at least 3 seconds: leases are renewed every "
+            "third of it, and a shorter one is lost by a live bridge on a Redis hiccup"
+        )
 
 
 @dataclass(frozen=True)
@@ -85,6 +143,13 @@ class Settings:
     max_deliveries: int = 3
     result_cache: bool = True
     result_cache_ttl: int = 86400
+    metrics_port: int = DEFAULT_METRICS_PORT
+    #: None when AIRLOCK_LOG_FORMAT is unset: ``airlock worker`` then logs JSON, Celery's own
+    #: command line plain text.
+    log_format: LogFormat | None = None
+    heartbeat_file: Path = _DEFAULT_HEARTBEAT_FILE
+    heartbeat_seconds: float = 10.0
+    bridge_service: ServiceConfig = field(default_factory=ServiceConfig)
 
     def __post_init__(self) -> None:
         if not self.result_backend.startswith(("redis://", "rediss://", "unix://")):
@@ -113,6 +178,7 @@ class Settings:
             ParseLimits(ocr_language=self.ocr_language)
         except ValueError as exc:
             raise ConfigurationError(f"AIRLOCK_OCR_LANGUAGE: {exc}") from None
+        _check_bridge_service(self.bridge_service)
 
     @property
     def parse_limits(self) -> ParseLimits:
@@ -159,4 +225,9 @@ class Settings:
             max_deliveries=_integer(env, "AIRLOCK_MAX_DELIVERIES", 3),
             result_cache=_flag(env, "AIRLOCK_RESULT_CACHE", True),
             result_cache_ttl=_integer(env, "AIRLOCK_RESULT_CACHE_TTL", 86400),
+            metrics_port=_shared(lambda e: metrics_port(e, DEFAULT_METRICS_PORT), env),
+            log_format=_shared(requested_log_format, env),
+            heartbeat_file=Path(_text(env, "AIRLOCK_HEARTBEAT_FILE", str(_DEFAULT_HEARTBEAT_FILE))),
+            heartbeat_seconds=_number(env, "AIRLOCK_HEARTBEAT_SECONDS", 10.0),
+            bridge_service=_bridge_service(env),
         )

@@ -10,6 +10,9 @@ unreachable Redis or an unavailable sandbox is retried, with backoff.
 
 from __future__ import annotations
 
+import logging
+import time
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -23,15 +26,18 @@ from bridge.envelope import error_envelope, outcome_envelope
 from bridge.errors import ExtractionFailed, IngestionRejected
 from bridge.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
 from sandbox.errors import SandboxUnavailable
-from worker import extraction
+from worker import extraction, metrics
 from worker.config import Settings
-from worker.deliveries import delivery_key, record_delivery
+from worker.deliveries import WORKER_LOST, delivery_key, record_delivery
+from worker.metrics import TaskOutcome, TaskReport
 
 #: Failures of the machinery, not verdicts on the document: another try may succeed.
 INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, SandboxUnavailable)
 _MAX_RETRIES = 5
 _RETRY_BACKOFF_MAX_SECONDS = 60
 _REDIS_TIMEOUT_SECONDS = 10
+
+_log = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -62,27 +68,40 @@ def _over_delivered(job: ExtractionJob, deliveries: int) -> dict[str, object]:
         job.label,
         job.sha256,
         "ExtractionFailed",
-        "WorkerLost",
+        WORKER_LOST,
         f"the worker failed {deliveries - 1} times on this job (it was delivered "
         f"{deliveries} times and its worker process died or was lost before answering each "
         "earlier time); it is answered as a failure instead of being delivered again",
     )
 
 
-def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, object]:
-    """The body of the extract task; ``task`` is the bound Celery task."""
-    job = job_from_wire(untrusted_job)
+@dataclass(frozen=True)
+class _Answered:
+    """How one delivery ends: the envelope it answers (None: handed on to the OCR stage)."""
+
+    envelope: dict[str, object] | None
+    outcome: TaskOutcome
+    deliveries: int
+    payload_bytes: int = 0
+
+
+def _error_outcome(envelope: dict[str, object]) -> TaskOutcome:
+    return TaskOutcome.REJECTED if envelope["error"] == "IngestionRejected" else TaskOutcome.FAILED
+
+
+def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
     settings = runtime.settings
     key = delivery_key(task.request.id, job.stage.value, task.request.retries)
     deliveries = record_delivery(runtime.redis, key, runtime.delivery_ttl)
     if deliveries > settings.max_deliveries:
-        return _over_delivered(job, deliveries)
+        return _Answered(_over_delivered(job, deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
     try:
         payload = fetch_payload(runtime.redis, job)
     except PayloadUnavailable as exc:
-        return error_envelope(
+        envelope = error_envelope(
             job.label, job.sha256, "ExtractionFailed", type(exc).__name__, str(exc)
         )
+        return _Answered(envelope, TaskOutcome.FAILED, deliveries)
     if job.stage is Stage.OCR:
         # The sandbox answers once, at the end; the page count is known only then. A
         # watcher sees "OCR running" with the total unknown, then the final result.
@@ -99,14 +118,60 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
         if isinstance(cause, SandboxUnavailable):
             raise cause  # retried with backoff: the host, not the document, failed
         if job.stage is Stage.LIGHT and extraction.needs_ocr(cause):
-            # Same task id, OCR queue: the bridge keeps waiting on the one id it published,
-            # so the hand-off cannot lose or double-count the attachment. The caller's
-            # deadline travels along, so a hand-off nobody waits for any more is not run.
-            handed_on = task.signature(
-                (job.handed_on(Stage.OCR).to_wire(),), expires=task.request.expires
-            )
-            return task.replace(handed_on)  # type: ignore[no-any-return]
-    return outcome_envelope(outcome, job.label, job.sha256)
+            return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
+    envelope = outcome_envelope(outcome, job.label, job.sha256)
+    result = TaskOutcome.ADMITTED if envelope["ok"] else _error_outcome(envelope)
+    return _Answered(envelope, result, deliveries, len(payload))
+
+
+def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) -> None:
+    """The one place a delivery's outcome is counted and logged."""
+    envelope = answered.envelope or {}
+    report = TaskReport(
+        request_id=task.request.id,
+        label=job.label,
+        sha256=job.sha256,
+        kind=job.kind,
+        stage=job.stage.value,
+        outcome=answered.outcome,
+        seconds=seconds,
+        deliveries=answered.deliveries,
+        payload_bytes=answered.payload_bytes,
+        error=_optional_text(envelope.get("error")),
+        error_type=_optional_text(envelope.get("type")),
+    )
+    metrics.record(report)
+    fields = report.log_fields()
+    _log.info(
+        "extraction %s: %s (%s, %s stage) in %.3f s",
+        report.outcome.value,
+        fields["label"],
+        fields["kind"],
+        report.stage,
+        seconds,
+        extra=fields,
+    )
+
+
+def _optional_text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, object]:
+    """The body of the extract task; ``task`` is the bound Celery task."""
+    started = time.monotonic()
+    job = job_from_wire(untrusted_job)
+    answered = _answer(task, job, runtime)
+    _report(task, job, answered, time.monotonic() - started)
+    if answered.envelope is None:
+        # Same task id, OCR queue: the bridge keeps waiting on the one id it published,
+        # so the hand-off cannot lose or double-count the attachment. The caller's
+        # deadline travels along, so a hand-off nobody waits for any more is not run.
+        handed_on = task.signature(
+            (job.handed_on(Stage.OCR).to_wire(),), expires=task.request.expires
+        )
+        return task.replace(handed_on)  # type: ignore[no-any-return]
+    return answered.envelope
 
 
 def register(app: Any, settings: Settings) -> Any:

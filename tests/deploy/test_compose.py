@@ -138,12 +138,16 @@ def test_ocr_workers_scale_with_the_scale_flag(compose: dict[str, Any]) -> None:
     assert compose["services"]["light-worker"]["command"] == ["worker", "-Q", "airlock.light"]
 
 
-def test_worker_health_means_a_celery_ping_through_the_broker(compose: dict[str, Any]) -> None:
+def test_worker_health_means_its_own_node_answers_through_the_broker(
+    compose: dict[str, Any],
+) -> None:
     for name in WORKERS:
-        test = compose["services"][name]["healthcheck"]["test"]
-        assert test[0] == "CMD-SHELL"
-        assert "celery -A worker inspect ping" in test[1]
-        assert '"celery@$$HOSTNAME"' in test[1]
+        healthcheck = compose["services"][name]["healthcheck"]
+        test = healthcheck["test"]
+        assert test[:5] == ["CMD", "airlock", "health", "--ready", "--worker"]
+        # The check's own timeout covers the ping's timeout plus the CLI's start-up.
+        timeout = float(test[test.index("--timeout") + 1])
+        assert int(healthcheck["timeout"].rstrip("s")) > timeout
 
 
 def test_redis_is_durable_password_protected_and_unpublished(compose: dict[str, Any]) -> None:

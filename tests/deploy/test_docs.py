@@ -23,7 +23,7 @@ METRICS = (
 #: Variables only the deployment files use (compose interpolation, the Secret's value).
 DEPLOY_ONLY = {"AIRLOCK_REDIS_PASSWORD", "AIRLOCK_IMAGE"}
 #: Read by code another engineer is writing; the check runs as soon as some code reads it.
-PENDING_VARIABLES = {"AIRLOCK_METRICS_PORT": "the metrics endpoint"}
+PENDING_VARIABLES: dict[str, str] = {}
 PENDING_COMMANDS = {"bridge": "the Redis Streams bridge service"}
 
 
@@ -130,7 +130,9 @@ def _commands() -> set[str]:
     for path in DEPLOY_FILES:
         text = path.read_text()
         used.update(re.findall(r'args: \["(\w+)"', text))
-        used.update(re.findall(r'command: \["(\w+)"', text))
+        used.update(re.findall(r'command: \["(?!airlock")(\w+)"', text))
+        # Probes and health checks run the CLI itself: ["airlock", "health", ...].
+        used.update(re.findall(r'\["(?:CMD", ")?airlock", "(\w+)"', text))
     used.add("doctor")  # the image's HEALTHCHECK
     return used
 

@@ -277,23 +277,21 @@ def test_workers_finish_their_task_before_being_killed(applied: list[dict[str, A
             assert spec["terminationGracePeriodSeconds"] > hard_limit, name
 
 
-def test_worker_probes_ping_this_pods_celery_node_through_the_broker(
+def test_worker_probes_are_a_ping_through_the_broker_and_a_local_heartbeat(
     applied: list[dict[str, Any]],
 ) -> None:
     for name, spec in pod_specs(applied):
         if name not in WORKERS:
             continue
         (container,) = spec["containers"]
-        for probe in ("readinessProbe", "livenessProbe"):
-            command = container[probe]["exec"]["command"]
-            assert command[:2] == ["sh", "-c"]
-            assert "celery -A worker inspect ping" in command[2]
-            assert '--destination "celery@$HOSTNAME"' in command[2]
-            # The probe's own timeout covers Celery's reply timeout plus start-up.
-            timeout = int(re.search(r"--timeout (\d+)", command[2])[1])  # type: ignore[index]
-            assert container[probe]["timeoutSeconds"] > timeout
-        # Liveness tolerates a Redis outage far longer than readiness does.
-        live, ready = container["livenessProbe"], container["readinessProbe"]
+        ready, live = container["readinessProbe"], container["livenessProbe"]
+        command = ready["exec"]["command"]
+        assert command[:5] == ["airlock", "health", "--ready", "--worker", "--timeout"]
+        # The probe's own timeout covers the ping's timeout plus the CLI's start-up.
+        assert ready["timeoutSeconds"] > float(command[5])
+        # Liveness reads the heartbeat file only, no broker round trip; but the main loop does
+        # not beat while it reconnects to Redis, so its window is far longer than readiness's.
+        assert live["exec"]["command"] == ["airlock", "health", "--live"]
         assert (
             live["periodSeconds"] * live["failureThreshold"]
             > 2 * ready["periodSeconds"] * ready["failureThreshold"]

@@ -1,0 +1,146 @@
+"""The Prometheus endpoint every airlock process serves, and the queue depth it reports.
+
+Shared by the workers and the bridge service (which must not import the worker), so it holds
+only what does not depend on who is measuring: which port, how a label stays bounded, how the
+endpoint starts and stops, and how deep the extraction queues are. Each process defines its
+own counters on top.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+from redis import Redis, RedisError
+
+from bridge.jobs import QUEUES
+
+METRICS_PORT_VARIABLE = "AIRLOCK_METRICS_PORT"
+#: What a label value becomes when it is not one of the values the label is declared with.
+OTHER = "other"
+#: A scrape must answer even when Redis does not: every Redis call of a scrape gets this long.
+_QUEUE_DEPTH_TIMEOUT_SECONDS = 1.0
+_MAX_PORT = 65535
+
+
+def metrics_port(env: Mapping[str, str], default: int) -> int:
+    """``AIRLOCK_METRICS_PORT``, or ``default`` when unset; 0 means no endpoint.
+
+    Raises :class:`ValueError` naming the variable for anything that is not a port.
+    """
+    raw = env.get(METRICS_PORT_VARIABLE, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) > _MAX_PORT:
+        raise ValueError(f"{METRICS_PORT_VARIABLE}={raw!r} must be a port number, or 0 to disable")
+    return int(raw)
+
+
+def bounded(value: str, known: Iterable[str]) -> str:
+    """``value`` if it is one of ``known``, else :data:`OTHER`.
+
+    Every label value becomes a time series of its own; a value taken from a message (a
+    forged kind, an unexpected error type) must not be able to create them without bound.
+    """
+    return value if value in known else OTHER
+
+
+class QueueDepthCollector(Collector):
+    """``airlock_queue_depth{queue}``: jobs waiting in each extraction queue, read at scrape time.
+
+    Celery's Redis transport keeps a queue as a list named after it, so the depth is its
+    ``LLEN`` (what KEDA reads too); jobs being run are not in the list. When Redis does not
+    answer within a second the gauge is left out of that scrape, rather than reported as 0,
+    which an autoscaler would act on, and ``airlock_queue_depth_errors_total`` counts the miss.
+    """
+
+    def __init__(self, redis_url: str, queues: Iterable[str] = QUEUES) -> None:
+        self._queues = tuple(queues)
+        self._redis = Redis.from_url(
+            redis_url,
+            socket_connect_timeout=_QUEUE_DEPTH_TIMEOUT_SECONDS,
+            socket_timeout=_QUEUE_DEPTH_TIMEOUT_SECONDS,
+        )
+        self._errors = 0
+        self._lock = threading.Lock()  # scrapes are served on concurrent threads
+
+    def _families(self) -> tuple[GaugeMetricFamily, CounterMetricFamily]:
+        depth = GaugeMetricFamily(
+            "airlock_queue_depth", "Jobs waiting in an extraction queue.", labels=["queue"]
+        )
+        errors = CounterMetricFamily(
+            "airlock_queue_depth_errors",
+            "Scrapes that could not read the queue depth from Redis.",
+        )
+        return depth, errors
+
+    def describe(self) -> Iterator[Metric]:
+        # Lets a registry learn the names without a Redis round trip at registration.
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        depth, errors = self._families()
+        try:
+            with self._redis.pipeline(transaction=False) as pipe:
+                for queue in self._queues:
+                    pipe.llen(queue)
+                lengths = pipe.execute()
+        except RedisError:
+            with self._lock:
+                self._errors += 1
+        else:
+            for queue, length in zip(self._queues, lengths, strict=True):
+                depth.add_metric([queue], float(length))
+            yield depth
+        with self._lock:
+            errors.add_metric([], float(self._errors))
+        yield errors
+
+    def close(self) -> None:
+        self._redis.close()
+
+
+@dataclass(frozen=True)
+class MetricsEndpoint:
+    """A running ``/metrics`` HTTP server; :meth:`close` stops it and frees the port."""
+
+    server: WSGIServer
+    thread: threading.Thread
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_port)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def start_endpoint(
+    port: int,
+    *collectors: Collector,
+    multiprocess_dir: str | None = None,
+    addr: str = "0.0.0.0",  # noqa: S104 - Prometheus scrapes from another container or pod
+) -> MetricsEndpoint:
+    """Serve this process's metrics, plus ``collectors``, on ``port`` from a daemon thread.
+
+    With ``multiprocess_dir`` the served values are those every process writes there
+    (prometheus_client's multiprocess mode, for a prefork pool); without it, this process's
+    own default registry. Raises :class:`OSError` when the port cannot be bound.
+    """
+    registry = CollectorRegistry()
+    if multiprocess_dir is None:
+        registry.register(REGISTRY)
+    else:
+        MultiProcessCollector(registry, path=multiprocess_dir)  # type: ignore[no-untyped-call]
+    for collector in collectors:
+        registry.register(collector)
+    server, thread = start_http_server(port, addr=addr, registry=registry)
+    return MetricsEndpoint(server, thread)

@@ -1,0 +1,336 @@
+"""What a worker counts and logs, the shared endpoint and queue-depth collector, and the health
+checks, without a worker process (tests/integration/test_operations.py runs real ones)."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+from redis import Redis
+
+from bridge.jobs import Stage
+from bridge.logs import JsonFormatter, LogFormat, configure, requested_log_format
+from bridge.metrics import OTHER, QueueDepthCollector, bounded, metrics_port, start_endpoint
+from sandbox.errors import (
+    CeilingExceeded,
+    ChildCrashed,
+    CpuLimitExceeded,
+    ForbiddenOperation,
+    MemoryLimitExceeded,
+    OcrRequired,
+    OutputTooLarge,
+    WallClockExceeded,
+)
+from worker import health, heartbeat
+from worker.config import ConfigurationError, Settings
+from worker.logs import _WITHHOLD
+from worker.metrics import TaskOutcome, TaskReport
+from worker.tasks import Runtime, run_job
+
+from .conftest import REDIS_URL
+from .test_tasks import SETTINGS, FakeTask, Scripted, job_for, parser, unique
+
+__all__ = ["parser"]  # the fixture, shared with test_tasks
+
+UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+
+
+def sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+# --- what one delivery counts ----------------------------------------------------------------
+
+
+def report(
+    outcome: TaskOutcome, error: str | None = None, error_type: str | None = None
+) -> TaskReport:
+    return TaskReport(
+        "id", "a.txt", "0" * 64, "text", "light", outcome, 0.1, 1, 0, error, error_type
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "error_type", "reason_class"),
+    [
+        ("IngestionRejected", "IngestionRejected", "IngestionRejected"),
+        ("ExtractionFailed", "ExtractionFailed", "ExtractionFailed"),
+        ("ExtractionFailed", CeilingExceeded.__name__, "ExtractionFailed:CeilingExceeded"),
+        ("ExtractionFailed", "PayloadUnavailable", "ExtractionFailed:PayloadUnavailable"),
+        ("ExtractionFailed", "WorkerLost", "ExtractionFailed:WorkerLost"),
+        ("ExtractionFailed", "ZeroDivisionError", f"ExtractionFailed:{OTHER}"),
+        (None, None, None),
+    ],
+)
+def test_reason_classes_are_the_error_and_a_known_type(
+    error: str | None, error_type: str | None, reason_class: str | None
+) -> None:
+    assert report(TaskOutcome.FAILED, error, error_type).reason_class == reason_class
+
+
+@pytest.mark.parametrize(
+    ("failure", "cause"),
+    [
+        (WallClockExceeded, "wall_clock"),
+        (CpuLimitExceeded, "cpu"),
+        (MemoryLimitExceeded, "memory"),
+        (ChildCrashed, "signal"),
+        (ForbiddenOperation, "forbidden_syscall"),
+        (OutputTooLarge, "output_cap"),
+        (CeilingExceeded, None),  # a refusal, not a kill
+    ],
+)
+def test_kill_causes_come_from_the_sandbox_error_type(failure: type, cause: str | None) -> None:
+    failed = report(TaskOutcome.FAILED, "ExtractionFailed", failure.__name__)
+    assert failed.kill_cause == cause
+
+
+def test_labels_stay_bounded() -> None:
+    assert bounded("pdf", {"pdf", "text"}) == "pdf"
+    assert bounded("x" * 1000, {"pdf", "text"}) == OTHER
+
+
+def test_the_log_fields_carry_the_sanitised_label_and_never_content() -> None:
+    fields = TaskReport(
+        "req-1", "../../etc/\u202epasswd", "ab" * 32, "forged-kind", "ocr",
+        TaskOutcome.ADMITTED, 1.5, 2,
+    ).log_fields()  # fmt: skip
+    assert fields == {
+        "request_id": "req-1", "label": "passwd", "sha256": "ab" * 32, "kind": OTHER,
+        "stage": "ocr", "outcome": "admitted", "reason_class": None, "duration_seconds": 1.5,
+        "deliveries": 2,
+    }  # fmt: skip
+
+
+def test_a_delivery_is_counted_by_kind_and_outcome(redis: Redis, parser: Scripted) -> None:
+    admitted = sample("airlock_tasks_total", kind="text", outcome="admitted")
+    payload_bytes = sample("airlock_payload_bytes_total", kind="text")
+    timed = sample("airlock_extraction_seconds_count", kind="text")
+    payload = unique()
+    run_job(FakeTask(), job_for(redis, payload), Runtime(SETTINGS))
+    assert sample("airlock_tasks_total", kind="text", outcome="admitted") == admitted + 1
+    assert sample("airlock_payload_bytes_total", kind="text") == payload_bytes + len(payload)
+    assert sample("airlock_extraction_seconds_count", kind="text") == timed + 1
+
+
+def test_a_kill_counts_a_failure_its_class_and_its_cause(redis: Redis, parser: Scripted) -> None:
+    failed = sample("airlock_tasks_total", kind="text", outcome="failed")
+    rejections = sample(
+        "airlock_rejections_total", reason_class="ExtractionFailed:WallClockExceeded"
+    )
+    kills = sample("airlock_sandbox_kills_total", cause="wall_clock")
+    parser.result = WallClockExceeded("killed after 120 s")
+    run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
+    assert sample("airlock_tasks_total", kind="text", outcome="failed") == failed + 1
+    assert (
+        sample("airlock_rejections_total", reason_class="ExtractionFailed:WallClockExceeded")
+        == rejections + 1
+    )
+    assert sample("airlock_sandbox_kills_total", cause="wall_clock") == kills + 1
+
+
+def test_a_guard_refusal_counts_as_rejected(redis: Redis, parser: Scripted) -> None:
+    rejected = sample("airlock_tasks_total", kind="text", outcome="rejected")
+    rejections = sample("airlock_rejections_total", reason_class="IngestionRejected")
+    parser.result = "x" * 200_000  # over the default text ceiling
+    run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
+    assert sample("airlock_tasks_total", kind="text", outcome="rejected") == rejected + 1
+    assert sample("airlock_rejections_total", reason_class="IngestionRejected") == rejections + 1
+
+
+def test_hand_offs_redeliveries_and_ocr_are_counted(redis: Redis, parser: Scripted) -> None:
+    handed_on = sample("airlock_tasks_total", kind="pdf", outcome="handed_on")
+    over = sample("airlock_tasks_total", kind="text", outcome="over_delivered")
+    pages = sample("airlock_ocr_pages_total")
+    parser.result = OcrRequired("page 1 has no text layer")
+    run_job(FakeTask(), job_for(redis, unique(), kind="pdf"), Runtime(SETTINGS))
+    assert sample("airlock_tasks_total", kind="pdf", outcome="handed_on") == handed_on + 1
+
+    parser.result = "scanned words"
+    run_job(FakeTask(), job_for(redis, unique(), kind="pdf", stage=Stage.OCR), Runtime(SETTINGS))
+    assert sample("airlock_ocr_pages_total") == pages + 1
+
+    task, job = FakeTask(), job_for(redis, unique())
+    for _ in range(3):  # SETTINGS allows 2 deliveries
+        run_job(task, job, Runtime(SETTINGS))
+    assert sample("airlock_tasks_total", kind="text", outcome="over_delivered") == over + 1
+
+
+# --- the shared endpoint and the queue depth -------------------------------------------------
+
+
+def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+@pytest.fixture
+def queues(redis: Redis) -> Iterator[tuple[str, str]]:
+    names = (f"test.queue.{uuid.uuid4().hex}", f"test.queue.{uuid.uuid4().hex}")
+    yield names
+    redis.delete(*names)
+
+
+def test_the_queue_depth_is_each_list_length_at_scrape_time(
+    redis: Redis, queues: tuple[str, str]
+) -> None:
+    first, second = queues
+    redis.rpush(first, b"a", b"b", b"c")
+    collector = QueueDepthCollector(REDIS_URL, queues)
+    endpoint = start_endpoint(0, collector, addr="127.0.0.1")
+    try:
+        scraped = scrape(endpoint.port)
+        assert scraped[("airlock_queue_depth", frozenset({("queue", first)}))] == 3
+        assert scraped[("airlock_queue_depth", frozenset({("queue", second)}))] == 0
+        assert scraped[("airlock_queue_depth_errors_total", frozenset())] == 0
+    finally:
+        endpoint.close()
+        collector.close()
+
+
+def test_an_unreachable_redis_leaves_the_depth_out_and_counts_the_error() -> None:
+    collector = QueueDepthCollector(UNREACHABLE, ("airlock.light",))
+    families = {family.name: family for family in collector.collect()}
+    assert "airlock_queue_depth" not in families
+    [errors] = families["airlock_queue_depth_errors"].samples
+    assert errors.value == 1
+    collector.close()
+
+
+def test_the_endpoint_sums_what_every_process_wrote_to_the_directory(tmp_path: Path) -> None:
+    """Two processes stand in for pool processes: each writes its own file; one scrape sums."""
+    program = (
+        "from prometheus_client import Counter\n"
+        "Counter('airlock_tasks', 'd', ['kind', 'outcome']).labels('text', 'admitted').inc(2)\n"
+    )
+    for _ in range(2):
+        subprocess.run(
+            [sys.executable, "-c", program],
+            env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
+            check=True,
+            timeout=60,
+        )
+    assert len(list(tmp_path.glob("counter_*.db"))) == 2
+    endpoint = start_endpoint(0, multiprocess_dir=str(tmp_path), addr="127.0.0.1")
+    try:
+        key = ("airlock_tasks_total", frozenset({("kind", "text"), ("outcome", "admitted")}))
+        assert scrape(endpoint.port)[key] == 4
+    finally:
+        endpoint.close()
+
+
+@pytest.mark.parametrize(
+    ("raw", "port"), [("", 9808), ("0", 0), ("9809", 9809), (" 65535 ", 65535)]
+)
+def test_the_metrics_port(raw: str, port: int) -> None:
+    assert metrics_port({"AIRLOCK_METRICS_PORT": raw}, 9808) == port
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"AIRLOCK_METRICS_PORT": "65536"},
+        {"AIRLOCK_METRICS_PORT": "-1"},
+        {"AIRLOCK_METRICS_PORT": "http"},
+        {"AIRLOCK_LOG_FORMAT": "xml"},
+    ],
+)
+def test_bad_settings_are_refused_at_start(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigurationError, match=next(iter(env))):
+        Settings.from_env(env)
+
+
+# --- logs ------------------------------------------------------------------------------------
+
+
+def test_json_lines_hold_the_context_fields_and_nothing_else_attached() -> None:
+    record = logging.LogRecord("worker.tasks", logging.INFO, __file__, 1, "done\nforged", (), None)
+    record.__dict__.update(request_id="r1", outcome="admitted", deliveries=1, payload=b"secret")
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    parsed = json.loads(line)
+    assert parsed["message"] == "done\nforged"
+    assert parsed["request_id"] == "r1" and parsed["deliveries"] == 1
+    assert "payload" not in parsed and "secret" not in line
+
+
+def test_the_log_format_is_read_and_applied() -> None:
+    assert requested_log_format({}) is None
+    assert requested_log_format({"AIRLOCK_LOG_FORMAT": " JSON "}) is LogFormat.JSON
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        configure(LogFormat.JSON)
+        [handler] = root.handlers
+        assert isinstance(handler.formatter, JsonFormatter)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_celerys_success_line_withholds_the_task_result() -> None:
+    context = {"id": "r1", "name": "airlock.extract", "runtime": 0.1, "return_value": "TEXT"}
+    record = logging.LogRecord(
+        "celery.app.trace", logging.INFO, __file__, 1,
+        "Task %(name)s[%(id)s] succeeded in %(runtime)ss: %(return_value)s", (context,), None,
+    )  # fmt: skip
+    record.data = context
+    assert _WITHHOLD.filter(record)
+    assert "TEXT" not in record.getMessage() and "TEXT" not in str(record.data)
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    handler.emit(record)
+    assert "TEXT" not in stream.getvalue()
+
+
+# --- health ----------------------------------------------------------------------------------
+
+
+def health_settings(tmp_path: Path, broker: str = REDIS_URL) -> Settings:
+    return Settings.from_env(
+        {
+            "AIRLOCK_BROKER_URL": broker,
+            "AIRLOCK_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
+            "AIRLOCK_HEARTBEAT_SECONDS": "1",
+        }
+    )
+
+
+def test_live_follows_the_heartbeat_file(tmp_path: Path) -> None:
+    settings = health_settings(tmp_path)
+    assert not health.live(settings).healthy  # no worker started here
+    heartbeat.write(settings.heartbeat_file, "celery@node")
+    verdict = health.live(settings)
+    assert verdict.healthy and "celery@node" in verdict.detail
+    stale = time.time() - heartbeat.STALE_AFTER_BEATS * settings.heartbeat_seconds - 1
+    os.utime(settings.heartbeat_file, (stale, stale))
+    assert not health.live(settings).healthy
+
+
+def test_ready_needs_the_broker_and_for_a_worker_its_node(tmp_path: Path) -> None:
+    assert health.ready(health_settings(tmp_path), worker=False, timeout=2).healthy
+    unreachable = health.ready(health_settings(tmp_path, UNREACHABLE), worker=False, timeout=2)
+    assert not unreachable.healthy and "unreachable" in unreachable.detail
+    settings = health_settings(tmp_path)
+    assert not health.ready(settings, worker=True, timeout=2).healthy  # no heartbeat file
+    heartbeat.write(settings.heartbeat_file, f"nobody-{uuid.uuid4().hex}@nowhere")
+    verdict = health.ready(settings, worker=True, timeout=0.5)
+    assert not verdict.healthy and "did not answer" in verdict.detail

@@ -1,0 +1,67 @@
+"""What ``airlock health`` means: live is cheap and local, ready goes through the broker.
+
+``--live`` only reads the heartbeat file's age (see :mod:`worker.heartbeat`): a liveness probe
+restarts a container, so it must not fail because Redis is briefly away. ``--ready`` connects
+to the broker and, for a worker (``--worker``), pings the Celery node the heartbeat file names,
+which answers only while it is connected and consuming: that is whether this container should
+count as serving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from celery import Celery
+from kombu.exceptions import KombuError
+
+from bridge.jobs import wire_settings
+from worker import heartbeat
+from worker.config import Settings
+
+DEFAULT_TIMEOUT_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    healthy: bool
+    detail: str
+
+
+def live(settings: Settings) -> Verdict:
+    beat = heartbeat.read(settings.heartbeat_file)
+    if beat is None:
+        return Verdict(False, f"no heartbeat at {settings.heartbeat_file}: no worker started here")
+    limit = heartbeat.STALE_AFTER_BEATS * settings.heartbeat_seconds
+    if beat.age_seconds > limit:
+        return Verdict(
+            False,
+            f"worker {beat.node} last beat {beat.age_seconds:.0f} s ago (limit {limit:g} s): "
+            "its main loop is stuck",
+        )
+    return Verdict(True, f"worker {beat.node} beat {beat.age_seconds:.1f} s ago")
+
+
+def ready(settings: Settings, worker: bool, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Verdict:
+    """The broker answers within ``timeout``; with ``worker``, so does this container's node."""
+    app = Celery("airlock-health", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        **wire_settings(), broker_connection_timeout=timeout, broker_connection_retry=False
+    )
+    try:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=0)
+            if not worker:
+                return Verdict(True, "the broker is reachable")
+            beat = heartbeat.read(settings.heartbeat_file)
+            if beat is None:
+                return Verdict(False, "no worker has started here (no heartbeat file)")
+            replies = app.control.ping(
+                destination=[beat.node], timeout=timeout, connection=connection
+            )
+    except (KombuError, OSError) as exc:
+        return Verdict(False, f"the broker is unreachable: {type(exc).__name__}: {exc}")
+    finally:
+        app.close()
+    if any(beat.node in reply for reply in replies):
+        return Verdict(True, f"worker {beat.node} answered a ping through the broker")
+    return Verdict(False, f"worker {beat.node} did not answer a ping within {timeout:g} s")

@@ -1,0 +1,267 @@
+"""What a worker measures, and how its pool processes' measurements reach one endpoint.
+
+Celery's prefork pool runs tasks in child processes, so a counter a task increments lives in a
+child, where the main process's HTTP server cannot see it. prometheus_client's multiprocess
+mode fixes that: every process writes its values to files in one directory
+(``PROMETHEUS_MULTIPROC_DIR``) and the server sums the files at scrape time. The worker sets it
+up when it starts, before the pool forks: the operator's directory if ``PROMETHEUS_MULTIPROC_DIR``
+is set, else a private temporary one, removed at shutdown.
+
+Every label takes values from a fixed set (unknown ones become ``other``): a forged message must
+not be able to mint time series.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from celery import signals
+from prometheus_client import Counter, Histogram, multiprocess, values
+
+from bridge.attachments import EXTRACTABLE_KINDS, TextExtractor
+from bridge.claim_check import PayloadUnavailable
+from bridge.labels import safe_label
+from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, start_endpoint
+from sandbox.errors import (
+    ChildCrashed,
+    CpuLimitExceeded,
+    ForbiddenOperation,
+    MemoryLimitExceeded,
+    OutputTooLarge,
+    SandboxError,
+    WallClockExceeded,
+)
+from worker.config import Settings
+from worker.deliveries import WORKER_LOST
+
+MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+
+_log = logging.getLogger(__name__)
+
+#: Failure types a worker answers with; any other (a parser's own) is counted as ``other``.
+_FAILURE_TYPES = frozenset(
+    {cls.__name__ for cls in SandboxError.__subclasses__()}
+    | {PayloadUnavailable.__name__, WORKER_LOST}
+)
+#: Failures that mean the sandbox stopped the job at one of its limits, by the cause's label.
+_KILL_CAUSES = {
+    WallClockExceeded.__name__: "wall_clock",
+    CpuLimitExceeded.__name__: "cpu",
+    MemoryLimitExceeded.__name__: "memory",
+    ChildCrashed.__name__: "signal",
+    ForbiddenOperation.__name__: "forbidden_syscall",
+    OutputTooLarge.__name__: "output_cap",
+}
+# Light jobs take milliseconds, OCR seconds per page, up to the 120 s default wall clock.
+_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class TaskOutcome(StrEnum):
+    """How one delivery of the extract task ended."""
+
+    ADMITTED = "admitted"
+    REJECTED = "rejected"  # a guard refused the file (IngestionRejected)
+    FAILED = "failed"  # the parser, the sandbox or the payload store lost (ExtractionFailed)
+    HANDED_ON = "handed_on"  # replaced by the same job on the OCR queue
+    OVER_DELIVERED = "over_delivered"  # answered as WorkerLost instead of being run again
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """What one delivery did, for the metrics and the log line: never payload or text."""
+
+    request_id: str
+    label: str
+    sha256: str
+    kind: str
+    stage: str
+    outcome: TaskOutcome
+    seconds: float
+    deliveries: int
+    payload_bytes: int = 0
+    #: For an error answer: its error ("IngestionRejected"/"ExtractionFailed") and type.
+    error: str | None = None
+    error_type: str | None = None
+
+    @property
+    def reason_class(self) -> str | None:
+        """``IngestionRejected``, or ``ExtractionFailed:<type>`` for a typed failure."""
+        if self.error is None or self.error_type is None:
+            return None
+        if self.error_type == self.error:
+            return self.error
+        return f"{self.error}:{bounded(self.error_type, _FAILURE_TYPES)}"
+
+    @property
+    def kill_cause(self) -> str | None:
+        return None if self.error_type is None else _KILL_CAUSES.get(self.error_type)
+
+    def log_fields(self) -> dict[str, object]:
+        """The ``extra`` of the task's log line (the fields ``bridge.logs`` writes)."""
+        return {
+            "request_id": self.request_id,
+            "label": safe_label(self.label),
+            "sha256": self.sha256,
+            "kind": bounded(self.kind, EXTRACTABLE_KINDS),
+            "stage": self.stage,
+            "outcome": self.outcome.value,
+            "reason_class": self.reason_class,
+            "duration_seconds": round(self.seconds, 6),
+            "deliveries": self.deliveries,
+        }
+
+
+@dataclass(frozen=True)
+class _WorkerMetrics:
+    tasks: Counter
+    rejections: Counter
+    kills: Counter
+    extraction_seconds: Histogram
+    ocr_pages: Counter
+    payload_bytes: Counter
+
+
+@functools.cache
+def _metrics() -> _WorkerMetrics:
+    # Created on first use, in the pool process: a value made before the worker chose its
+    # multiprocess directory would be kept in this process's memory, where no scrape sees it.
+    return _WorkerMetrics(
+        tasks=Counter(
+            "airlock_tasks", "Extract task deliveries by kind and outcome.", ["kind", "outcome"]
+        ),
+        rejections=Counter(
+            "airlock_rejections", "Jobs answered with an error, by class.", ["reason_class"]
+        ),
+        kills=Counter(
+            "airlock_sandbox_kills", "Jobs the sandbox stopped at a limit, by cause.", ["cause"]
+        ),
+        extraction_seconds=Histogram(
+            "airlock_extraction_seconds",
+            "Time one job spent in the sandbox.",
+            ["kind"],
+            buckets=_SECONDS_BUCKETS,
+        ),
+        ocr_pages=Counter("airlock_ocr_pages", "Images and scanned documents run through OCR."),
+        payload_bytes=Counter(
+            "airlock_payload_bytes", "Payload bytes fetched by workers.", ["kind"]
+        ),
+    )
+
+
+def record(report: TaskReport) -> None:
+    """Count one finished delivery."""
+    metrics = _metrics()
+    kind = bounded(report.kind, EXTRACTABLE_KINDS)
+    metrics.tasks.labels(kind, report.outcome.value).inc()
+    if report.payload_bytes:
+        metrics.payload_bytes.labels(kind).inc(report.payload_bytes)
+    if report.reason_class is not None:
+        metrics.rejections.labels(report.reason_class).inc()
+    if report.kill_cause is not None:
+        metrics.kills.labels(report.kill_cause).inc()
+
+
+@dataclass(frozen=True)
+class MeteredExtractor:
+    """The sandbox extractor, timed. It sits under the result cache, so a hit is not counted."""
+
+    inner: TextExtractor
+    #: This stage's jobs are OCR'd; the sandbox reports no page count yet, so one job counts
+    #: as one page (a multi-frame TIFF or a scanned PDF counts once).
+    ocr: bool
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        metrics = _metrics()
+        started = time.perf_counter()
+        try:
+            text = self.inner.extract(kind, media_type, payload, max_pages=max_pages)
+        finally:
+            metrics.extraction_seconds.labels(bounded(kind, EXTRACTABLE_KINDS)).observe(
+                time.perf_counter() - started
+            )
+        if self.ocr:
+            metrics.ocr_pages.inc()
+        return text
+
+
+def _use_multiprocess_dir(directory: str) -> None:
+    """Make every metric value created from now on, here and in later forks, live in files.
+
+    prometheus_client chooses between in-memory and file-backed values once, when it is
+    first imported; the worker decides on its directory later, at start, so it chooses again.
+    """
+    os.environ[MULTIPROC_VARIABLE] = directory
+    values.ValueClass = values.MultiProcessValue()  # type: ignore[no-untyped-call]
+
+
+class _Endpoint:
+    """The metrics endpoint of one worker's main process, from worker start to shutdown."""
+
+    def __init__(self, app: Any, settings: Settings) -> None:
+        self._app = app
+        self._settings = settings
+        self._directory = ""
+        self._private_dir: str | None = None
+        self._endpoint: MetricsEndpoint | None = None
+        self._queue_depth: QueueDepthCollector | None = None
+
+    def prepare(self, sender: Any, **_: object) -> None:
+        """At worker start, before the pool forks: its processes inherit the directory."""
+        if sender.app is not self._app:
+            return
+        self._directory = os.environ.get(MULTIPROC_VARIABLE, "")
+        if not self._directory:
+            self._directory = self._private_dir = tempfile.mkdtemp(prefix="airlock-metrics-")
+        _use_multiprocess_dir(self._directory)
+
+    def serve(self, sender: Any, **_: object) -> None:
+        """Once the worker is ready (its logging is set up, so a failure here is seen)."""
+        if sender.app is not self._app:
+            return
+        port = self._settings.metrics_port
+        self._queue_depth = QueueDepthCollector(self._settings.broker_url)
+        try:
+            self._endpoint = start_endpoint(
+                port, self._queue_depth, multiprocess_dir=self._directory
+            )
+        except OSError as exc:
+            # Extraction is the service; a taken port costs the metrics, not the worker.
+            _log.error("metrics endpoint not started on port %d: %s", port, exc)
+        else:
+            _log.info("metrics served on port %d", self._endpoint.port)
+
+    def stop(self, sender: Any, **_: object) -> None:
+        if sender.app is not self._app:
+            return
+        if self._endpoint is not None:
+            self._endpoint.close()
+        if self._queue_depth is not None:
+            self._queue_depth.close()
+        if self._private_dir is not None:
+            shutil.rmtree(self._private_dir, ignore_errors=True)
+
+
+def _forget_live_gauges(pid: int, **_: object) -> None:
+    # Sent in a pool process as it exits. Counters and histograms of a dead process must stay
+    # summed; only "live" gauges (none of airlock's so far) must go with their process.
+    if MULTIPROC_VARIABLE in os.environ:
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+
+
+def install(app: Any, settings: Settings) -> None:
+    """Serve ``app``'s worker metrics from its main process (unless the port is 0)."""
+    if not settings.metrics_port:
+        return
+    endpoint = _Endpoint(app, settings)
+    signals.worker_init.connect(endpoint.prepare, weak=False)
+    signals.worker_ready.connect(endpoint.serve, weak=False)
+    signals.worker_shutdown.connect(endpoint.stop, weak=False)
+    signals.worker_process_shutdown.connect(_forget_live_gauges, weak=False)
