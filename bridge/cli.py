@@ -35,6 +35,7 @@ from bridge.contracts import IngestSelection
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.kinds import guess_kind
 from bridge.logs import LogFormat, configure
+from bridge.metrics import QueueDepthCollector, start_endpoint
 from bridge.queue import QueueUnavailable, gather
 from bridge.service import BridgeService
 from sandbox.doctor import DoctorReport, probe
@@ -267,9 +268,16 @@ def _bridge(settings: Settings) -> int:
         socket_connect_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
         socket_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
     )
+    endpoint = (
+        start_endpoint(settings.metrics_port, QueueDepthCollector(settings.broker_url))
+        if settings.metrics_port
+        else None
+    )
     try:
         BridgeService(redis, client, settings.bridge_service).run(stop)
     finally:
+        if endpoint is not None:
+            endpoint.close()
         client.close()
         redis.close()
     return EXIT_OK

@@ -25,6 +25,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from redis import Redis, RedisError
 
+from bridge import service_metrics
 from bridge.claim_check import PayloadUnavailable
 from bridge.errors import ExtractionFailed, IngestionRejected
 from bridge.queue import ExtractionQueue, QueueUnavailable, gather
@@ -170,6 +171,7 @@ class BridgeService:
         except InvalidRequest as exc:
             if exc.request_id is None:
                 self._streams.dead_letter(entry.entry_id, exc.reason)
+                service_metrics.record("dead_letter")
                 _log.warning(
                     "entry %s dead-lettered: %s",
                     entry.entry_id,
@@ -183,6 +185,7 @@ class BridgeService:
         if self._streams.is_answered(request.request_id):
             # Answered before: a redelivery, or the same id sent again. Not run twice.
             self._streams.acknowledge(entry.entry_id)
+            service_metrics.record("duplicate")
             _log.info(
                 "request %s was answered before; acknowledged",
                 request.request_id,
@@ -239,6 +242,7 @@ class BridgeService:
     ) -> None:
         published = self._streams.publish(entry.entry_id, request_id, result)
         duration = time.monotonic() - started
+        service_metrics.record(outcome if published else "duplicate", duration)
         _log.info(
             "request %s: %s in %.3f s",
             request_id,

@@ -17,6 +17,7 @@ from bridge.jobs import Stage
 from sandbox.errors import OcrRequired
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits
+from sandbox.runner import ProgressCallback
 from worker.cache import CachedExtractor, cache_namespace
 from worker.config import Settings
 from worker.metrics import MeteredExtractor
@@ -34,14 +35,27 @@ def needs_ocr(failure: BaseException | None) -> bool:
     return isinstance(failure, OcrRequired)
 
 
-def sandbox_extractor(settings: Settings, stage: Stage) -> TextExtractor:
+def sandbox_extractor(
+    settings: Settings, stage: Stage, on_progress: ProgressCallback | None = None
+) -> TextExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server."""
-    return SandboxExtractor(settings.sandbox, stage_parse_limits(settings, stage))
+    return SandboxExtractor(
+        settings.sandbox, stage_parse_limits(settings, stage), on_progress=on_progress
+    )
 
 
-def extractor_for(settings: Settings, redis: Redis, stage: Stage, use_cache: bool) -> TextExtractor:
-    """The extractor a job runs on: the sandbox, behind the result cache unless bypassed."""
-    extractor = MeteredExtractor(sandbox_extractor(settings, stage), ocr=stage is Stage.OCR)
+def extractor_for(
+    settings: Settings,
+    redis: Redis,
+    stage: Stage,
+    use_cache: bool,
+    on_progress: ProgressCallback | None = None,
+) -> TextExtractor:
+    """The extractor a job runs on: the sandbox, behind the result cache unless bypassed.
+
+    ``on_progress(done, total)`` hears each page or frame the sandbox finishes.
+    """
+    extractor = MeteredExtractor(sandbox_extractor(settings, stage, on_progress))
     if not (settings.result_cache and use_cache):
         return extractor
     return CachedExtractor(

@@ -174,9 +174,6 @@ class MeteredExtractor:
     """The sandbox extractor, timed. It sits under the result cache, so a hit is not counted."""
 
     inner: TextExtractor
-    #: This stage's jobs are OCR'd; the sandbox reports no page count yet, so one job counts
-    #: as one page (a multi-frame TIFF or a scanned PDF counts once).
-    ocr: bool
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         metrics = _metrics()
@@ -187,9 +184,12 @@ class MeteredExtractor:
             metrics.extraction_seconds.labels(bounded(kind, EXTRACTABLE_KINDS)).observe(
                 time.perf_counter() - started
             )
-        if self.ocr:
-            metrics.ocr_pages.inc()
         return text
+
+
+def count_ocr_page() -> None:
+    """One page or frame finished by a job on the OCR stage."""
+    _metrics().ocr_pages.inc()
 
 
 def _use_multiprocess_dir(directory: str) -> None:

@@ -26,10 +26,11 @@ from bridge.envelope import error_envelope, outcome_envelope
 from bridge.errors import ExtractionFailed, IngestionRejected
 from bridge.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
 from sandbox.errors import SandboxUnavailable
+from sandbox.runner import ProgressCallback
 from worker import extraction, metrics
 from worker.config import Settings
 from worker.deliveries import WORKER_LOST, delivery_key, record_delivery
-from worker.metrics import TaskOutcome, TaskReport
+from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
 
 #: Failures of the machinery, not verdicts on the document: another try may succeed.
 INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, SandboxUnavailable)
@@ -102,12 +103,10 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
             job.label, job.sha256, "ExtractionFailed", type(exc).__name__, str(exc)
         )
         return _Answered(envelope, TaskOutcome.FAILED, deliveries)
-    if job.stage is Stage.OCR:
-        # The sandbox answers once, at the end; the page count is known only then. A
-        # watcher sees "OCR running" with the total unknown, then the final result.
-        task.update_state(state="PROGRESS", meta={"stage": "ocr", "done": 0, "total": None})
     ref = AttachmentRef(job.label, job.kind, job.media_type, payload)
-    extractor = extraction.extractor_for(settings, runtime.redis, job.stage, job.use_cache)
+    extractor = extraction.extractor_for(
+        settings, runtime.redis, job.stage, job.use_cache, _progress_reporter(task, job.stage)
+    )
     outcome: Outcome
     try:
         outcome = extract_attachment(ref, extractor, job.limits)
@@ -155,6 +154,22 @@ def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) 
 
 def _optional_text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _progress_reporter(task: Any, stage: Stage) -> ProgressCallback:
+    """Publish pages done / total as the task's PROGRESS state, and count OCR'd pages.
+
+    An OCR job runs for minutes; a caller watching the task can tell it is moving.
+    """
+
+    def report(done: int, total: int) -> None:
+        if stage is Stage.OCR:
+            count_ocr_page()
+        task.update_state(
+            state="PROGRESS", meta={"stage": stage.value, "done": done, "total": total}
+        )
+
+    return report
 
 
 def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, object]:

@@ -113,6 +113,9 @@ def worker_env(redis_url: str, marker_dir: Path, overrides: Mapping[str, str]) -
     }
     env.update(
         AIRLOCK_BROKER_URL=redis_url,
+        # No metrics endpoint unless a test asks for one: workers started side by side would
+        # all try to bind the default port.
+        AIRLOCK_METRICS_PORT="0",
         AIRLOCK_TEST_MARKER_DIR=str(marker_dir),
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
     )

@@ -36,6 +36,7 @@ from tests.integration.conftest import (
     worker_env,
 )
 from tests.integration.test_chaos import slow_ref
+from tests.integration.test_operations import free_port, scrape
 from tests.integration.test_roundtrip import hostile_refs, local_selection
 from tests.worker.test_service_requests import RESULT_SCHEMA, schema_errors
 
@@ -267,8 +268,13 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
     send(redis, {**request("unknown", good), "priority": "high"})
     send(redis, request("b64", good) | {"attachments": [{**attachment(good), "payload_b64": "%%"}]})
     send(redis, request("good", good))
-    start_bridge(AIRLOCK_BRIDGE_MAX_REQUEST_MB="1")
+    port = free_port()
+    start_bridge(AIRLOCK_BRIDGE_MAX_REQUEST_MB="1", AIRLOCK_METRICS_PORT=str(port))
     answers = wait_for_answers(redis, 4)
+    deadline = time.monotonic() + _ANSWER_SECONDS
+    while redis.xlen(STREAMS.dead_letter_stream) < len(dead):
+        assert time.monotonic() < deadline, "the dead letters were not all written"
+        time.sleep(0.05)
     assert answers["good"]["selection"]["text"] == "ATTACHMENT [good.txt]\nstill served"
     for request_id, words in (("types", "deadline"), ("unknown", "nothing else"), ("b64", "64")):
         assert answers[request_id]["error"]["type"] == "InvalidRequest"
@@ -281,6 +287,14 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
     assert "at most 1048576 are accepted" in letters[dead[2]]
     assert schema_errors(RESULT_SCHEMA, list(answers.values())) == [[] for _ in answers]
     assert settled(redis)
+    # The bridge's own endpoint counts each settled entry under its outcome.
+    samples = scrape(port)
+    requests = "airlock_bridge_requests_total"
+    assert samples[(requests, frozenset({("outcome", "selection")}))] == 1
+    assert samples[(requests, frozenset({("outcome", "InvalidRequest")}))] == 3
+    assert samples[(requests, frozenset({("outcome", "dead_letter")}))] == len(dead)
+    assert samples[("airlock_bridge_request_seconds_count", frozenset())] == 4
+    assert ("airlock_queue_depth", frozenset({("queue", "airlock.light")})) in samples
 
 
 def test_sigterm_finishes_the_request_in_flight_then_exits_0(

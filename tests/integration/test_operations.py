@@ -134,7 +134,6 @@ def test_health_follows_the_worker_main_loop_and_its_broker(
     overrides = {
         "AIRLOCK_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
         "AIRLOCK_HEARTBEAT_SECONDS": "0.5",
-        "AIRLOCK_METRICS_PORT": "0",
     }
     env = worker_env(redis_url, marker_dir, overrides)
     worker = start_worker(env=overrides)
@@ -164,7 +163,7 @@ def test_health_follows_the_worker_main_loop_and_its_broker(
 def test_sigterm_mid_task_finishes_the_task_once_before_the_worker_exits(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
-    worker = start_worker(env={"AIRLOCK_METRICS_PORT": "0"})
+    worker = start_worker()
     ref = slow_ref("warm")
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(gather, [ref], client, deadline=60, use_cache=False)
@@ -183,7 +182,7 @@ def test_sigterm_after_the_hand_off_to_ocr_loses_nothing(
 ) -> None:
     """The light worker stops right after replacing its job with the OCR one; the OCR job,
     published before the light one was acknowledged, waits for an OCR worker and completes."""
-    light = start_worker(queues=[LIGHT_QUEUE], env={"AIRLOCK_METRICS_PORT": "0"})
+    light = start_worker(queues=[LIGHT_QUEUE])
     payload = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
     scanned = AttachmentRef("scan.pdf", "pdf", "application/pdf", payload)
     with ThreadPoolExecutor(1) as pool:
@@ -195,6 +194,6 @@ def test_sigterm_after_the_hand_off_to_ocr_loses_nothing(
         os.kill(light.process.pid, signal.SIGTERM)
         assert light.process.wait(30) == 0
         assert redis.llen(OCR_QUEUE) == 1
-        start_worker(queues=[OCR_QUEUE], env={"AIRLOCK_METRICS_PORT": "0"})
+        start_worker(queues=[OCR_QUEUE])
         selection = pending.result()
     assert selection == local([scanned])

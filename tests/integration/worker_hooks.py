@@ -24,6 +24,7 @@ from pathlib import Path
 
 from bridge.attachments import TextExtractor
 from bridge.jobs import Stage
+from sandbox.runner import ProgressCallback
 from worker import extraction
 from worker.config import Settings
 
@@ -54,8 +55,10 @@ class HookedExtractor:
         return self._inner.extract(kind, media_type, payload, max_pages=max_pages)
 
 
-def _hooked(settings: Settings, stage: Stage) -> TextExtractor:
-    return HookedExtractor(_real_sandbox_extractor(settings, stage))
+def _hooked(
+    settings: Settings, stage: Stage, on_progress: ProgressCallback | None = None
+) -> TextExtractor:
+    return HookedExtractor(_real_sandbox_extractor(settings, stage, on_progress))
 
 
 extraction.sandbox_extractor = _hooked

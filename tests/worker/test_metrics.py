@@ -150,22 +150,29 @@ def test_a_guard_refusal_counts_as_rejected(redis: Redis, parser: Scripted) -> N
     assert sample("airlock_rejections_total", reason_class="IngestionRejected") == rejections + 1
 
 
-def test_hand_offs_redeliveries_and_ocr_are_counted(redis: Redis, parser: Scripted) -> None:
+def test_hand_offs_and_redeliveries_are_counted(redis: Redis, parser: Scripted) -> None:
     handed_on = sample("airlock_tasks_total", kind="pdf", outcome="handed_on")
     over = sample("airlock_tasks_total", kind="text", outcome="over_delivered")
-    pages = sample("airlock_ocr_pages_total")
     parser.result = OcrRequired("page 1 has no text layer")
     run_job(FakeTask(), job_for(redis, unique(), kind="pdf"), Runtime(SETTINGS))
     assert sample("airlock_tasks_total", kind="pdf", outcome="handed_on") == handed_on + 1
-
-    parser.result = "scanned words"
-    run_job(FakeTask(), job_for(redis, unique(), kind="pdf", stage=Stage.OCR), Runtime(SETTINGS))
-    assert sample("airlock_ocr_pages_total") == pages + 1
 
     task, job = FakeTask(), job_for(redis, unique())
     for _ in range(3):  # SETTINGS allows 2 deliveries
         run_job(task, job, Runtime(SETTINGS))
     assert sample("airlock_tasks_total", kind="text", outcome="over_delivered") == over + 1
+
+
+def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus_dir: Path) -> None:
+    pages = sample("airlock_ocr_pages_total")
+    scan = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
+    job = job_for(redis, scan, kind="pdf", stage=Stage.OCR)
+    assert run_job(FakeTask(), job, Runtime(SETTINGS))["ok"] is True
+    assert sample("airlock_ocr_pages_total") == pages + 1
+    # The light stage reads text layers; it counts no OCR pages.
+    text_pdf = (corpus_dir / "docling_multi_page.pdf").read_bytes()
+    run_job(FakeTask(), job_for(redis, text_pdf, kind="pdf"), Runtime(SETTINGS))
+    assert sample("airlock_ocr_pages_total") == pages + 1
 
 
 # --- the shared endpoint and the queue depth -------------------------------------------------

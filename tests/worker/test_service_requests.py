@@ -470,9 +470,7 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
     send(redis, config, request_doc(f"{tag}-good"))
     start(config)
     # Dead letters are written after their entries are acknowledged: wait for both.
-    wait_for(
-        lambda: settled(redis, config) and redis.xlen(config.dead_letter_stream) == len(dead)
-    )
+    wait_for(lambda: settled(redis, config) and redis.xlen(config.dead_letter_stream) == len(dead))
     answers = {r["request_id"]: r for r in results(redis, config)}
     assert answers[f"{tag}-good"]["selection"]["text"] == "ATTACHMENT [a.txt]\nhello"
     for name, words in (("extra", "nothing else"), ("b64", "base64"), ("types", "label")):

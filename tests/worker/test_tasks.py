@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -71,7 +72,9 @@ class Scripted:
 @pytest.fixture
 def parser(monkeypatch: pytest.MonkeyPatch) -> Scripted:
     scripted = Scripted("extracted\r\ntext")
-    monkeypatch.setattr(extraction, "sandbox_extractor", lambda settings, stage: scripted)
+    monkeypatch.setattr(
+        extraction, "sandbox_extractor", lambda settings, stage, on_progress=None: scripted
+    )
     return scripted
 
 
@@ -165,12 +168,11 @@ def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
     (handed,) = task.replaced_with["args"]
     assert handed == {**job, "stage": "ocr"}
     assert task.replaced_with["options"] == {"expires": task.request.expires}
-    # On the OCR stage the same failure is an answer, and progress is reported first.
+    # On the OCR stage the same failure is an answer.
     task = FakeTask()
     ocr_job = job_for(redis, unique(), kind="pdf", stage=Stage.OCR)
     envelope = run_job(task, ocr_job, Runtime(SETTINGS))
     assert envelope["type"] == "OcrRequired" and task.replaced_with is None
-    assert task.states == [("PROGRESS", {"stage": "ocr", "done": 0, "total": None})]
 
 
 def test_the_result_cache_serves_a_repeated_file(redis: Redis, parser: Scripted) -> None:
@@ -211,3 +213,21 @@ def test_an_unreachable_redis_is_raised_for_a_retry(parser: Scripted) -> None:
     with pytest.raises(RedisConnectionError):
         run_job(FakeTask(), job, unreachable)
     assert parser.calls == 0
+
+
+def test_pages_done_and_total_are_published_as_progress(redis: Redis, corpus_dir: Path) -> None:
+    """With the real sandbox: each page of a PDF, then an OCR'd frame, becomes a PROGRESS state."""
+    pdf = (corpus_dir / "docling_multi_page.pdf").read_bytes()
+    task = FakeTask()
+    envelope = run_job(task, job_for(redis, pdf, kind="pdf"), Runtime(SETTINGS))
+    assert envelope["ok"] is True
+    assert task.states == [
+        ("PROGRESS", {"stage": "light", "done": done, "total": 5}) for done in range(1, 6)
+    ]
+    image = (corpus_dir / "tesseract_phototest.tif").read_bytes()
+    task = FakeTask()
+    envelope = run_job(
+        task, job_for(redis, image, kind="image", stage=Stage.OCR), Runtime(SETTINGS)
+    )
+    assert envelope["ok"] is True and "quick brown dog" in str(envelope["text"])
+    assert task.states == [("PROGRESS", {"stage": "ocr", "done": 1, "total": 1})]
