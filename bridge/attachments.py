@@ -20,9 +20,8 @@ from bridge.contracts import (
     ContextLayer,
     ContextRead,
     ContextRequest,
-    ContextTier,
     IngestSelection,
-    resolve_scope,
+    session_contribution,
 )
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.labels import safe_label, strip_invisible
@@ -332,12 +331,4 @@ def attachment_contribution(
     scope: str | None = None,
 ) -> ContextContribution:
     """Declare this turn's attachments as per-turn (L2), session-tier context."""
-    return ContextContribution(
-        contribution_id=contribution_id,
-        source=source,
-        layer=ContextLayer.L2,
-        tier=ContextTier.SESSION,
-        scope=resolve_scope(scope),
-        order=order,
-        requires_hydration=True,
-    )
+    return session_contribution(contribution_id, source, ContextLayer.L2, order=order, scope=scope)

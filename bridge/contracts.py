@@ -186,6 +186,29 @@ class ContextContributor(Protocol):
     def contributions(self) -> tuple[ContextContribution, ...]: ...
 
 
+def session_contribution(
+    contribution_id: str,
+    source: ContextSource,
+    layer: ContextLayer,
+    *,
+    order: int = 0,
+    scope: str | None = None,
+) -> ContextContribution:
+    """The declaration every bridge makes: session tier, hydrated per read, on ``layer``.
+
+    One constructor for the three bridges, so none of them can drift to another tier.
+    """
+    return ContextContribution(
+        contribution_id=contribution_id,
+        source=source,
+        layer=layer,
+        tier=ContextTier.SESSION,
+        scope=resolve_scope(scope),
+        order=order,
+        requires_hydration=True,
+    )
+
+
 def layer_index(layer: ContextLayer) -> int:
     """The layer's position on the ladder; lower renders earlier."""
     return LAYER_LADDER.index(layer)

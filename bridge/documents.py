@@ -28,9 +28,8 @@ from bridge.contracts import (
     ContextLayer,
     ContextRead,
     ContextRequest,
-    ContextTier,
     IngestSelection,
-    resolve_scope,
+    session_contribution,
 )
 from bridge.errors import BridgeContractError, IngestionRejected
 from bridge.labels import safe_source
@@ -198,12 +197,4 @@ def document_contribution(
     L1, not L2: a conversation's documents do not change turn to turn, and on the per-turn
     layer they would sit below the cache boundary and be paid for again on every turn.
     """
-    return ContextContribution(
-        contribution_id=contribution_id,
-        source=source,
-        layer=ContextLayer.L1,
-        tier=ContextTier.SESSION,
-        scope=resolve_scope(scope),
-        order=order,
-        requires_hydration=True,
-    )
+    return session_contribution(contribution_id, source, ContextLayer.L1, order=order, scope=scope)

@@ -33,8 +33,7 @@ from bridge.contracts import (
     ContextLayer,
     ContextRead,
     ContextRequest,
-    ContextTier,
-    resolve_scope,
+    session_contribution,
 )
 from bridge.errors import BridgeContractError, IngestionRejected
 from bridge.labels import safe_source
@@ -285,12 +284,4 @@ def knowledge_contribution(
     scope: str | None = None,
 ) -> ContextContribution:
     """Declare a retrieval as per-turn (L2), session-tier context: it answers this turn's query."""
-    return ContextContribution(
-        contribution_id=contribution_id,
-        source=source,
-        layer=ContextLayer.L2,
-        tier=ContextTier.SESSION,
-        scope=resolve_scope(scope),
-        order=order,
-        requires_hydration=True,
-    )
+    return session_contribution(contribution_id, source, ContextLayer.L2, order=order, scope=scope)
