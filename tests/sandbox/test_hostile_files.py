@@ -1,0 +1,183 @@
+"""Hostile files end to end: bridge guards, then the real sandbox, then a typed outcome.
+
+The extractor suite shows what each parser does with these files in-process; this one shows
+what the service does with them: every file ends as ``ExtractionFailed`` (naming the sandbox's
+outcome) or ``IngestionRejected``, within the wall clock, and the test process — which stands
+for the worker — does not grow, because nothing is decoded outside the child.
+"""
+
+from __future__ import annotations
+
+import io
+import resource
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from bridge.attachments import AttachmentRef, ExtractionLimits, extract_attachment
+from bridge.errors import ExtractionFailed, IngestionRejected
+from sandbox.errors import CeilingExceeded, ParserError, SandboxError, UnreadableInput
+from sandbox.extractor import SandboxExtractor
+from sandbox.limits import MIB, SandboxLimits
+from sandbox.runner import SandboxRunner
+from tests.sandbox.test_extractors import (
+    CATALOG,
+    FONT,
+    ONE_PAGE,
+    TEXT_CONTENT,
+    _document_xml,
+    _docx_with,
+    _encoded,
+    _flate_bomb,
+    _frames,
+    _page,
+    _pdf,
+    _photo,
+    _png,
+    _stream,
+    _tiff_with_looping_ifds,
+)
+
+WALL_SECONDS = 20.0
+LIMITS = SandboxLimits(memory_bytes=1024 * MIB, cpu_seconds=15, wall_seconds=WALL_SECONDS)
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+def _billion_laughs() -> bytes:
+    entities = ['<!ENTITY lol0 "lol">'] + [
+        f'<!ENTITY lol{level} "{f"&lol{level - 1};" * 10}">' for level in range(1, 10)
+    ]
+    doctype = f"<!DOCTYPE w:document [{''.join(entities)}]>\n"
+    return _docx_with(
+        {"word/document.xml": _document_xml("<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>", doctype)}
+    )
+
+
+def _external_entity() -> bytes:
+    doctype = '<!DOCTYPE w:document [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
+    body = "<w:p><w:r><w:t>before &xxe; after</w:t></w:r></w:p>"
+    return _docx_with({"word/document.xml": _document_xml(body, doctype)})
+
+
+def _truncated_jpeg() -> bytes:
+    whole = _encoded(_photo(), "JPEG")
+    return whole[: len(whole) // 2]
+
+
+def _tiff_over_the_page_ceiling() -> bytes:
+    first, *rest = _frames(21)
+    return _encoded(first, "TIFF", save_all=True, append_images=rest)
+
+
+def _eps_as_png() -> bytes:
+    return b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n%%EOF\n"
+
+
+# (label, kind, media type, payload builder, expected sandbox outcome)
+HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
+    (
+        "flate-bomb.pdf",
+        "pdf",
+        "application/pdf",
+        lambda: _pdf(
+            [CATALOG, ONE_PAGE, _page(), _stream(_flate_bomb(), b"/Filter /FlateDecode "), FONT]
+        ),
+        CeilingExceeded,
+    ),
+    (
+        "cyclic-pages.pdf",
+        "pdf",
+        "application/pdf",
+        lambda: _pdf([CATALOG, b"<< /Type /Pages /Kids [2 0 R] /Count 1 >>", TEXT_CONTENT, FONT]),
+        ParserError,
+    ),
+    (
+        "ten-million-pages.pdf",
+        "pdf",
+        "application/pdf",
+        lambda: _pdf(
+            [
+                CATALOG,
+                b"<< /Type /Pages /Kids [3 0 R] /Count 10000000 >>",
+                _page(),
+                TEXT_CONTENT,
+                FONT,
+            ]
+        ),
+        CeilingExceeded,
+    ),
+    ("laughs.docx", "docx", DOCX, _billion_laughs, ParserError),
+    (
+        "huge.png",
+        "image",
+        "image/png",
+        lambda: _png(50_000, 50_000, 0, b"\x00" * 1000),
+        CeilingExceeded,
+    ),
+    ("cut.jpg", "image", "image/jpeg", _truncated_jpeg, UnreadableInput),
+    ("pages.tif", "image", "image/tiff", _tiff_over_the_page_ceiling, CeilingExceeded),
+    ("eps.png", "image", "image/png", _eps_as_png, UnreadableInput),
+]
+
+
+@pytest.fixture(scope="module")
+def extractor() -> Iterator[SandboxExtractor]:
+    with SandboxRunner(LIMITS, warm_children=1) as runner:
+        yield SandboxExtractor(LIMITS, runner=runner)
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() // 1024
+
+
+@pytest.mark.parametrize(
+    ("label", "kind", "media_type", "build", "outcome"),
+    HOSTILE,
+    ids=[case[0] for case in HOSTILE],
+)
+def test_hostile_file_ends_in_its_typed_outcome(
+    extractor: SandboxExtractor,
+    label: str,
+    kind: str,
+    media_type: str,
+    build: Callable[[], bytes],
+    outcome: type[SandboxError],
+) -> None:
+    ref = AttachmentRef(label, kind, media_type, build())
+    before_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _rss_kib()
+    started = time.monotonic()
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_attachment(ref, extractor, ExtractionLimits())
+    assert time.monotonic() - started < WALL_SECONDS
+    assert isinstance(failed.value.__cause__, outcome), failed.value
+    assert f"{outcome.__name__}: " in str(failed.value)
+    # The decoding happened in the child: this process neither grew nor peaked.
+    assert _rss_kib() - before < 8 * 1024
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_peak < 8 * 1024
+
+
+def test_an_external_entity_is_never_resolved(extractor: SandboxExtractor) -> None:
+    ref = AttachmentRef("xxe.docx", "docx", DOCX, _external_entity())
+    text = extract_attachment(ref, extractor, ExtractionLimits()).text
+    assert "before" in text and "root:" not in text
+
+
+def test_a_self_looping_tiff_is_read_once(extractor: SandboxExtractor) -> None:
+    # tesseract itself loops forever on this file; the sandbox hands it one decoded frame.
+    ref = AttachmentRef("loop.tif", "image", "image/tiff", _tiff_with_looping_ifds(1))
+    started = time.monotonic()
+    assert extract_attachment(ref, extractor, ExtractionLimits()).text == ""
+    assert time.monotonic() - started < WALL_SECONDS
+
+
+def test_a_zip_bomb_never_reaches_the_sandbox(extractor: SandboxExtractor) -> None:
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as bomb:
+        bomb.writestr("word/document.xml", b"\x00" * 20_000_000)
+    ref = AttachmentRef("bomb.docx", "docx", DOCX, archive.getvalue())
+    with pytest.raises(IngestionRejected, match="rejected before dispatch"):
+        extract_attachment(ref, extractor, ExtractionLimits())
