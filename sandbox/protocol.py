@@ -10,6 +10,7 @@ may have taken over.
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, fields
 from typing import Any, NoReturn
@@ -21,6 +22,9 @@ LENGTH = struct.Struct("!I")
 MAX_HEADER_BYTES = 64 * 1024
 MAX_REASON_CHARS = 1000
 MAX_TYPE_CHARS = 100
+
+# A JSON escape can smuggle a lone surrogate past strict UTF-8 decoding; no valid text has one.
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Error codes a child may answer with; the parent maps each one to an exception class.
 ERROR_CODES = frozenset({"ceiling", "unreadable", "needs_ocr", "parser", "memory", "no_extractor"})
@@ -126,7 +130,7 @@ def _clean_string(untrusted_value: object, name: str, limit: int | None) -> str:
         _malformed(f"{name} is not a string")
     if limit is not None and len(untrusted_value) > limit:
         _malformed(f"{name} is longer than {limit} characters")
-    if any("\ud800" <= char <= "\udfff" for char in untrusted_value):
+    if _SURROGATE.search(untrusted_value):
         _malformed(f"{name} contains a lone surrogate")
     return untrusted_value
 
