@@ -51,6 +51,19 @@ def run_tool(name: str, *args: str, stdin: str | None = None, timeout: float = 2
     )
 
 
+def checkov(framework: str, *target: str) -> tuple[Any, dict[str, Any], list[str]]:
+    """Run checkov offline on ``target``; the process, its JSON report, and what failed."""
+    result = run_tool(
+        "checkov", "--skip-download", "--output", "json", "--framework", framework, *target
+    )
+    report = json.loads(result.stdout)
+    failed = [
+        f"{check['check_id']} {check['check_name']} ({check['resource']})"
+        for check in report["results"]["failed_checks"]
+    ]
+    return result, report, failed
+
+
 def _helper(*args: str, stdin: str | None = None) -> Any:
     result = run_tool("python", str(HELPER), *args, stdin=stdin, timeout=120)
     if result.returncode != 0:

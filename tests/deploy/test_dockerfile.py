@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.deploy.conftest import DOCKERFILE, PACKAGES_APT, REPO, run_tool
+from tests.deploy.conftest import DOCKERFILE, PACKAGES_APT, REPO, checkov, run_tool
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -72,21 +72,7 @@ def test_hadolint_finds_nothing() -> None:
 
 
 def test_checkov_finds_nothing_in_the_dockerfile() -> None:
-    result = run_tool(
-        "checkov",
-        "--skip-download",
-        "--output",
-        "json",
-        "--framework",
-        "dockerfile",
-        "--file",
-        str(DOCKERFILE),
-    )
-    report = json.loads(result.stdout)
-    failed = [
-        f"{check['check_id']} {check['check_name']} ({check['resource']})"
-        for check in report["results"]["failed_checks"]
-    ]
+    result, report, failed = checkov("dockerfile", "--file", str(DOCKERFILE))
     assert failed == []
     assert report["summary"]["passed"] > 50, "checkov ran no Dockerfile checks"
     assert result.returncode == 0, result.stderr

@@ -5,7 +5,6 @@ to the pod security, probes, sizing and network rules of docs/operations.md."""
 from __future__ import annotations
 
 import copy
-import json
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from tests.deploy.conftest import (
     MANIFESTS,
     SCHEMAS,
     by_kind,
+    checkov,
     pod_specs,
     run_tool,
 )
@@ -140,21 +140,7 @@ def test_kustomization_builds_with_kubectl() -> None:
 
 
 def test_checkov_finds_nothing_unjustified() -> None:
-    result = run_tool(
-        "checkov",
-        "--skip-download",
-        "--output",
-        "json",
-        "--framework",
-        "kubernetes",
-        "--directory",
-        str(KUBERNETES),
-    )
-    report = json.loads(result.stdout)
-    failed = [
-        f"{check['check_id']} {check['check_name']} ({check['resource']})"
-        for check in report["results"]["failed_checks"]
-    ]
+    result, report, failed = checkov("kubernetes", "--directory", str(KUBERNETES))
     assert failed == []
     assert report["summary"]["passed"] > 200, "checkov ran no Kubernetes checks"
     # Every skip names its check and gives a reason (a checkov.io/skipN annotation).
