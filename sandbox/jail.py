@@ -100,8 +100,9 @@ def _allowed_paths() -> Iterator[tuple[str, int]]:
         "/dev/urandom",
     ):
         yield path, landlock.READ
-    # tesseract --version (which pytesseract runs) makes libldap resolve the host's own name:
-    # from /etc/hosts when these are readable, else by DNS, a socket the seccomp filter kills.
+    # `tesseract --version` (run by the isolation tests to prove the binary may execute) makes
+    # libldap resolve the host's own name: from /etc/hosts when these are readable, else by
+    # DNS, a socket the seccomp filter kills. The OCR path itself never resolves a name.
     for path in ("/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf"):
         yield path, landlock.READ_FILE
     tessdata = os.environ.get("TESSDATA_PREFIX")
