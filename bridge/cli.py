@@ -44,6 +44,9 @@ from worker import health
 from worker.application import run_worker
 from worker.config import ConfigurationError, Settings
 
+# How much of a file the kind guess looks at: enough to see NUL bytes in a binary header.
+_SNIFF_BYTES = 8192
+
 EXIT_OK = 0
 EXIT_OMITTED = 1
 EXIT_UNHEALTHY = 1
@@ -162,7 +165,7 @@ def _read_refs(files: Sequence[Path], kind: str | None) -> list[AttachmentRef]:
     refs = []
     for path in files:
         payload = path.read_bytes()
-        guessed_kind, media_type = guess_kind(path.name, payload[:16])
+        guessed_kind, media_type = guess_kind(path.name, payload[:_SNIFF_BYTES])
         refs.append(AttachmentRef(path.name, kind or guessed_kind, media_type, payload))
     return refs
 
@@ -229,7 +232,7 @@ def _extract(args: argparse.Namespace) -> int:
     if settings.broker_configured:
         selection = _extract_queued(refs, limits, settings, args)
     else:
-        extractor = SandboxExtractor()
+        extractor = SandboxExtractor(settings.sandbox, settings.parse_limits)
         progress = _Progress(len(refs), sys.stderr)
         selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
     _print_selection(selection, args.json)
@@ -338,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bridge(Settings.from_env())
         if args.command == "health":
             return _health(args)
+        Settings.from_env()  # a misconfigured requirement is a usage error, not a crash
         return _doctor(args)
     except QueueUnavailable as exc:
         sys.stderr.write(f"airlock: {exc}\n")

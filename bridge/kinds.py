@@ -40,8 +40,16 @@ _BY_MAGIC: tuple[tuple[bytes, tuple[str, str]], ...] = (
 )
 
 
+#: What a file that is none of the above and not text is declared as: no parser exists for it,
+#: so the bridge refuses it before dispatch with a reason, instead of a text parser guessing.
+BINARY = ("binary", "application/octet-stream")
+
+_TEXT_MARKS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+
+
 def guess_kind(filename: str, head: bytes) -> tuple[str, str]:
-    """The (kind, media type) to declare for a file: by suffix, then by magic, else text."""
+    """The (kind, media type) to declare for a file: by suffix, then by magic, then text
+    unless ``head`` (the first few KiB) holds NUL bytes without a byte-order mark."""
     by_suffix = _BY_SUFFIX.get(PurePath(filename).suffix.lower())
     if by_suffix is not None:
         return by_suffix
@@ -50,4 +58,6 @@ def guess_kind(filename: str, head: bytes) -> tuple[str, str]:
     for magic, declared in _BY_MAGIC:
         if head.startswith(magic):
             return declared
+    if b"\x00" in head and not head.startswith(_TEXT_MARKS):
+        return BINARY
     return _BY_SUFFIX[".txt"]

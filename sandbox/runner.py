@@ -44,7 +44,11 @@ class ExtractionResult:
     pages: int | None  # None when the extractor does not report a page count
 
 
-def _mechanism_names(value: str, source: str) -> frozenset[str]:
+def mechanism_names(value: str, source: str) -> frozenset[str]:
+    """Parse a comma-separated list of mechanism names, refusing unknown ones.
+
+    A typo in a requirement ("seccom") must stop the deployment, not silently require nothing.
+    """
     names = frozenset(name.strip() for name in value.split(",") if name.strip())
     unknown = names - MECHANISMS
     if unknown:
@@ -57,9 +61,7 @@ def _mechanism_names(value: str, source: str) -> frozenset[str]:
 
 def required_by_env() -> frozenset[str]:
     """The mechanisms ``AIRLOCK_SANDBOX_REQUIRE`` says a deployment may not run without."""
-    return _mechanism_names(
-        os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE"
-    )
+    return mechanism_names(os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
 
 
 @dataclass(frozen=True)
@@ -181,8 +183,8 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = _mechanism_names(",".join(require), "require") | required_by_env()
-        self._skip = _mechanism_names(",".join(skip), "skip")
+        self._require = mechanism_names(",".join(require), "require") | required_by_env()
+        self._skip = mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
             raise ValueError(f"mechanisms both required and skipped: {both}")

@@ -22,6 +22,7 @@ from bridge.metrics import metrics_port
 from bridge.service_config import ServiceConfig, default_consumer
 from bridge.service_schema import MAX_DEADLINE_SECONDS
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
+from sandbox.runner import mechanism_names
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 #: The deployments give the bridge service 9809, so it and a worker can share a host.
@@ -84,6 +85,13 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw in {"0", "false", "no", "off"}:
         return False
     raise ConfigurationError(f"{name}={raw!r} must be one of 1/0, true/false, yes/no, on/off")
+
+
+def _sandbox_require(env: Mapping[str, str]) -> frozenset[str]:
+    try:
+        return mechanism_names(env.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
 
 
 def _bridge_service(env: Mapping[str, str]) -> ServiceConfig:
@@ -150,6 +158,9 @@ class Settings:
     heartbeat_file: Path = _DEFAULT_HEARTBEAT_FILE
     heartbeat_seconds: float = 10.0
     bridge_service: ServiceConfig = field(default_factory=ServiceConfig)
+    #: AIRLOCK_SANDBOX_REQUIRE, checked here so a typo stops the worker at start; the sandbox
+    #: runner reads the same variable for library users who have no Settings.
+    sandbox_require: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.result_backend.startswith(("redis://", "rediss://", "unix://")):
@@ -230,4 +241,5 @@ class Settings:
             heartbeat_file=Path(_text(env, "AIRLOCK_HEARTBEAT_FILE", str(_DEFAULT_HEARTBEAT_FILE))),
             heartbeat_seconds=_number(env, "AIRLOCK_HEARTBEAT_SECONDS", 10.0),
             bridge_service=_bridge_service(env),
+            sandbox_require=_sandbox_require(env),
         )

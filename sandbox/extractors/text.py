@@ -77,7 +77,11 @@ def decode_text(payload: bytes) -> str:
         return payload.decode("utf-8")
     except UnicodeDecodeError:
         pass
+    if b"\x00" in payload:
+        # Without a byte-order mark only UTF-16/32 would hold NUL bytes, and a detector that
+        # guesses those turns any binary (an executable, an image) into plausible "text".
+        raise Refusal("unreadable", "the payload holds NUL bytes and no byte-order mark: binary")
     best = from_bytes(payload).best()
-    if best is None:
+    if best is None or best.encoding.startswith(("utf_16", "utf_32")):
         raise Refusal("unreadable", "the payload is not text in any encoding the detector trusts")
     return str(best)

@@ -766,9 +766,18 @@ def test_binary_is_not_text(payload: bytes) -> None:
 
 
 def test_random_binary_reason() -> None:
+    without_nul = bytes(byte for byte in random.Random(3).randbytes(4096) if byte)
     with pytest.raises(Refusal) as refused:
-        extract_text("text/plain", random.Random(3).randbytes(4096), LIMITS)
+        extract_text("text/plain", without_nul, LIMITS)
     assert refused.value.reason == "the payload is not text in any encoding the detector trusts"
+
+
+@pytest.mark.parametrize("payload", [b"MZ\x90\x00", b"\x7fELF\x02\x01\x01\x00" * 8])
+def test_binary_with_nul_bytes_is_refused_before_any_guess(payload: bytes) -> None:
+    # A detector would read these as UTF-16 without a byte-order mark: "text" made of noise.
+    with pytest.raises(Refusal, match="NUL") as refused:
+        extract_text("text/plain", payload, LIMITS)
+    assert refused.value.code == "unreadable"
 
 
 def test_nul_bytes_that_happen_to_be_utf8_are_not_text() -> None:

@@ -1,0 +1,127 @@
+"""The installed ``airlock`` command behaves like a Unix tool: help, version, JSON, streams,
+exit codes, progress only for a person at a terminal, configuration errors as usage errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+AIRLOCK = Path(sys.executable).parent / "airlock"
+
+
+def airlock(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    return subprocess.run(
+        [str(AIRLOCK), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**clean, **(env or {})},
+        check=False,
+    )
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    good = tmp_path / "notes.txt"
+    good.write_text("first line\r\nsecond line  \n")
+    bad = tmp_path / "tool.exe"
+    bad.write_bytes(b"MZ\x90\x00")
+    return good, bad
+
+
+def test_help_and_version_go_to_stdout_and_exit_0() -> None:
+    helped = airlock("--help")
+    assert helped.returncode == 0 and "extract" in helped.stdout and "doctor" in helped.stdout
+    assert airlock("extract", "--help").stdout.startswith("usage: airlock extract")
+    version = airlock("--version")
+    assert version.returncode == 0 and version.stdout.startswith("airlock ")
+
+
+def test_json_carries_the_whole_selection(files: tuple[Path, Path]) -> None:
+    good, bad = files
+    done = airlock("extract", "--json", "--kind", "text", str(good))
+    assert done.returncode == 0 and done.stderr == ""
+    assert json.loads(done.stdout) == {
+        "text": "ATTACHMENT [notes.txt]\nfirst line\nsecond line\n",
+        "revision": f"notes.txt:{good.stat().st_size}",
+        "dropped": [],
+    }
+    partial = airlock("extract", "--json", str(good), str(bad))
+    assert partial.returncode == 1
+    selection = json.loads(partial.stdout)
+    assert [label for label, _ in selection["dropped"]] == ["tool.exe"]
+    assert "omitted tool.exe: " in partial.stderr
+
+
+def test_text_on_stdout_omissions_on_stderr(files: tuple[Path, Path]) -> None:
+    good, bad = files
+    done = airlock("extract", str(good), str(bad))
+    assert done.returncode == 1
+    assert done.stdout == "ATTACHMENT [notes.txt]\nfirst line\nsecond line\n\n"
+    assert done.stderr.splitlines()[0].startswith("airlock: omitted tool.exe: IngestionRejected")
+    # No terminal on stderr: no progress counter mixed into a log or a pipe.
+    assert "extracting" not in done.stderr
+
+
+def test_progress_is_shown_to_a_terminal(files: tuple[Path, Path]) -> None:
+    good, _ = files
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [str(AIRLOCK), "extract", str(good), str(good)],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            env={k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")},
+        )
+        os.close(terminal)
+        stdout, _ = process.communicate(timeout=120)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    assert process.returncode == 0
+    assert b"extracting 2/2" in shown
+    assert b"extracting" not in stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [
+        (["extract", "missing.txt"], {}),
+        (["extract", "README.md"], {"AIRLOCK_SANDBOX_REQUIRE": "seccom"}),
+        (["doctor"], {"AIRLOCK_SANDBOX_REQUIRE": "seccom"}),
+        (["extract", "README.md"], {"AIRLOCK_SANDBOX_MEMORY_MB": "lots"}),
+        (["frobnicate"], {}),
+        ([], {}),
+    ],
+)
+def test_usage_and_configuration_errors_exit_2_with_one_line(
+    args: list[str], env: dict[str, str]
+) -> None:
+    failed = airlock(*args, env=env)
+    assert failed.returncode == 2, failed
+    assert "Traceback" not in failed.stderr
+    assert failed.stdout == ""
+
+
+def test_doctor_reports_the_layers_as_json() -> None:
+    report = airlock("doctor", "--json")
+    assert report.returncode == 0, report.stderr
+    document = json.loads(report.stdout)
+    assert document["healthy"] is True and document["tcp_blocked"] is True
+    assert "seccomp" in document["active"] and document["missing_required"] == []
+    assert "eng" in document["tesseract"]["languages"]
