@@ -583,7 +583,9 @@ def test_an_unreachable_queue_leaves_the_request_pending_until_its_lease_lapses(
 def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
-    config = config_for(tag, consumer="slow")
+    # One request at a time: while the slow one runs, this bridge reads nothing more, so the
+    # orphan below is certainly read by the dead consumer and not by this one.
+    config = config_for(tag, consumer="slow", concurrency=1)
     slow = start(config, SlowQueue(1.5))
     send(redis, config, request_doc(f"{tag}-slow", inline(payload=b"slow")))
     wait_for(lambda: redis.xpending(config.request_stream, config.group)["pending"] == 1)
