@@ -165,6 +165,17 @@ class BridgeService:
     def _handle(self, entry: Entry) -> None:
         """Answer one entry, dead-letter it, or leave it pending (infrastructure failures)."""
         started = time.monotonic()
+        if entry.deleted:
+            # Someone deleted it while it was pending (Redis's XAUTOCLAIM may also drop it from
+            # the pending list on its own): there is no request left to answer or to report.
+            self._streams.acknowledge(entry.entry_id)
+            service_metrics.record("deleted")
+            _log.warning(
+                "entry %s was deleted from the stream while pending; acknowledged",
+                entry.entry_id,
+                extra={"outcome": "deleted"},
+            )
+            return
         try:
             untrusted_raw = request_bytes(entry.untrusted_fields, self._config.max_request_bytes)
             request = parse_request(untrusted_raw)

@@ -14,7 +14,7 @@ from bridge.metrics import bounded
 from bridge.service_schema import ErrorType
 
 #: Every way a request entry is settled.
-OUTCOMES = frozenset({"selection", "duplicate", "dead_letter", *get_args(ErrorType)})
+OUTCOMES = frozenset({"selection", "duplicate", "dead_letter", "deleted", *get_args(ErrorType)})
 
 _REQUESTS = Counter(
     "airlock_bridge_requests_total",

@@ -75,14 +75,19 @@ class Entry:
 
     entry_id: str
     untrusted_fields: Mapping[bytes, bytes] = field(repr=False)
+    #: Deleted from the stream while it was pending: there is nothing left to answer.
+    deleted: bool = False
 
 
 def _entries(
     untrusted_entries: Sequence[tuple[bytes, Mapping[bytes, bytes] | None]],
 ) -> list[Entry]:
-    # An entry deleted while pending comes back with no fields; it is dead-lettered like any
-    # entry without a request.
-    return [Entry(entry_id.decode(), fields or {}) for entry_id, fields in untrusted_entries]
+    # An entry deleted while pending comes back with no fields; XADD cannot make an entry
+    # without any, so an empty one is always a deleted one.
+    return [
+        Entry(entry_id.decode(), fields or {}, deleted=not fields)
+        for entry_id, fields in untrusted_entries
+    ]
 
 
 class RequestStreams:
@@ -165,7 +170,8 @@ class RequestStreams:
         return bool(self._publish(keys=keys, args=args))
 
     def acknowledge(self, entry_id: str) -> None:
-        """Settle an entry whose request id was answered before (a duplicate)."""
+        """Settle an entry without answering it: its request id was answered before (a
+        duplicate), or the entry was deleted from the stream while pending."""
         with self._redis.pipeline(transaction=True) as settle:
             settle.xack(self._config.request_stream, self._config.group, entry_id)
             settle.xdel(self._config.request_stream, entry_id)
