@@ -21,7 +21,6 @@ from importlib import metadata
 from redis import Redis, RedisError
 
 from bridge.attachments import TextExtractor
-from bridge.claim_check import sha256_hex
 from sandbox.limits import ParseLimits
 
 _KEY_PREFIX = "airlock:extracted:"
@@ -29,7 +28,14 @@ _log = logging.getLogger(__name__)
 
 # The distributions whose code turns bytes into text. A deployment that upgrades any of them
 # gets a fresh cache instead of text a different parser produced.
-_PARSER_DISTRIBUTIONS = ("airlock", "pypdf", "python-docx", "pillow", "pytesseract", "lxml")
+_PARSER_DISTRIBUTIONS = (
+    "airlock",
+    "pypdf",
+    "python-docx",
+    "pillow",
+    "lxml",
+    "charset-normalizer",
+)
 
 
 @cache
@@ -54,19 +60,24 @@ def cache_namespace(parse_limits: ParseLimits) -> str:
 
 @dataclass(frozen=True)
 class CachedExtractor:
-    """A :class:`TextExtractor` that remembers the text ``inner`` produced."""
+    """A :class:`TextExtractor` that remembers the text ``inner`` produced.
+
+    Built per job for one payload whose SHA-256 the task already verified against the claim
+    check: hashing a payload of megabytes a second time would only repeat that work.
+    """
 
     inner: TextExtractor
     redis: Redis
     namespace: str
     ttl_seconds: int
+    payload_sha256: str
 
-    def _key(self, kind: str, media_type: str, payload: bytes, max_pages: int) -> str:
-        identity = json.dumps([self.namespace, sha256_hex(payload), kind, media_type, max_pages])
+    def _key(self, kind: str, media_type: str, max_pages: int) -> str:
+        identity = json.dumps([self.namespace, self.payload_sha256, kind, media_type, max_pages])
         return _KEY_PREFIX + hashlib.sha256(identity.encode()).hexdigest()
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
-        key = self._key(kind, media_type, payload, max_pages)
+        key = self._key(kind, media_type, max_pages)
         try:
             untrusted_cached = self.redis.get(key)
         except RedisError as exc:

@@ -48,19 +48,21 @@ def extractor_for(
     settings: Settings,
     redis: Redis,
     stage: Stage,
-    use_cache: bool,
+    payload_sha256: str | None,
     on_progress: ProgressCallback | None = None,
 ) -> TextExtractor:
     """The extractor a job runs on: the sandbox, behind the result cache unless bypassed.
 
-    ``on_progress(done, total)`` hears each page or frame the sandbox finishes.
+    ``payload_sha256`` is the verified digest of the job's payload, or None to bypass the
+    cache; ``on_progress(done, total)`` hears each page or frame the sandbox finishes.
     """
     extractor = MeteredExtractor(sandbox_extractor(settings, stage, on_progress))
-    if not (settings.result_cache and use_cache):
+    if not settings.result_cache or payload_sha256 is None:
         return extractor
     return CachedExtractor(
         extractor,
         redis,
         cache_namespace(stage_parse_limits(settings, stage)),
         settings.result_cache_ttl,
+        payload_sha256,
     )

@@ -105,7 +105,11 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         return _Answered(envelope, TaskOutcome.FAILED, deliveries)
     ref = AttachmentRef(job.label, job.kind, job.media_type, payload)
     extractor = extraction.extractor_for(
-        settings, runtime.redis, job.stage, job.use_cache, _progress_reporter(task, job.stage)
+        settings,
+        runtime.redis,
+        job.stage,
+        job.sha256 if job.use_cache else None,  # fetch_payload verified it
+        _progress_reporter(task, job.stage),
     )
     outcome: Outcome
     try:
