@@ -24,10 +24,10 @@ from redis import Redis
 
 from bridge.attachments import AttachmentRef, ExtractionLimits
 from bridge.claim_check import sha256_hex, store_payloads
-from bridge.contracts import IngestSelection
 from bridge.kinds import guess_kind
 from bridge.service_config import ServiceConfig
 from tests.conftest import REPO_ROOT
+from tests.helpers import selection_as_json
 from tests.integration.conftest import (
     AIRLOCK,
     REDIS_DB,
@@ -36,8 +36,8 @@ from tests.integration.conftest import (
     worker_env,
 )
 from tests.integration.test_chaos import slow_ref
-from tests.integration.test_operations import free_port, scrape
 from tests.integration.test_roundtrip import hostile_refs, local_selection
+from tests.metrics_scrape import free_port, scrape
 from tests.worker.test_service_requests import RESULT_SCHEMA, schema_errors
 
 pytestmark = pytest.mark.integration
@@ -170,12 +170,6 @@ def settled(redis: Redis) -> bool:
     return redis.xlen(STREAMS.request_stream) == 0 and pending == 0
 
 
-def as_json(selection: IngestSelection) -> dict[str, Any]:
-    document = asdict(selection)
-    document["dropped"] = [list(pair) for pair in selection.dropped]
-    return document
-
-
 def corpus_refs(corpus_dir: Path) -> list[AttachmentRef]:
     refs = []
     for name in CORPUS_FILES:
@@ -205,9 +199,9 @@ def test_requests_sent_while_the_bridge_is_down_equal_the_local_selection_byte_f
     send(redis, {"v": 1, "request_id": "claimed", "attachments": checks})
     start_bridge()
     answers = wait_for_answers(redis, 2)
-    assert answers["inline"]["selection"] == as_json(local_selection(refs, limits))
+    assert answers["inline"]["selection"] == selection_as_json(local_selection(refs, limits))
     stored_refs = [r for r in refs if r.payload]
-    assert answers["claimed"]["selection"] == as_json(
+    assert answers["claimed"]["selection"] == selection_as_json(
         local_selection(stored_refs, ExtractionLimits())
     )
     for name in CORPUS_FILES:
@@ -243,7 +237,9 @@ def test_a_bridge_killed_mid_request_loses_nothing_and_answers_once(
         start_bridge("b2", AIRLOCK_BRIDGE_CLAIM_IDLE="3")
     answers = wait_for_answers(redis, 3)
     answered_at = time.monotonic()
-    assert answers["slow"]["selection"] == as_json(local_selection([slow], ExtractionLimits()))
+    assert answers["slow"]["selection"] == selection_as_json(
+        local_selection([slow], ExtractionLimits())
+    )
     assert answers["before"]["selection"]["text"] == answers["after"]["selection"]["text"]
     # Exactly one result per request id, and nothing left pending.
     time.sleep(1)
@@ -308,7 +304,9 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(
     bridge.process.send_signal(signal.SIGTERM)
     assert bridge.process.wait(30) == 0, bridge.log()
     assert [answer["request_id"] for answer in results(redis)] == ["slow"]
-    assert results(redis)[0]["selection"] == as_json(local_selection([slow], ExtractionLimits()))
+    assert results(redis)[0]["selection"] == selection_as_json(
+        local_selection([slow], ExtractionLimits())
+    )
     assert settled(redis)
 
 

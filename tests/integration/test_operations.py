@@ -9,16 +9,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
-import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
 from bridge.attachments import AttachmentRef, ExtractionLimits
@@ -27,26 +24,9 @@ from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue import gather
 from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_for_marker, worker_env
 from tests.integration.test_chaos import local, slow_ref
+from tests.metrics_scrape import Samples, free_port, scrape
 
 pytestmark = pytest.mark.integration
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:

@@ -18,6 +18,7 @@ from bridge.kinds import guess_kind
 from bridge.queue import QueueAttachmentSource, gather, gather_async
 from sandbox.extractor import SandboxExtractor
 from tests.conftest import REPO_ROOT
+from tests.helpers import ticks_while
 from tests.integration.conftest import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -89,22 +90,10 @@ def test_source_and_async_gather_give_the_same_selection(
     assert source.select(REQUEST) == expected
     assert source.read(REQUEST).text == expected.text
 
-    async def gather_while_ticking() -> tuple[IngestSelection, int]:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.005)
-
-        ticker = asyncio.create_task(tick())
-        selection = await gather_async(refs, client, deadline=120, use_cache=False)
-        ticker.cancel()
-        return selection, ticks
-
     started = time.monotonic()
-    selection, ticks = asyncio.run(gather_while_ticking())
+    selection, ticks = asyncio.run(
+        ticks_while(gather_async(refs, client, deadline=120, use_cache=False), 0.005)
+    )
     elapsed = time.monotonic() - started
     assert selection == expected
     # The loop kept running while the extraction was awaited (a blocked loop ticks once).

@@ -29,6 +29,7 @@ from bridge.envelope import StoredAnswer, outcome_envelope, read_stored
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.jobs import job_from_wire
 from bridge.queue import QueueAttachmentSource, QueuedJob, QueueUnavailable, gather, gather_async
+from tests.helpers import ticks_while
 
 REQUEST = ContextRequest("attachments")
 
@@ -206,19 +207,6 @@ class SlowQueue(WorkerInProcess):
 def test_gather_async_leaves_the_event_loop_running() -> None:
     refs = [AttachmentRef("a.txt", "text", "text/plain", b"hello")]
 
-    async def main() -> int:
-        ticks = 0
-
-        async def tick() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.01)
-
-        ticker = asyncio.create_task(tick())
-        selection = await gather_async(refs, SlowQueue())
-        ticker.cancel()
-        assert selection.text == "ATTACHMENT [a.txt]\nhello"
-        return ticks
-
-    assert asyncio.run(main()) >= 10
+    selection, ticks = asyncio.run(ticks_while(gather_async(refs, SlowQueue()), 0.01))
+    assert selection.text == "ATTACHMENT [a.txt]\nhello"
+    assert ticks >= 10

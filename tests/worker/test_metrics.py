@@ -10,14 +10,12 @@ import os
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from prometheus_client import REGISTRY
-from prometheus_client.parser import text_string_to_metric_families
 from redis import Redis
 
 from bridge.jobs import Stage
@@ -33,6 +31,7 @@ from sandbox.errors import (
     OutputTooLarge,
     WallClockExceeded,
 )
+from tests.metrics_scrape import scrape
 from worker import health, heartbeat
 from worker.config import ConfigurationError, Settings
 from worker.logs import _WITHHOLD
@@ -176,16 +175,6 @@ def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus
 
 
 # --- the shared endpoint and the queue depth -------------------------------------------------
-
-
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 @pytest.fixture

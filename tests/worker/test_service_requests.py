@@ -41,6 +41,7 @@ from bridge.service_schema import (
 from bridge.service_streams import selection_key
 from tests.conftest import REPO_ROOT
 from tests.deploy.conftest import HELPER, run_tool
+from tests.helpers import selection_as_json
 from tests.worker.test_gather import FakeParser, WorkerInProcess
 from worker.config import ConfigurationError, Settings
 
@@ -414,9 +415,7 @@ def settled(redis: Redis, config: ServiceConfig) -> bool:
 
 
 def local_selection(refs: list[AttachmentRef], limits: ExtractionLimits) -> dict[str, Any]:
-    selection = asdict(AttachmentSource(refs, FakeParser(), limits).select(REQUEST))
-    selection["dropped"] = [list(pair) for pair in selection["dropped"]]
-    return selection
+    return selection_as_json(AttachmentSource(refs, FakeParser(), limits).select(REQUEST))
 
 
 def test_requests_sent_before_any_bridge_ran_are_answered_as_attachment_source_selects(

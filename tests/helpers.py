@@ -1,0 +1,41 @@
+"""Small pieces more than one suite needs (each used by tests of two different layers)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import asdict
+from typing import Any, TypeVar
+
+from bridge.contracts import IngestSelection
+
+T = TypeVar("T")
+
+
+def selection_as_json(selection: IngestSelection) -> dict[str, Any]:
+    """A selection as its JSON form on the wire: ``dropped`` pairs become lists."""
+    document = asdict(selection)
+    document["dropped"] = [list(pair) for pair in selection.dropped]
+    return document
+
+
+async def ticks_while(awaitable: Awaitable[T], period: float) -> tuple[T, int]:
+    """Await ``awaitable`` while a task ticks every ``period`` seconds on the same loop.
+
+    A loop blocked by the awaited call ticks once at most, so the count shows whether the
+    call left the event loop free for other requests.
+    """
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(period)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        result = await awaitable
+    finally:
+        ticker.cancel()
+    return result, ticks
