@@ -284,7 +284,14 @@ def assemble_selection(
     )
 
 
-def _outcome(ref: AttachmentRef, extractor: TextExtractor, limits: ExtractionLimits) -> Outcome:
+def extraction_outcome(
+    ref: AttachmentRef, extractor: TextExtractor, limits: ExtractionLimits = DEFAULT_LIMITS
+) -> Outcome:
+    """:func:`extract_attachment`, with a refusal returned as the outcome instead of raised.
+
+    The shape :func:`assemble_selection` folds; every path that extracts (the source, the CLI,
+    the worker) gets its outcomes here.
+    """
     try:
         return extract_attachment(ref, extractor, limits)
     except (IngestionRejected, ExtractionFailed) as exc:
@@ -316,7 +323,9 @@ class AttachmentSource:
         reason on the selection, so an operator can be told "report.pdf: parser failed"
         instead of guessing why a file is absent.
         """
-        outcomes = ((ref, _outcome(ref, self.extractor, self.limits)) for ref in self.refs)
+        outcomes = (
+            (ref, extraction_outcome(ref, self.extractor, self.limits)) for ref in self.refs
+        )
         return assemble_selection(outcomes, self.limits, self.on_rejection)
 
     def read(self, request: ContextRequest) -> ContextRead:

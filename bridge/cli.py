@@ -8,6 +8,7 @@ text and still see why a file is missing. Exit codes: 0 every file admitted, 1 s
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import signal
@@ -28,11 +29,11 @@ from bridge.attachments import (
     Outcome,
     TextExtractor,
     assemble_selection,
-    extract_attachment,
+    extraction_outcome,
 )
 from bridge.celery_queue import CeleryQueue
 from bridge.contracts import IngestSelection
-from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
+from bridge.errors import BridgeContractError
 from bridge.kinds import guess_kind
 from bridge.logs import LogFormat, configure
 from bridge.metrics import QueueDepthCollector, start_endpoint
@@ -193,12 +194,7 @@ def _outcomes(
     limits: ExtractionLimits,
     progress: _Progress,
 ) -> Iterator[tuple[AttachmentRef, Outcome]]:
-    def one(ref: AttachmentRef) -> Outcome:
-        try:
-            return extract_attachment(ref, extractor, limits)
-        except (IngestionRejected, ExtractionFailed) as exc:
-            return exc
-
+    one = functools.partial(extraction_outcome, extractor=extractor, limits=limits)
     # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
     # input order, so the selection is the one AttachmentSource.select would build.
     with ThreadPoolExecutor(max_workers=2) as pool:

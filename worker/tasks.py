@@ -20,10 +20,10 @@ from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bridge.attachments import AttachmentRef, Outcome, extract_attachment
+from bridge.attachments import AttachmentRef, extraction_outcome
 from bridge.claim_check import PayloadUnavailable, fetch_payload
 from bridge.envelope import error_envelope, outcome_envelope
-from bridge.errors import ExtractionFailed, IngestionRejected
+from bridge.errors import ExtractionFailed
 from bridge.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
 from sandbox.errors import SandboxUnavailable
 from sandbox.runner import ProgressCallback
@@ -111,11 +111,7 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         job.sha256 if job.use_cache else None,  # fetch_payload verified it
         _progress_reporter(task, job.stage),
     )
-    outcome: Outcome
-    try:
-        outcome = extract_attachment(ref, extractor, job.limits)
-    except (IngestionRejected, ExtractionFailed) as exc:
-        outcome = exc
+    outcome = extraction_outcome(ref, extractor, job.limits)
     if isinstance(outcome, ExtractionFailed):
         cause = outcome.__cause__
         if isinstance(cause, SandboxUnavailable):
