@@ -29,6 +29,10 @@ class MemoryLimitExceeded(SandboxError):
     """The job hit its address-space limit, or was killed with evidence of memory exhaustion."""
 
 
+class ProcessLimitExceeded(SandboxError):
+    """The job ran more processes and threads at once than its limit allows."""
+
+
 class ChildCrashed(SandboxError):
     """The child died from a signal that no limit of ours explains (e.g. SIGSEGV in C code)."""
 

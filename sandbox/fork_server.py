@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -24,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from sandbox.errors import SandboxUnavailable
+from sandbox.jail import remove_tree
 from sandbox.limits import SandboxLimits
 from sandbox.zygote import ZygoteConfig
 
@@ -58,6 +58,9 @@ class ExitNotice:
     status: int
     cpu_seconds: float
     max_rss_bytes: int
+    job_peak_bytes: int = 0  # the most the job's processes held together
+    job_peak_tasks: int = 0
+    job_limit: str | None = None  # "memory", "cpu" or "processes" when the job broke one
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ class ForkServer:
         uid_base: int,
         skip: frozenset[str],
         start_timeout: float,
+        *,
+        seccomp_log: bool = False,
     ) -> None:
         self._changed = threading.Condition()
         self._ready: deque[WarmChild] = deque()
@@ -120,7 +125,7 @@ class ForkServer:
         self._send_lock = threading.Lock()
         self._owner_pid = os.getpid()
         self._scratch_root = _make_scratch_root()
-        config = ZygoteConfig(limits, modules, self._scratch_root, uid_base, skip)
+        config = ZygoteConfig(limits, modules, self._scratch_root, uid_base, skip, seccomp_log)
         # Python makes both ends close-on-exec; only the zygote's end is passed on, explicitly.
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self._process: subprocess.Popen[bytes] | None = None
@@ -217,10 +222,13 @@ class ForkServer:
                 self._ready.append(WarmChild(pid, frozenset(mechanisms), *fds))
             elif event == "exited":
                 status, cpu = message["status"], message["cpu_seconds"]
-                rss = message["max_rss_bytes"]
+                rss, peak = message["max_rss_bytes"], message["job_peak_bytes"]
+                tasks, broke = message["job_peak_tasks"], message["job_limit"]
                 assert isinstance(status, int) and isinstance(cpu, float) and isinstance(rss, int)
+                assert isinstance(peak, int) and isinstance(tasks, int)
+                assert broke is None or isinstance(broke, str)
                 if pid in self._running:
-                    self._exits[pid] = ExitNotice(pid, status, cpu, rss)
+                    self._exits[pid] = ExitNotice(pid, status, cpu, rss, peak, tasks, broke)
                 else:
                     self._discard_idle(pid)
             else:
@@ -326,7 +334,7 @@ class ForkServer:
             self._dead = True
             while self._ready:
                 _close_child(self._ready.popleft())
-        shutil.rmtree(self._scratch_root, ignore_errors=True)
+        remove_tree(self._scratch_root)
 
     def abandon_after_fork(self) -> None:
         """In a forked copy of the worker: drop the inherited descriptors without touching the

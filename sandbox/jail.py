@@ -9,12 +9,14 @@ job when a layer the deployment requires is missing.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import resource
 import shutil
 import signal
 import struct
+import subprocess
 import sysconfig
 import tempfile
 from collections.abc import Iterator
@@ -39,13 +41,30 @@ ANSWER_FD = 3
 DEFAULT_UID_BASE = 2_000_000
 
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWIPC = 0x08000000
 _PR_SET_PDEATHSIG = 1
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+_CAPABILITY_VERSION_3 = 0x20080522
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_GET_NO_NEW_PRIVS = 39
 _PT_INTERP = 3
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _LIBC.close_range.argtypes = (ctypes.c_uint, ctypes.c_uint, ctypes.c_int)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = (("version", ctypes.c_uint32), ("pid", ctypes.c_int))
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = (
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    )
 
 
 @dataclass(frozen=True)
@@ -78,27 +97,37 @@ def _elf_interpreter(binary: str) -> str | None:
     return None
 
 
+def _shared_libraries(program: str, loader: str) -> list[str]:
+    """The shared objects the loader maps for ``program``, as ``ld.so --list`` resolves them.
+
+    Run once in the fork server on a trusted binary. Only these files (not /usr/lib whole) are
+    readable in the jail: the loader, which must be executable to start tesseract, runs any
+    ELF it can read (``ld.so /usr/lib/git-core/git``), so what is readable is what can run.
+    """
+    listing = subprocess.run(
+        [loader, "--list", program], capture_output=True, text=True, timeout=30, check=True
+    ).stdout
+    libraries = []
+    for line in listing.splitlines():
+        words = line.split()
+        path = words[2] if len(words) >= 3 and words[1] == "=>" else words[0] if words else ""
+        if path.startswith("/"):
+            libraries.append(os.path.realpath(path))
+    return libraries
+
+
 def _allowed_paths() -> Iterator[tuple[str, int]]:
     """The files a parser legitimately touches, and nothing else.
 
     Python's own library directories (a forgotten lazy import should fail on DAC, not here),
-    the shared libraries and tessdata tesseract maps, and exactly one executable: tesseract,
-    plus the dynamic loader the kernel must open to start it. Loader caveat: with execute on
-    ld.so a child can run any ELF it can *read* through it, which is why nothing but libraries
-    and the scratch directory is readable.
+    tessdata, and exactly one executable: tesseract, plus the dynamic loader the kernel must
+    open to start it and the libraries it maps. The parsers' own C libraries are mapped in the
+    fork server before any child exists, so the child never opens them again.
     """
     paths = sysconfig.get_paths()
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
         yield paths[name], landlock.READ
-    for path in (
-        "/usr/lib",
-        "/usr/lib64",
-        "/lib",
-        "/lib64",
-        "/etc/ld.so.cache",
-        "/usr/share/tesseract-ocr",
-        "/dev/urandom",
-    ):
+    for path in ("/etc/ld.so.cache", "/usr/share/tesseract-ocr", "/dev/urandom"):
         yield path, landlock.READ
     # `tesseract --version` (run by the isolation tests to prove the binary may execute) makes
     # libldap resolve the host's own name: from /etc/hosts when these are readable, else by
@@ -115,21 +144,33 @@ def _allowed_paths() -> Iterator[tuple[str, int]]:
         yield tesseract, landlock.RUN
         interpreter = _elf_interpreter(tesseract)
         if interpreter:
-            yield os.path.realpath(interpreter), landlock.RUN
+            loader = os.path.realpath(interpreter)
+            yield loader, landlock.RUN
+            for library in _shared_libraries(tesseract, loader):
+                yield library, landlock.READ_FILE
 
 
-def plan(limits: SandboxLimits, scratch_root: str, uid_base: int, skip: frozenset[str]) -> JailPlan:
+def plan(
+    limits: SandboxLimits,
+    scratch_root: str,
+    uid_base: int,
+    skip: frozenset[str],
+    seccomp_log: bool = False,
+) -> JailPlan:
     """Do once, in the fork server, everything a child would otherwise repeat.
 
     That includes the network namespace: the fork server moves itself into a new, empty one
     (no interface up, not even loopback), and every child inherits it. A namespace per child
     would cost each fork about a millisecond more, plus the kernel's asynchronous teardown, and
     would only separate children from one another, which the seccomp socket ban and Landlock's
-    abstract-socket scope already do.
+    abstract-socket scope already do. An IPC namespace too, where the host allows one: the
+    seccomp allow list already denies every SysV and POSIX IPC call, and the namespace makes
+    sure an object made without the filter dies with the fork server instead of the host.
     """
     netns = NETNS not in skip and _LIBC.unshare(_CLONE_NEWNET) == 0
+    _LIBC.unshare(_CLONE_NEWIPC)  # best effort: needs CAP_SYS_ADMIN
     rules = landlock.prepare(_allowed_paths()) if LANDLOCK not in skip else landlock.Rules(0, ())
-    program = seccomp.compile_filter() if SECCOMP not in skip else None
+    program = seccomp.compile_filter(seccomp_log) if SECCOMP not in skip else None
     return JailPlan(limits, scratch_root, uid_base, skip, netns, rules, program)
 
 
@@ -193,6 +234,35 @@ def _drop_uid(uid: int) -> bool:
     return os.getuid() == uid and os.geteuid() == uid
 
 
+def _drop_bounding_set() -> None:
+    """Empty the capability bounding and ambient sets while we may (CAP_SETPCAP, as root).
+
+    Without the privilege (an unprivileged container) the calls fail and that is fine: such a
+    process holds no capability to pass on, and no_new_privs stops exec from granting any.
+    """
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as file:
+            last = int(file.read())
+    except OSError:
+        last = 63
+    for capability in range(last + 1):
+        _prctl(_PR_CAPBSET_DROP, capability)
+    _LIBC.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+
+
+def _clear_capabilities() -> None:
+    """Effective, permitted and inheritable sets to zero, whatever uid we run as.
+
+    A child that kept a capability (root whose uid drop was skipped, a container started with
+    added capabilities) could undo the jail; dropping is always allowed, so failure is fatal.
+    """
+    header = _CapHeader(_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    if _LIBC.capset(ctypes.byref(header), data) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, f"capset failed: {os.strerror(error)}")
+
+
 def _reset_process_state(scratch: str) -> None:
     """Forget what the fork server's Python set up: its signal wakeup, its temp dir, its env."""
     signal.set_wakeup_fd(-1)
@@ -226,7 +296,9 @@ def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> f
     pid = os.getpid()
     uid = jail_plan.uid_base + pid
     scratch = scratch_dir(jail_plan, pid)
-    os.mkdir(scratch, 0o700)
+    # Read-only even to its owner: the job writes nothing (seccomp kills O_CREAT and mkdir,
+    # Landlock grants no write here), and a host lacking both still gets DAC's refusal.
+    os.mkdir(scratch, 0o500)
     is_root = os.geteuid() == 0
     if is_root and UID_DROP not in skip:
         try:
@@ -240,8 +312,10 @@ def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> f
         and int(_LIBC.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)) == 1
     ):
         active.add(NO_NEW_PRIVS)
+    _drop_bounding_set()
     if is_root and UID_DROP not in skip and _drop_uid(uid):
         active.add(UID_DROP)
+    _clear_capabilities()
     # Armed after the uid drop, because the kernel clears it on every change of credentials.
     _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
     if os.getppid() != zygote_pid:
@@ -267,6 +341,67 @@ def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> f
     return frozenset(active)
 
 
-def remove_scratch(jail_plan: JailPlan, pid: int) -> None:
-    """Delete a dead child's scratch directory once its whole process group is gone."""
-    shutil.rmtree(scratch_dir(jail_plan, pid), ignore_errors=True)
+def remove_tree(path: str) -> bool:
+    """Delete ``path`` and everything beneath it; True when it is gone. Never raises.
+
+    Iterative, holding one directory open at a time and climbing back by ``..``: a tree a
+    parser built 1,200 levels deep made the recursive ``shutil.rmtree`` raise RecursionError
+    inside the fork server, and such paths exceed PATH_MAX and the descriptor limit. Runs in
+    the trusted fork server over a tree an attacker shaped, so symlinks are removed, never
+    followed, no directory is entered twice, and a tree moved under it is left, not chased.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700, follow_symlinks=False)
+    try:
+        current = os.open(path, flags)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return not os.path.lexists(path)
+    trail: list[tuple[str, int]] = []  # directories entered, and the inode of each one's parent
+    entered: set[int] = set()
+    try:
+        while True:
+            below: tuple[int, str] | None = None
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        with contextlib.suppress(OSError):
+                            os.unlink(entry.name, dir_fd=current)
+                    elif entry.inode() not in entered:
+                        entered.add(entry.inode())
+                        with contextlib.suppress(OSError):
+                            os.chmod(entry.name, 0o700, dir_fd=current, follow_symlinks=False)
+                        with contextlib.suppress(OSError):
+                            below = (os.open(entry.name, flags, dir_fd=current), entry.name)
+                            break
+            if below is not None:
+                trail.append((below[1], os.fstat(current).st_ino))
+                os.close(current)
+                current = below[0]
+                continue
+            if not trail:
+                break
+            name, parent_inode = trail.pop()
+            parent = os.open("..", flags, dir_fd=current)
+            os.close(current)
+            current = parent
+            if os.fstat(current).st_ino != parent_inode:
+                break
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=current)
+    except OSError:
+        pass  # what is left is reported by the return value
+    finally:
+        os.close(current)
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
+    return not os.path.lexists(path)
+
+
+def remove_scratch(jail_plan: JailPlan, pid: int) -> bool:
+    """Delete a dead child's scratch directory; True when nothing of it is left."""
+    return remove_tree(scratch_dir(jail_plan, pid))

@@ -52,7 +52,6 @@ _FILE_RIGHTS = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 READ = READ_FILE | READ_DIR
 RUN = READ_FILE | EXECUTE
-SCRATCH = READ | WRITE_FILE | MAKE_REG | MAKE_DIR | REMOVE_FILE | REMOVE_DIR | REFER | TRUNCATE
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -119,7 +118,8 @@ def _fail(what: str) -> OSError:
 
 
 def restrict(rules: Rules, scratch_fd: int) -> None:
-    """Confine the calling process for good: read the granted paths, write only in scratch.
+    """Confine the calling process for good: read the granted paths and its (empty) scratch
+    directory, write nothing but what the rules grant (``/dev/null``).
 
     The caller must already have no_new_privs set.
     """
@@ -134,7 +134,7 @@ def restrict(rules: Rules, scratch_fd: int) -> None:
     if ruleset < 0:
         raise _fail("create_ruleset")
     try:
-        for fd, rights in (*rules.grants, (scratch_fd, SCRATCH & handled)):
+        for fd, rights in (*rules.grants, (scratch_fd, READ & handled)):
             beneath = _PathBeneathAttr(rights, fd)
             if _LIBC.syscall(_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(beneath), 0):
                 raise _fail("add_rule")

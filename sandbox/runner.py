@@ -28,7 +28,7 @@ from sandbox.errors import (
     WallClockExceeded,
 )
 from sandbox.fork_server import ForkServer, WarmChild
-from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS
+from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS, UID_DROP
 from sandbox.limits import ParseLimits, SandboxLimits
 
 DEFAULT_MODULES = ("sandbox.extractors.all",)
@@ -165,8 +165,10 @@ class SandboxRunner:
     """Jobs in isolated children of one fork server that imported ``modules`` once.
 
     ``require`` (plus ``AIRLOCK_SANDBOX_REQUIRE``) names mechanisms without which the runner
-    refuses to run anything. ``skip`` turns mechanisms off on purpose, so a test can show that
-    each remaining layer holds on its own; naming one in both is an error.
+    refuses to run anything; as root, ``uid_drop`` is always required, because a job must never
+    parse as root. ``skip`` turns mechanisms off on purpose, so a test can show that each
+    remaining layer holds on its own; naming one in both is an error. ``seccomp_log`` makes the
+    filter log instead of kill, for deriving the allow list only.
     """
 
     def __init__(
@@ -177,6 +179,7 @@ class SandboxRunner:
         modules: tuple[str, ...] = DEFAULT_MODULES,
         require: frozenset[str] = frozenset(),
         skip: frozenset[str] = frozenset(),
+        seccomp_log: bool = False,
     ) -> None:
         if warm_children < 0:
             raise ValueError("warm_children must be zero or more")
@@ -188,6 +191,12 @@ class SandboxRunner:
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
             raise ValueError(f"mechanisms both required and skipped: {both}")
+        if os.geteuid() == 0:
+            if UID_DROP in self._skip:
+                raise ValueError("uid_drop cannot be skipped when running as root")
+            # A child whose uid drop failed would parse as root: it never gets a job.
+            self._require |= {UID_DROP}
+        self._seccomp_log = seccomp_log
         self._uid_base = int(os.environ.get("AIRLOCK_SANDBOX_UID_BASE", DEFAULT_UID_BASE))
         self._lock = threading.Lock()
         self._server: ForkServer | None = None
@@ -204,7 +213,12 @@ class SandboxRunner:
                 self._server.close()  # it died: reap it and remove its scratch root
                 self._server = None
             server = ForkServer(
-                self.limits, self._modules, self._uid_base, self._skip, _START_SECONDS
+                self.limits,
+                self._modules,
+                self._uid_base,
+                self._skip,
+                _START_SECONDS,
+                seccomp_log=self._seccomp_log,
             )
             missing = self._require - server.mechanisms
             if missing:
@@ -216,6 +230,11 @@ class SandboxRunner:
             server.prefill(self._warm_children)
             self._server = server
             return server
+
+    @property
+    def fork_server_pid(self) -> int:
+        """The fork server's pid (starting it if need be), for operators' and tests' tracing."""
+        return self._fork_server().zygote_pid
 
     @property
     def mechanisms(self) -> frozenset[str]:

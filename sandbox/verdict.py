@@ -25,6 +25,7 @@ from sandbox.errors import (
     NoExtractor,
     OcrRequired,
     ParserError,
+    ProcessLimitExceeded,
     SandboxError,
     UnreadableInput,
 )
@@ -67,6 +68,21 @@ def from_exit(notice: ExitNotice, limits: SandboxLimits, answered_bytes: int) ->
     memory = (
         f"{notice.max_rss_bytes // MIB} MiB resident of the {limits.memory_bytes // MIB} MiB limit"
     )
+    if notice.job_limit == "memory":
+        return MemoryLimitExceeded(
+            f"the job's processes held {notice.job_peak_bytes // MIB} MiB together, over its "
+            f"{limits.memory_bytes // MIB} MiB memory limit, and were killed"
+        )
+    if notice.job_limit == "cpu":
+        return CpuLimitExceeded(
+            f"the job's processes used {notice.cpu_seconds:.1f} CPU seconds together, over its "
+            f"{limits.cpu_seconds}-second CPU limit, and were killed"
+        )
+    if notice.job_limit == "processes":
+        return ProcessLimitExceeded(
+            f"the job ran {notice.job_peak_tasks} processes and threads at once, over its "
+            f"limit of {limits.processes}, and was killed"
+        )
     if os.WIFSIGNALED(notice.status):
         number = os.WTERMSIG(notice.status)
         name = _signal_name(number)

@@ -36,6 +36,10 @@ _LIBC = ctypes.CDLL(None)
 _PIPE_BYTES = 1 << 20
 _SHUTDOWN_GRACE_SECONDS = 5.0
 _RETRY_SCRATCH_SECONDS = 1.0
+# How often the job totals are sampled: a process's own rlimits hold between two samples.
+_WATCH_SECONDS = 0.05
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class ZygoteConfig:
     scratch_root: str
     uid_base: int
     skip: frozenset[str]
+    seccomp_log: bool = False
 
     def to_json(self) -> str:
         return json.dumps(
@@ -56,6 +61,7 @@ class ZygoteConfig:
                 "scratch_root": self.scratch_root,
                 "uid_base": self.uid_base,
                 "skip": sorted(self.skip),
+                "seccomp_log": self.seccomp_log,
             }
         )
 
@@ -68,6 +74,7 @@ class ZygoteConfig:
             value["scratch_root"],
             int(value["uid_base"]),
             frozenset(value["skip"]),
+            bool(value["seccomp_log"]),
         )
 
 
@@ -92,6 +99,56 @@ def _import_parsers(modules: tuple[str, ...]) -> None:
             warm_up()
 
 
+@dataclass(frozen=True)
+class Usage:
+    """One sample of a job's processes taken together (the leader and all it started)."""
+
+    tasks: int
+    cpu_seconds: float
+    resident_bytes: int
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as file:
+        # The command name may hold spaces and parentheses; the fields start after the last ')'.
+        return file.read().rpartition(")")[2].split()
+
+
+def measure_job(leader: int) -> Usage:
+    """Sum the job's tasks, CPU (reaped descendants included) and resident memory from /proc.
+
+    Per-process rlimits let five processes hold five times the memory limit; this is what the
+    job as a whole uses, so the fork server can hold the job to one budget.
+    """
+    tasks = 0
+    ticks = 0
+    pages = 0
+    todo = [leader]
+    while todo:
+        pid = todo.pop()
+        try:
+            fields = _stat_fields(pid)
+            with open(f"/proc/{pid}/task/{pid}/children") as file:
+                todo.extend(int(word) for word in file.read().split())
+        except (OSError, ValueError):
+            continue  # it exited between two reads: its time is in its parent's now
+        # utime, stime, cutime, cstime; num_threads; rss (proc(5) fields 14-17, 20, 24)
+        ticks += sum(int(value) for value in fields[11:15])
+        tasks += int(fields[17])
+        pages += int(fields[21])
+    return Usage(tasks, ticks / _CLOCK_TICKS, pages * _PAGE_BYTES)
+
+
+@dataclass
+class _Job:
+    """The job-wide peaks of one handed-over child, and the job limit it broke, if any."""
+
+    peak_tasks: int = 0
+    peak_resident_bytes: int = 0
+    cpu_seconds: float = 0.0
+    broke: str | None = None
+
+
 @dataclass
 class _Pending:
     """A child forked but not yet ready: the zygote still holds its parent-side pipe ends."""
@@ -109,7 +166,7 @@ class Zygote:
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.pending: dict[int, _Pending] = {}
-        self.handed_over: set[int] = set()
+        self.handed_over: dict[int, _Job] = {}
         self.unremoved_scratch: set[int] = set()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_r = wake_r
@@ -164,7 +221,7 @@ class Zygote:
         finally:
             for fd in (entry.job_w, entry.answer_r, pidfd):
                 os.close(fd)
-        self.handed_over.add(pid)
+        self.handed_over[pid] = _Job()
 
     def reap(self) -> None:
         while True:
@@ -196,19 +253,48 @@ class Zygote:
             os.close(entry.answer_r)
             _send(self.sock, {"event": "failed", "pid": pid, "status": status})
             return
-        self.handed_over.discard(pid)
+        job = self.handed_over.pop(pid)
         _send(
             self.sock,
             {
                 "event": "exited",
                 "pid": pid,
                 "status": status,
-                "cpu_seconds": usage.ru_utime + usage.ru_stime,
+                # wait4 counts the child and every descendant it waited for; the samples
+                # also saw those it did not live to wait for.
+                "cpu_seconds": max(usage.ru_utime + usage.ru_stime, job.cpu_seconds),
                 "max_rss_bytes": usage.ru_maxrss * 1024,
+                "job_peak_bytes": max(job.peak_resident_bytes, usage.ru_maxrss * 1024),
+                "job_peak_tasks": job.peak_tasks,
+                "job_limit": job.broke,
             },
         )
 
-    def kill_orphans(self) -> None:
+    def watch_jobs(self) -> None:
+        """Hold every running job to its memory, CPU and task budget as a whole.
+
+        A job over a budget loses its whole process group at once; the limit it broke goes
+        out with its exit notice, so the runner can say which one.
+        """
+        limits = self.plan.limits
+        for pid, job in self.handed_over.items():
+            if job.broke is not None:
+                continue
+            usage = measure_job(pid)
+            job.peak_tasks = max(job.peak_tasks, usage.tasks)
+            job.peak_resident_bytes = max(job.peak_resident_bytes, usage.resident_bytes)
+            job.cpu_seconds = max(job.cpu_seconds, usage.cpu_seconds)
+            if usage.resident_bytes > limits.memory_bytes:
+                job.broke = "memory"
+            elif usage.cpu_seconds > limits.cpu_seconds:
+                job.broke = "cpu"
+            elif usage.tasks > limits.processes:
+                job.broke = "processes"
+            if job.broke is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+
+    def kill_orphans(self, everyone: bool = False) -> None:
         """Kill processes reparented to us (we are a subreaper) that are none of our children.
 
         Only a descendant that left its job's process group can be one, which the seccomp
@@ -220,16 +306,15 @@ class Zygote:
         except OSError:
             return
         for pid in listed:
-            if pid not in self.pending and pid not in self.handed_over:
+            if everyone or (pid not in self.pending and pid not in self.handed_over):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
     def remove_scratch(self, pid: int) -> None:
-        jail.remove_scratch(self.plan, pid)
-        if os.path.exists(jail.scratch_dir(self.plan, pid)):
-            self.unremoved_scratch.add(pid)  # a dying group member was still writing; retry
-        else:
+        if jail.remove_scratch(self.plan, pid):
             self.unremoved_scratch.discard(pid)
+        else:
+            self.unremoved_scratch.add(pid)  # a dying group member was still writing; retry
 
     def on_runner_message(self) -> bool:
         data = self.sock.recv(4096)
@@ -251,6 +336,8 @@ class Zygote:
     def _loop(self) -> None:
         while True:
             timeout = _RETRY_SCRATCH_SECONDS if self.unremoved_scratch else None
+            if self.handed_over:
+                timeout = _WATCH_SECONDS
             for key, _ in self.selector.select(timeout):
                 if key.data == "runner":
                     if not self.on_runner_message():
@@ -264,16 +351,24 @@ class Zygote:
                     self.on_ready(key.data)
             for pid in tuple(self.unremoved_scratch):
                 self.remove_scratch(pid)
+            self.watch_jobs()
 
     def shutdown(self) -> None:
+        """Kill every job and everything they started, reap them, and remove their scratch.
+
+        Tolerates processes that are already gone: a shutdown that stopped at the first
+        ProcessLookupError left two jobs' grandchildren running with ppid 1.
+        """
         for pid in (*self.pending, *self.handed_over):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
             # A child forked a moment ago may not have made its own group yet; as our
             # unreaped child its pid cannot have been reused.
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + _SHUTDOWN_GRACE_SECONDS
         while time.monotonic() < deadline:
+            self.kill_orphans(everyone=True)
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -324,7 +419,9 @@ def main(argv: list[str]) -> int:
         # Orphaned grandchildren come to us, not to init, so they are reaped and killed here.
         _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         _import_parsers(config.modules)
-        plan = jail.plan(config.limits, config.scratch_root, config.uid_base, config.skip)
+        plan = jail.plan(
+            config.limits, config.scratch_root, config.uid_base, config.skip, config.seccomp_log
+        )
         mechanisms = _probe_mechanisms(plan)
     except Exception as exc:  # noqa: BLE001 - reported to the runner as SandboxUnavailable
         traceback.print_exc()

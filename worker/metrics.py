@@ -36,6 +36,7 @@ from sandbox.errors import (
     ForbiddenOperation,
     MemoryLimitExceeded,
     OutputTooLarge,
+    ProcessLimitExceeded,
     SandboxError,
     WallClockExceeded,
 )
@@ -59,6 +60,7 @@ _KILL_CAUSES = {
     ChildCrashed.__name__: "signal",
     ForbiddenOperation.__name__: "forbidden_syscall",
     OutputTooLarge.__name__: "output_cap",
+    ProcessLimitExceeded.__name__: "processes",
 }
 # Light jobs take milliseconds, OCR seconds per page, up to the 120 s default wall clock.
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)

@@ -177,6 +177,25 @@ def run_program(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     )
 
 
+_PR_CAPBSET_READ = 23
+
+
+def _capabilities(libc: ctypes.CDLL) -> dict[str, int]:
+    """The capability sets as capget(2) and PR_CAPBSET_READ report them (/proc/self/status is
+    not readable after the uid drop)."""
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(header, data) != 0:
+        return {"error": 1}
+    bounding = sum(1 << cap for cap in range(41) if libc.prctl(_PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
+    return {
+        "effective": data[0] | data[3] << 32,
+        "permitted": data[1] | data[4] << 32,
+        "inheritable": data[2] | data[5] << 32,
+        "bounding": bounding,
+    }
+
+
 @extractor("probe-identity")
 def identity(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     libc = ctypes.CDLL(None)
@@ -196,6 +215,7 @@ def identity(media_type: str, payload: bytes, limits: ParseLimits) -> str:
             "gid": os.getgid(),
             "groups": os.getgroups(),
             "no_new_privs": libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
+            "capabilities": _capabilities(libc),
             "cwd": os.getcwd(),
             "cwd_listing": os.listdir("."),
             "tmpdir": os.environ.get("TMPDIR"),
@@ -254,3 +274,79 @@ def length(media_type: str, payload: bytes, limits: ParseLimits) -> str:
 @extractor("probe-exit-raise")
 def raise_system_exit(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     raise SystemExit(int(_arg(payload)))
+
+
+_IPC_PRIVATE = 0
+_IPC_CREAT = 0o1000
+
+
+@extractor("probe-shm")
+def shared_memory(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'SEGMENTS BYTES': SysV shared memory, world-writable, touched, left behind."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    segments, size = (int(word) for word in _arg(payload).split())
+    for _ in range(segments):
+        segment = libc.shmget(_IPC_PRIVATE, ctypes.c_size_t(size), _IPC_CREAT | 0o666)
+        if segment < 0:
+            return f"shmget failed: errno {ctypes.get_errno()}"
+        address = libc.shmat(segment, None, 0)
+        ctypes.memset(address, 1, size)
+    return f"left {segments} segments"
+
+
+@extractor("probe-msgqueue")
+def message_queue(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    queue = libc.msgget(_IPC_PRIVATE, _IPC_CREAT | 0o666)
+    return f"msgget answered {queue}"
+
+
+@extractor("probe-posix-mq")
+def posix_queue(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    queue = libc.mq_open(b"/airlock-probe", os.O_CREAT | os.O_RDWR, 0o666, None)
+    return f"mq_open answered {queue}"
+
+
+@extractor("probe-memfd")
+def memory_file(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Pages written into a memfd are outside RLIMIT_AS; an ELF in one could be executed."""
+    fd = os.memfd_create("probe")
+    os.write(fd, b"x" * int(_arg(payload)))
+    return "memfd written"
+
+
+@extractor("probe-deep-tree")
+def deep_tree(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    for depth in range(int(_arg(payload))):
+        try:
+            os.mkdir("d")
+            os.chdir("d")
+        except OSError as exc:
+            return f"stopped at depth {depth}: {type(exc).__name__}"
+    return "built"
+
+
+@extractor("probe-fork-and-touch")
+def fork_and_touch(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'PROCESSES BYTES': each forked process touches BYTES and waits to be killed."""
+    processes, size = (int(word) for word in _arg(payload).split())
+    for _ in range(processes):
+        if os.fork() == 0:
+            block = bytearray(size)
+            block[:: 4096] = b"\x01" * len(block[:: 4096])
+            time.sleep(60)
+            os._exit(0)
+    time.sleep(60)
+    return "survived"
+
+
+@extractor("probe-fork-and-spin")
+def fork_and_spin(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    for _ in range(int(_arg(payload))):
+        if os.fork() == 0:
+            while True:
+                pass
+    while True:
+        pass
