@@ -23,7 +23,7 @@ from sandbox.errors import (
     MemoryLimitExceeded,
     WallClockExceeded,
 )
-from sandbox.jail import DEFAULT_UID_BASE, remove_tree
+from sandbox.jail import remove_tree
 from sandbox.limits import MIB, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.sandbox.probes import PROBE_MODULES
@@ -34,30 +34,22 @@ LIMITS = SandboxLimits(
 NO_FILTER = frozenset({"seccomp"})
 
 
-def _job_processes() -> list[int]:
-    """Processes running under a job's uid: any left after a job is a leak."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            uid = entry.stat().st_uid
-        except OSError:
-            continue
-        if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + (1 << 22):
-            found.append(int(entry.name))
-    return found
+def _job_processes(runner: SandboxRunner) -> list[str]:
+    """Everything the fork server still has beneath it. The runners here keep no warm child,
+    and the fork server is a subreaper, so anything a job left behind is listed here."""
+    zygote = runner.fork_server_pid
+    return Path(f"/proc/{zygote}/task/{zygote}/children").read_text().split()
 
 
-def _assert_nothing_left(scratch_root: Path | None = None) -> None:
+def _assert_nothing_left(runner: SandboxRunner, scratch_root: Path | None = None) -> None:
     """No process of any job, and (given the fork server's root) no scratch directory left."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        left = [*_job_processes(), *(scratch_root.iterdir() if scratch_root else ())]
+        left = [*_job_processes(runner), *(scratch_root.iterdir() if scratch_root else ())]
         if not left:
             return
         time.sleep(0.05)
-    assert _job_processes() == []
+    assert _job_processes(runner) == []
     assert scratch_root is None or list(scratch_root.iterdir()) == []
 
 
@@ -69,6 +61,7 @@ def _shm_segments() -> int:
 def runner() -> Iterator[SandboxRunner]:
     with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES) as sandbox:
         yield sandbox
+        _assert_nothing_left(sandbox)
 
 
 def _run(sandbox: SandboxRunner, kind: str, argument: str) -> str:
@@ -137,7 +130,7 @@ def test_without_the_filter_forked_memory_counts_against_one_budget() -> None:
     with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES, skip=NO_FILTER) as sandbox:
         with pytest.raises(MemoryLimitExceeded, match=r"held .* MiB together, over its 1024 MiB"):
             _run(sandbox, "probe-fork-and-touch", f"5 {600 * MIB}")
-        _assert_nothing_left()
+        _assert_nothing_left(sandbox)
 
 
 def test_without_the_filter_forked_cpu_counts_against_one_budget() -> None:
@@ -146,7 +139,7 @@ def test_without_the_filter_forked_cpu_counts_against_one_budget() -> None:
         before = _zygote_children_cpu(sandbox)
         with pytest.raises(CpuLimitExceeded, match="together, over its 2-second CPU limit"):
             _run(sandbox, "probe-fork-and-spin", "7")
-        _assert_nothing_left()
+        _assert_nothing_left(sandbox)
         used = _zygote_children_cpu(sandbox) - before
     # One sampling interval per core of overshoot at most; the old per-process limits let the
     # same job burn ~30 CPU seconds.
@@ -167,18 +160,19 @@ def test_a_deep_tree_left_in_scratch_is_removed_and_the_runner_goes_on() -> None
     the job sleeps, as a host without any write wall would let the job do) is removed by the
     fork server, which goes on serving the same runner. The recursive removal used to raise
     RecursionError in the fork server and take every later job down."""
-    known = set(Path("/tmp").glob("airlock-sandbox-*"))
     limits = SandboxLimits(wall_seconds=3.0, cpu_seconds=2)
     with SandboxRunner(limits, warm_children=0, modules=PROBE_MODULES) as sandbox:
-        assert sandbox.fork_server_pid  # started, with its scratch root
-        (scratch_root,) = set(Path("/tmp").glob("airlock-sandbox-*")) - known
+        zygote = sandbox.fork_server_pid
         outcome: list[BaseException] = []
         job = threading.Thread(target=_run_and_keep, args=(sandbox, outcome))
         job.start()
+        children = Path(f"/proc/{zygote}/task/{zygote}/children")
         deadline = time.monotonic() + 10
-        while not list(scratch_root.iterdir()) and time.monotonic() < deadline:
+        while not children.read_text().split() and time.monotonic() < deadline:
             time.sleep(0.01)
-        (scratch,) = scratch_root.iterdir()
+        (child,) = children.read_text().split()
+        scratch = Path(os.readlink(f"/proc/{child}/cwd"))
+        scratch_root = scratch.parent
         current = scratch
         for _ in range(1500):
             current = current / "d"
@@ -186,7 +180,7 @@ def test_a_deep_tree_left_in_scratch_is_removed_and_the_runner_goes_on() -> None
         job.join()
         assert isinstance(outcome[0], WallClockExceeded)
         assert _run(sandbox, "probe-echo", "next job") == "next job"
-        _assert_nothing_left(scratch_root)
+        _assert_nothing_left(sandbox, scratch_root)
 
 
 def _run_and_keep(sandbox: SandboxRunner, outcome: list[BaseException]) -> None:
