@@ -1,7 +1,7 @@
 """Real Redis and real ``celery worker`` processes, started per test and always torn down.
 
-Everything runs in one dedicated Redis database (``AIRLOCK_TEST_REDIS_DB``, default 9), which
-the session empties once at start; production keys in other databases are never touched.
+Everything runs in the suite's own ``redis-server`` (``tests.redis_server``), which the session
+empties once at start; no Redis the suite did not start is ever touched.
 Workers run with the test hooks (``-I tests.integration.worker_hooks``), one pool process
 unless a test asks for more, and are stopped (or killed, with their whole process group) at
 teardown, whatever the test did to them.
@@ -25,9 +25,8 @@ from redis import Redis
 
 from bridge.celery_queue import CeleryQueue
 from tests.conftest import REPO_ROOT
+from tests.redis_server import RedisServer
 
-REDIS_DB = int(os.environ.get("AIRLOCK_TEST_REDIS_DB", "9"))
-REDIS_URL = f"redis://127.0.0.1:6379/{REDIS_DB}"
 CELERY = REPO_ROOT / ".venv" / "bin" / "celery"
 AIRLOCK = REPO_ROOT / ".venv" / "bin" / "airlock"
 _READY_SECONDS = 60.0
@@ -35,15 +34,11 @@ _STOP_SECONDS = 15.0
 
 
 @pytest.fixture(scope="session")
-def redis_url() -> str:
-    client = Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except OSError as exc:  # redis-py's ConnectionError is an OSError too
-        pytest.fail(f"Redis is not reachable at {REDIS_URL}: {exc}")
-    client.flushdb()  # the dedicated test database only
+def redis_url(suite_redis: RedisServer) -> str:
+    client = suite_redis.client()
+    client.flushall()  # the suite's own server: nobody else's data is in it
     client.close()
-    return REDIS_URL
+    return suite_redis.url()
 
 
 @pytest.fixture

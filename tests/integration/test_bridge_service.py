@@ -30,7 +30,6 @@ from tests.conftest import REPO_ROOT
 from tests.helpers import selection_as_json
 from tests.integration.conftest import (
     AIRLOCK,
-    REDIS_DB,
     WorkerProcess,
     wait_for_marker,
     worker_env,
@@ -311,9 +310,9 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(
 
 
 def test_the_documented_redis_cli_example_works_as_written(
-    redis: Redis, start_bridge: Callable[..., BridgeProcess]
+    redis: Redis, redis_url: str, start_bridge: Callable[..., BridgeProcess]
 ) -> None:
-    """The ``sh`` block of docs/bridge-service.md, pointed at the test database, prints the
+    """The ``sh`` block of docs/bridge-service.md, pointed at the suite's Redis, prints the
     result its ``text`` block shows: once read from the stream, once from the key."""
     doc = DOC.read_text()
     (example,) = re.findall(r"```sh\n(.*?)```", doc, flags=re.DOTALL)
@@ -325,7 +324,7 @@ def test_the_documented_redis_cli_example_works_as_written(
             "-euo",
             "pipefail",
             "-c",
-            example.replace("redis-cli ", f"redis-cli -n {REDIS_DB} "),
+            example.replace("redis-cli ", f"redis-cli -u {redis_url} "),
         ],
         capture_output=True,
         text=True,
