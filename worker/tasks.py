@@ -32,8 +32,18 @@ from worker.config import Settings
 from worker.deliveries import WORKER_LOST, delivery_key, record_delivery
 from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
 
+
+class SandboxChildLost(Exception):
+    """The sandbox child was killed from outside the sandbox (OOM killer, operator): retried."""
+
+
 #: Failures of the machinery, not verdicts on the document: another try may succeed.
-INFRASTRUCTURE_ERRORS = (RedisConnectionError, RedisTimeoutError, SandboxUnavailable)
+INFRASTRUCTURE_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    SandboxUnavailable,
+    SandboxChildLost,
+)
 _MAX_RETRIES = 5
 _RETRY_BACKOFF_MAX_SECONDS = 60
 _REDIS_TIMEOUT_SECONDS = 10
@@ -116,6 +126,12 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         cause = outcome.__cause__
         if isinstance(cause, SandboxUnavailable):
             raise cause  # retried with backoff: the host, not the document, failed
+        if extraction.killed_from_outside(cause) and (
+            task.request.retries + 1 < settings.max_deliveries
+        ):
+            # Retried like an unavailable sandbox, but only max_deliveries times in all: a
+            # parser that kills itself the same way must not buy itself endless runs.
+            raise SandboxChildLost(str(cause)) from cause
         if job.stage is Stage.LIGHT and extraction.needs_ocr(cause):
             return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
     envelope = outcome_envelope(outcome, job.label, job.sha256)

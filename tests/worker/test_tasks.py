@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,13 @@ from bridge.attachments import ExtractionLimits
 from bridge.claim_check import sha256_hex, store_payloads
 from bridge.jobs import TASK_NAME, ExtractionJob, MalformedJob, Stage
 from sandbox.errors import OcrRequired, ParserError, SandboxUnavailable
+from sandbox.extractor import SandboxExtractor
+from sandbox.runner import SandboxRunner
+from tests.sandbox.probes import PROBE_MODULES
 from worker import extraction
 from worker.application import create_app
 from worker.config import Settings
-from worker.tasks import Runtime, run_job
+from worker.tasks import Runtime, SandboxChildLost, run_job
 
 from .conftest import REDIS_URL
 
@@ -156,6 +160,56 @@ def test_an_unavailable_sandbox_is_raised_for_a_retry(redis: Redis, parser: Scri
     parser.result = SandboxUnavailable("the fork server died")
     with pytest.raises(SandboxUnavailable):
         run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
+
+
+class SignalProbe:
+    """The real sandbox, every job run as ``probe-signal``: the child dies of the signal named."""
+
+    def __init__(self, runner: SandboxRunner, signal_name: str) -> None:
+        self.inner = SandboxExtractor(runner=runner)
+        self.signal_name = signal_name
+        self.calls = 0
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        self.calls += 1
+        return self.inner.extract(
+            "probe-signal", "text/plain", self.signal_name.encode(), max_pages=max_pages
+        )
+
+
+@pytest.fixture(scope="module")
+def probe_runner() -> Iterator[SandboxRunner]:
+    with SandboxRunner(modules=PROBE_MODULES) as runner:
+        yield runner
+
+
+def test_a_child_killed_from_outside_the_sandbox_is_retried_within_max_deliveries(
+    redis: Redis, probe_runner: SandboxRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGKILL none of the sandbox's limits sent (the OOM killer, an operator) says nothing
+    about the document: the task raises for a retry until AIRLOCK_MAX_DELIVERIES (2 here)
+    attempts were made, and the last attempt answers the crash."""
+    killed = SignalProbe(probe_runner, "SIGKILL")
+    monkeypatch.setattr(extraction, "sandbox_extractor", lambda s, stage, on_progress=None: killed)
+    task, job = FakeTask(), job_for(redis, unique())
+    with pytest.raises(SandboxChildLost, match="SIGKILL from outside the sandbox"):
+        run_job(task, job, Runtime(SETTINGS))
+    task.request.retries = 1  # Celery's retry of the same task id
+    envelope = run_job(task, job, Runtime(SETTINGS))
+    assert (envelope["type"], killed.calls) == ("ChildCrashed", 2)
+    assert "SIGKILL from outside the sandbox" in str(envelope["reason"])
+
+
+def test_a_crash_of_the_parser_itself_is_answered_at_once(
+    redis: Redis, probe_runner: SandboxRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    crashed = SignalProbe(probe_runner, "SIGSEGV")
+    monkeypatch.setattr(extraction, "sandbox_extractor", lambda s, stage, on_progress=None: crashed)
+    envelope = run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
+    assert (envelope["type"], envelope["reason"]) == (
+        "ChildCrashed", "the parser crashed with SIGSEGV",
+    )  # fmt: skip
+    assert crashed.calls == 1
 
 
 def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
