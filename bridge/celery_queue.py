@@ -7,7 +7,9 @@ subscribes to the result channels of exactly the task ids it created, *before* p
 channel is quiet (so a lost notification costs a second, not the attachment). Every call uses
 fresh task ids; when it stops waiting it revokes the stragglers and deletes their results, and
 each message carries the deadline as its Celery expiry, so a worker that reaches a stale job
-later drops it unrun. Nothing read here is trusted: it goes to ``bridge.envelope``.
+later drops it unrun. While it waits, it publishes again, under the same id, any job the broker
+lost with a killed worker (``bridge.reconcile``). Nothing read here is trusted: it goes to
+``bridge.envelope``.
 """
 
 from __future__ import annotations
@@ -27,14 +29,20 @@ from redis.client import PubSub
 
 from bridge.claim_check import store_payloads
 from bridge.envelope import StoredAnswer, read_stored
-from bridge.jobs import TASK_NAME, wire_settings
+from bridge.jobs import QUEUES, TASK_NAME, wire_settings
 from bridge.queue import QueuedJob, QueueUnavailable
+from bridge.reconcile import Reconciler
 
 _log = logging.getLogger(__name__)
 
 #: How long the result channel may stay quiet before the client looks at the keys directly.
 _SWEEP_SECONDS = 1.0
 _CONNECT_SECONDS = 5.0
+#: How often a waiting caller looks for jobs the broker lost; one is sent again after two
+#: looks missed it, so a lost job costs about twice this, never the caller's deadline.
+RECONCILE_SECONDS = 2.0
+#: The broker URLs whose transport is kombu's Redis one, the one that can lose a popped job.
+_REDIS_BROKERS = ("redis://", "rediss://", "unix://")
 _INFRASTRUCTURE_ERRORS = (RedisError, KombuError, OSError)
 
 
@@ -57,6 +65,7 @@ class CeleryQueue:
         *,
         payload_ttl: int = 3600,
         new_task_id: Callable[[], str] = _new_task_id,
+        reconcile_seconds: float = RECONCILE_SECONDS,
     ) -> None:
         self._app: Any = Celery("airlock-client", broker=broker_url, set_as_current=False)
         self._app.conf.update(
@@ -70,12 +79,24 @@ class CeleryQueue:
             socket_connect_timeout=_CONNECT_SECONDS,
             socket_timeout=_CONNECT_SECONDS + _SWEEP_SECONDS,
         )
+        self._broker: Redis | None = (
+            Redis.from_url(
+                broker_url,
+                socket_connect_timeout=_CONNECT_SECONDS,
+                socket_timeout=_CONNECT_SECONDS,
+            )
+            if broker_url.startswith(_REDIS_BROKERS)
+            else None
+        )
         self._payload_ttl = payload_ttl
         self._new_task_id = new_task_id
+        self._reconcile_seconds = reconcile_seconds
 
     def close(self) -> None:
         self._app.close()
         self._redis.close()
+        if self._broker is not None:
+            self._broker.close()
 
     def extract(self, jobs: Sequence[QueuedJob], deadline: float) -> list[StoredAnswer | None]:
         task_ids = [self._new_task_id() for _ in jobs]
@@ -86,7 +107,7 @@ class CeleryQueue:
                 keys = {result_key(task_id): index for index, task_id in enumerate(task_ids)}
                 self._subscribe(pubsub, list(keys), deadline)
                 self._publish(jobs, task_ids, deadline)
-                answers = self._collect(pubsub, keys, jobs, deadline)
+                answers = self._collect(pubsub, keys, jobs, task_ids, deadline)
         except _INFRASTRUCTURE_ERRORS as exc:
             raise QueueUnavailable(
                 f"the extraction queue is unreachable ({type(exc).__name__}: {exc})"
@@ -124,10 +145,17 @@ class CeleryQueue:
         pubsub: PubSub,
         keys: dict[str, int],
         jobs: Sequence[QueuedJob],
+        task_ids: list[str],
         deadline: float,
     ) -> list[StoredAnswer | None]:
         answers: list[StoredAnswer | None] = [None] * len(jobs)
         pending = dict(keys)
+        reconciler = (
+            None
+            if self._broker is None
+            else Reconciler(self._broker, QUEUES, self._reconcile_seconds)
+        )
+        next_look = time.monotonic() + self._reconcile_seconds
 
         def take(key: str, untrusted_raw: object) -> None:
             index = pending.get(key)
@@ -147,9 +175,38 @@ class CeleryQueue:
                 self._sweep(pending, take)
             elif message["type"] == "message" and isinstance(message["channel"], bytes):
                 take(message["channel"].decode(), message["data"])
+            if reconciler is not None and pending and time.monotonic() >= next_look:
+                self._republish_lost(
+                    reconciler, pending, take, jobs=jobs, task_ids=task_ids, deadline=deadline
+                )
+                next_look = time.monotonic() + reconciler.interval
         if pending:
             self._sweep(pending, take)
         return answers
+
+    def _republish_lost(
+        self,
+        reconciler: Reconciler,
+        pending: dict[str, int],
+        take: Callable[[str, object], None],
+        *,
+        jobs: Sequence[QueuedJob],
+        task_ids: list[str],
+        deadline: float,
+    ) -> None:
+        """Publish again, under its own id, each job no queue and no worker holds any more.
+
+        Its answer may have been stored since the caller last looked (a job leaves the unacked
+        hash once answered), so the keys are read first: only a job still unanswered is sent.
+        """
+        lost = reconciler.lost([task_ids[index] for index in pending.values()])
+        if not lost:
+            return
+        self._sweep({result_key(task_id): pending[result_key(task_id)] for task_id in lost}, take)
+        again = [pending[result_key(task_id)] for task_id in lost if result_key(task_id) in pending]
+        if again:
+            _log.warning("publishing %d jobs again: the broker lost them", len(again))
+            self._publish([jobs[i] for i in again], [task_ids[i] for i in again], deadline)
 
     def _sweep(self, pending: dict[str, int], take: Callable[[str, object], None]) -> None:
         keys = list(pending)

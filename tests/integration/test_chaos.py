@@ -7,13 +7,18 @@ real sandbox extracts the text, so the local path (no hooks) is the reference.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import random
 import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from redis import Redis
 
 from bridge.attachments import AttachmentRef, AttachmentSource
 from bridge.celery_queue import CeleryQueue
@@ -91,3 +96,101 @@ def test_payload_that_kills_every_worker_fails_after_n_deliveries(
     assert label == "killer.txt"
     assert "WorkerLost: the worker failed 3 times on this job" in reason
     assert len(wait_for_marker(marker_dir / "killer", lines=3)) == 3
+
+
+def counted_ref(tag: str, seconds: float = 0.0) -> AttachmentRef:
+    """A text job whose every run (not delivery) appends a line to the marker ``tag``."""
+    payload = f"airlock-test: sleep {seconds:g} {tag}\ntext of {tag}\n".encode()
+    return AttachmentRef(f"{tag}.txt", "text", "text/plain", payload)
+
+
+def runs(marker_dir: Path, tag: str) -> int:
+    marker = marker_dir / tag
+    return len(marker.read_text().split()) if marker.exists() else 0
+
+
+def test_a_job_popped_by_a_worker_that_died_before_recording_it_is_sent_again(
+    start_worker: WorkerFactory, client: CeleryQueue, redis: Redis, marker_dir: Path
+) -> None:
+    """The BRPOP-before-unacked window (celery#7950): a main process killed right after Redis
+    handed it a message takes the message along, and it is in no queue and no unacked entry.
+    Here a stand-in consumer pops the message and drops it, as the dead process would; the
+    caller publishes it again under the same id and it runs exactly once."""
+    ref = counted_ref("popped")
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(gather, [ref], client, deadline=60, use_cache=False)
+        popped = redis.brpop(["airlock.light"], timeout=30)
+        assert popped is not None  # the message, now nowhere a sweep could restore it from
+        start_worker()
+        selection = pending.result()
+    assert selection == local([ref])
+    assert runs(marker_dir, "popped") == 1
+    task_id = json.loads(popped[1])["headers"]["id"]
+    assert redis.get(f"airlock:deliveries:{task_id}:light:0") == b"1"
+
+
+#: Chaos run: jobs keep coming from several callers until both counts are reached.
+CHAOS_KILLS = 20
+CHAOS_JOBS = 500
+_CHAOS_BATCH = 25
+_CHAOS_CALLERS = 3
+_CHAOS_WORKERS = 2
+
+
+@pytest.mark.slow
+def test_kill_9_of_worker_main_processes_loses_no_job(
+    start_worker: WorkerFactory,
+    client: CeleryQueue,
+    marker_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Worker main processes are killed with SIGKILL while jobs flow; every job is answered,
+    right, and run at most AIRLOCK_MAX_DELIVERIES (3) times."""
+    caplog.set_level(logging.WARNING, logger="bridge.celery_queue")
+    workers = [start_worker(concurrency=2, env=_FAST_RECOVERY) for _ in range(_CHAOS_WORKERS)]
+    kills = 0
+    lock = threading.Lock()
+    batches: list[tuple[list[AttachmentRef], IngestSelection]] = []
+
+    def killer() -> None:
+        nonlocal kills
+        chance = random.Random(7)
+        while kills < CHAOS_KILLS:
+            time.sleep(chance.uniform(0.8, 1.8))
+            victim = workers[kills % _CHAOS_WORKERS]
+            os.kill(victim.process.pid, signal.SIGKILL)  # the main process only
+            victim.process.wait(15)
+            workers[kills % _CHAOS_WORKERS] = start_worker(concurrency=2, env=_FAST_RECOVERY)
+            kills += 1
+
+    def caller(number: int) -> None:
+        while True:
+            with lock:
+                done = sum(len(refs) for refs, _ in batches)
+                if kills >= CHAOS_KILLS and done >= CHAOS_JOBS:
+                    return
+                first = done + number * 100_000
+            refs = [counted_ref(f"chaos{first + i}") for i in range(_CHAOS_BATCH)]
+            selection = gather(refs, client, deadline=90, use_cache=False)
+            with lock:
+                batches.append((refs, selection))
+
+    with ThreadPoolExecutor(1 + _CHAOS_CALLERS) as pool:
+        running = [pool.submit(killer), *(pool.submit(caller, n) for n in range(_CHAOS_CALLERS))]
+        for future in running:
+            future.result()
+    refs = [ref for batch, _ in batches for ref in batch]
+    wrong = [i for i, (batch, got) in enumerate(batches) if got != local(batch)]
+    lost = [label for _, selection in batches for label, _ in selection.dropped]
+    over_run = [ref.label for ref in refs if runs(marker_dir, ref.label[:-4]) > 3]
+    republished = sum(
+        int(record.args[0])  # type: ignore[index]
+        for record in caplog.records
+        if record.name == "bridge.celery_queue" and "again" in record.msg
+    )
+    print(
+        f"chaos: {kills} kills, {len(refs)} jobs, {len(lost)} lost, {len(wrong)} wrong "
+        f"batches, {len(over_run)} run more than 3 times, {republished} published again"
+    )
+    assert kills >= CHAOS_KILLS and len(refs) >= CHAOS_JOBS
+    assert (lost, wrong, over_run) == ([], [], [])
