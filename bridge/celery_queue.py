@@ -26,11 +26,14 @@ from celery.backends.base import KeyValueStoreBackend
 from kombu.exceptions import KombuError
 from redis import Redis, RedisError
 from redis.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bridge.claim_check import store_payloads
 from bridge.envelope import StoredAnswer, read_stored
 from bridge.jobs import QUEUES, TASK_NAME, wire_settings
-from bridge.queue import QueuedJob, QueueUnavailable
+from bridge.queue import QueuedJob, QueueFull, QueueUnavailable
 from bridge.reconcile import Reconciler
 
 _log = logging.getLogger(__name__)
@@ -44,10 +47,39 @@ RECONCILE_SECONDS = 2.0
 #: The broker URLs whose transport is kombu's Redis one, the one that can lose a popped job.
 _REDIS_BROKERS = ("redis://", "rediss://", "unix://")
 _INFRASTRUCTURE_ERRORS = (RedisError, KombuError, OSError)
+#: Failures to reach Redis at all: their text names the address and errno, nothing sent.
+_UNREACHED = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def _new_task_id() -> str:
     return uuid.uuid4().hex
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def unavailable(exc: BaseException) -> QueueUnavailable:
+    """The caller's exception for an infrastructure failure, never quoting what was sent.
+
+    A failed pipeline names its commands with their arguments in the error text (a payload's
+    first bytes included), so only a connection failure's own text (host, port, errno) is
+    quoted; any other error is named by its type.
+    """
+    chain = _causes(exc)
+    if any(isinstance(cause, OutOfMemoryError) for cause in chain):
+        return QueueFull(
+            "the extraction queue's Redis is full (it refuses writes at its maxmemory); "
+            "nothing was queued, try again once it has drained"
+        )
+    reached = next((cause for cause in chain if isinstance(cause, _UNREACHED)), None)
+    detail = type(exc).__name__ if reached is None else f"{type(reached).__name__}: {reached}"
+    return QueueUnavailable(f"the extraction queue is unreachable ({detail})")
 
 
 def result_key(task_id: str) -> str:
@@ -109,9 +141,7 @@ class CeleryQueue:
                 self._publish(jobs, task_ids, deadline)
                 answers = self._collect(pubsub, keys, jobs, task_ids, deadline)
         except _INFRASTRUCTURE_ERRORS as exc:
-            raise QueueUnavailable(
-                f"the extraction queue is unreachable ({type(exc).__name__}: {exc})"
-            ) from exc
+            raise unavailable(exc) from exc
         self._withdraw(task_ids, [i for i, answer in enumerate(answers) if answer is None])
         return answers
 

@@ -48,6 +48,14 @@ class QueueUnavailable(KnowledgeBridgeError):
     """
 
 
+class QueueFull(QueueUnavailable):
+    """Redis refuses to store more (``maxmemory`` with ``noeviction``): nothing was queued.
+
+    Not "unreachable": the operator's remedy differs (drain or grow Redis, not restart it),
+    and a caller may retry later rather than fall back at once.
+    """
+
+
 @dataclass(frozen=True)
 class QueuedJob:
     """A job and the bytes its claim check stands for."""

@@ -26,6 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from celery import Celery
+from celery.bin.celery import celery as celery_command
 
 from bridge.jobs import LIGHT_QUEUE, wire_settings
 from bridge.logs import LogFormat
@@ -54,6 +55,11 @@ def create_app(settings: Settings) -> Any:
         },
         result_expires=settings.result_expires,
         broker_connection_retry_on_startup=True,
+        # A Redis that is down for minutes, restarting, loading its AOF or full (noeviction
+        # refuses writes with OutOfMemoryError, a "channel" error to kombu) must never end a
+        # worker: it reconnects with backoff, for as long as it takes, and goes on serving.
+        broker_connection_max_retries=None,
+        broker_channel_error_retry=True,
         # A worker that lost its broker connection cannot acknowledge what it runs; the jobs
         # are redelivered elsewhere, so finishing them here would only duplicate work.
         worker_cancel_long_running_tasks_on_connection_loss=True,
@@ -73,8 +79,17 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
     unless ``AIRLOCK_LOG_FORMAT`` says otherwise: this is how deployments run workers.
     """
     app = create_app(replace(settings, log_format=settings.log_format or LogFormat.JSON))
+    # Celery's own command, run as ``app.start`` runs it but keeping what it returns: both
+    # ``worker_main`` and ``app.start`` drop the worker's exit code, and a worker stopped by an
+    # unrecoverable error must exit non-zero so a supervisor restarts it.
+    celery_command.params[0].default = app
     try:
-        app.worker_main(["worker", "--queues", ",".join(settings.queues), *celery_args])
+        code = celery_command.main(
+            args=["worker", "--queues", ",".join(settings.queues), *celery_args],
+            standalone_mode=False,
+        )
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
-    return 0
+    finally:
+        celery_command.params[0].default = None
+    return code if isinstance(code, int) else 0

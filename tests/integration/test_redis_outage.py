@@ -1,0 +1,184 @@
+"""Redis dies, restarts from its AOF, or fills up; the workers and the bridge outlive it.
+
+Each test runs its own ``redis-server`` (``tests.redis_server``) so it can kill or fill it
+without disturbing the rest of the suite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from redis import Redis
+from redis.exceptions import OutOfMemoryError
+
+from bridge.attachments import AttachmentRef
+from bridge.celery_queue import CeleryQueue
+from bridge.queue import QueueFull, QueueUnavailable, gather
+from tests.helpers import selection_as_json
+from tests.integration.conftest import AIRLOCK, WorkerFactory, WorkerProcess, worker_env
+from tests.integration.test_bridge_service import (
+    BridgeProcess,
+    request,
+    send,
+    wait_for_answers,
+)
+from tests.integration.test_chaos import counted_ref, local
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_workers(own_redis: RedisServer, tmp_path: Path) -> Iterator[WorkerFactory]:
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    factory = WorkerFactory(own_redis.url(), markers, tmp_path)
+    yield factory
+    factory.stop_all()
+
+
+def serving(worker: WorkerProcess, marker_dir: Path, tags: list[str]) -> bool:
+    """Whether one of this worker's pool processes ran one of the jobs ``tags``."""
+    pids = set(worker.pool_pids())
+    return any(
+        int(pid) in pids
+        for tag in tags
+        if (marker_dir / tag).exists()
+        for pid in (marker_dir / tag).read_text().split()
+    )
+
+
+def test_workers_outlive_a_redis_kill_9_and_restart_from_its_aof(
+    own_redis: RedisServer, own_workers: WorkerFactory
+) -> None:
+    workers = [own_workers(concurrency=1) for _ in range(2)]
+    in_flight = [counted_ref(f"during{i}", 0.5) for i in range(8)]
+    with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client, ThreadPoolExecutor(
+        1
+    ) as pool:
+        caught = pool.submit(gather, in_flight, client, deadline=30, use_cache=False)
+        time.sleep(1.5)  # both workers are mid-job
+        own_redis.kill()
+        with pytest.raises(QueueUnavailable):
+            caught.result()  # the caller learns at once; the workers must not
+    time.sleep(2)
+    own_redis.start()
+    tags = [f"after{i}" for i in range(20)]
+    refs = [counted_ref(tag, 0.3) for tag in tags]
+    with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client:
+        selection = gather(refs, client, deadline=90, use_cache=False)
+    assert selection == local(refs)
+    for worker in workers:
+        assert worker.process.poll() is None, worker.log()[-3000:]
+        assert serving(worker, own_workers.marker_dir, tags), worker.log()[-3000:]
+
+
+def fill(redis: Redis) -> int:
+    """Cap Redis a little above what it holds (noeviction) and write until it refuses."""
+    used = int(redis.info("memory")["used_memory"])
+    redis.config_set("maxmemory", used + 2 * 1024 * 1024)
+    redis.config_set("maxmemory-policy", "noeviction")
+    count = 0
+    with contextlib.suppress(OutOfMemoryError):
+        while True:
+            redis.set(f"filler:{count}", b"\0" * 100_000)
+            count += 1
+    return count
+
+
+def test_a_full_redis_is_reported_full_and_workers_outlive_it(
+    own_redis: RedisServer, own_workers: WorkerFactory
+) -> None:
+    """At maxmemory (noeviction) every write fails with OutOfMemoryError, including the ones a
+    worker makes to declare its queues and take a job. Workers started against the full Redis
+    stay up and serve once it drains; a caller is told the Redis is full, without any of its
+    payload in the reason."""
+    redis = own_redis.client()
+    assert fill(redis) > 0
+    workers = [own_workers(concurrency=1, wait=False) for _ in range(2)]
+    secret = b"SECRET-PAYLOAD-BYTES " * 8
+    refs = [AttachmentRef("full.txt", "text", "text/plain", secret)]
+    with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client:
+        with pytest.raises(QueueFull) as refused:
+            gather(refs, client, deadline=10, use_cache=False)
+        assert "Redis is full" in str(refused.value)
+        assert b"SECRET" not in str(refused.value).encode()
+        time.sleep(5)  # the workers meet OutOfMemoryError while starting
+        for worker in workers:
+            assert worker.process.poll() is None, worker.log()[-3000:]
+        redis.delete(*redis.scan_iter(match="filler:*"))
+        for worker in workers:
+            worker.wait_ready()
+        tags = [f"drained{i}" for i in range(20)]
+        batch = [counted_ref(tag, 0.3) for tag in tags]
+        assert gather(batch, client, deadline=60, use_cache=False) == local(batch)
+    for worker in workers:
+        assert serving(worker, own_workers.marker_dir, tags), worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log()
+    redis.close()
+
+
+def test_a_worker_that_must_stop_exits_non_zero(own_redis: RedisServer, tmp_path: Path) -> None:
+    """A failure no retry can mend (here the heartbeat file's directory is missing) ends the
+    worker with a non-zero status, so a supervisor restarts it and an operator sees it."""
+    env = worker_env(
+        own_redis.url(),
+        tmp_path,
+        {"AIRLOCK_HEARTBEAT_FILE": str(tmp_path / "missing" / "heartbeat")},
+    )
+    run = subprocess.run(
+        [str(AIRLOCK), "worker", "-c", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert "Unrecoverable error" in run.stderr + run.stdout
+    assert run.returncode != 0
+
+
+def test_the_bridge_outlives_a_redis_kill_9_and_a_full_redis(
+    own_redis: RedisServer, own_workers: WorkerFactory, tmp_path: Path
+) -> None:
+    """``airlock bridge`` backs off while Redis is gone or full and answers afterwards."""
+    own_workers(concurrency=1)
+    overrides = {"AIRLOCK_BRIDGE_CONSUMER": "b1", "AIRLOCK_LOG_FORMAT": "plain"}
+    bridge = BridgeProcess(
+        "b1", worker_env(own_redis.url(), own_workers.marker_dir, overrides), tmp_path / "b.log"
+    )
+    try:
+        bridge.wait_ready()
+        redis = own_redis.client()
+        ref = counted_ref("via-bridge")
+        send(redis, request("before", ref))
+        assert wait_for_answers(redis, 1)["before"]["selection"] == selection_as_json(local([ref]))
+        own_redis.kill()
+        time.sleep(3)
+        own_redis.start()
+        assert fill(redis) > 0
+        time.sleep(3)
+        assert bridge.process.poll() is None, bridge.log()[-3000:]
+        redis.delete(*redis.scan_iter(match="filler:*"))
+        send(redis, request("after", ref))
+        answers = wait_for_answers(redis, 2)
+        assert answers["after"]["selection"] == selection_as_json(local([ref]))
+        assert bridge.process.poll() is None, bridge.log()[-3000:]
+        redis.close()
+    finally:
+        bridge.stop()
