@@ -85,7 +85,12 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
     celery_command.params[0].default = app
     try:
         code = celery_command.main(
-            args=["worker", "--queues", ",".join(settings.queues), *celery_args],
+            # INFO unless told otherwise: the ready line and one line per task are what an
+            # operator reads first, and no launcher (compose, Kubernetes) passes -l.
+            args=[
+                "worker", "--queues", ",".join(settings.queues), "--loglevel", "INFO",
+                *celery_args,
+            ],  # fmt: skip
             standalone_mode=False,
         )
     except SystemExit as exc:

@@ -134,9 +134,11 @@ class WorkerFactory:
         env: Mapping[str, str] | None = None,
         wait: bool = True,
         via_cli: bool = False,
+        log_level: str | None = "info",
     ) -> WorkerProcess:
         """``celery -A worker worker -Q queues ...``, or ``airlock worker ...`` with ``via_cli``
-        (which consumes the configured queues unless told otherwise)."""
+        (which consumes the configured queues unless told otherwise); ``log_level=None``
+        passes no ``-l``."""
         name = f"t{uuid.uuid4().hex[:8]}"
         nodename = f"{name}@{socket.gethostname()}"
         log_path = self._log_dir / f"{name}.log"
@@ -148,7 +150,7 @@ class WorkerFactory:
             "--without-gossip", "--without-mingle", "--without-heartbeat",
             "-n", nodename,
             "-I", "tests.integration.worker_hooks",
-            "-l", "info",
+            *(["-l", log_level] if log_level else []),
         ]  # fmt: skip
         with log_path.open("wb") as log:
             process = subprocess.Popen(

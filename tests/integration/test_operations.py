@@ -177,3 +177,22 @@ def test_sigterm_after_the_hand_off_to_ocr_loses_nothing(
         start_worker(queues=[OCR_QUEUE])
         selection = pending.result()
     assert selection == local([scanned])
+
+
+def test_airlock_worker_logs_its_ready_line_and_one_json_line_per_task_by_default(
+    start_worker: WorkerFactory, client: CeleryQueue
+) -> None:
+    """As compose and Kubernetes run it: ``airlock worker`` with no ``-l`` and no log format."""
+    worker = start_worker(via_cli=True, log_level=None)  # returns once the ready line is logged
+    refs = [AttachmentRef(f"default{i}.txt", "text", "text/plain", b"logged") for i in range(2)]
+    assert gather(refs, client, deadline=60, use_cache=False) == local(refs)
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [json.loads(raw) for raw in worker.log().splitlines() if raw.startswith("{")]
+        task_lines = [line for line in lines if line["logger"] == "worker.tasks"]
+        if len(task_lines) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert sorted(line["label"] for line in task_lines) == ["default0.txt", "default1.txt"]
+    assert all(line["level"] == "INFO" for line in task_lines)
+    assert any(line["message"].endswith(f"{worker.nodename} ready.") for line in lines)
