@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/queue_bench.py [--quick]
 
-Starts its own ``celery worker`` (2 pool processes, both queues) against a dedicated Redis
-database (``AIRLOCK_BENCH_REDIS_DB``, default 10, emptied at start and end) and stops it.
+Starts its own ``redis-server`` (a free loopback port, a temporary directory, AOF everysec as
+deployed: ``tests/redis_server.py``) and its own ``celery worker`` (2 pool processes, both
+queues) against it, and stops both: it never touches a Redis it did not start.
 
 1. Publishing N jobs from the client: one shared producer (what ``CeleryQueue`` does) vs a
    Celery ``group``. Client-side milliseconds per job.
@@ -25,6 +26,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -38,11 +40,12 @@ from bridge.celery_queue import CeleryQueue
 from bridge.jobs import wire_settings
 from bridge.queue import gather
 from sandbox.extractor import SandboxExtractor
+from tests.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parent.parent
 QUICK = "--quick" in sys.argv
-DB = int(os.environ.get("AIRLOCK_BENCH_REDIS_DB", "10"))
-URL = f"redis://127.0.0.1:6379/{DB}"
+SERVER = RedisServer(Path(tempfile.mkdtemp(prefix="airlock-bench-redis-")))
+URL = SERVER.url()
 ROUND_TRIPS = 50 if QUICK else 300
 BATCH = 200 if QUICK else 1000
 PUBLISHED = 200 if QUICK else 1000
@@ -136,7 +139,14 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def main() -> None:
-    Redis.from_url(URL).flushdb()  # the bench's own database
+    SERVER.start()
+    try:
+        measure()
+    finally:
+        SERVER.stop()
+
+
+def measure() -> None:
     shared, grouped = publishing()
     print(f"publish, shared producer: {shared:.2f} ms/job; group: {grouped:.2f} ms/job "
           f"(ratio {grouped / shared:.2f}x)")  # fmt: skip
@@ -155,7 +165,7 @@ def main() -> None:
         client.close()
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(30)
-    Redis.from_url(URL).flushdb()  # payloads, counters and cache entries of this run
+    Redis.from_url(URL).flushall()  # the bench's own server: payloads, counters, cache
     local = local_throughput()
     print(f"throughput, {BATCH} small texts: queue (2 worker processes) {queued:.0f}/s, "
           f"local sandbox (2 threads) {local:.0f}/s, ratio {queued / local:.2f}x "
