@@ -82,17 +82,12 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
     # Celery's own command, run as ``app.start`` runs it but keeping what it returns: both
     # ``worker_main`` and ``app.start`` drop the worker's exit code, and a worker stopped by an
     # unrecoverable error must exit non-zero so a supervisor restarts it.
+    # INFO unless told otherwise (a later -l wins): the ready line and one line per task are
+    # what an operator reads first, and no launcher (compose, Kubernetes) passes -l.
+    arguments = ["worker", "--queues", ",".join(settings.queues), "--loglevel", "INFO"]
     celery_command.params[0].default = app
     try:
-        code = celery_command.main(
-            # INFO unless told otherwise: the ready line and one line per task are what an
-            # operator reads first, and no launcher (compose, Kubernetes) passes -l.
-            args=[
-                "worker", "--queues", ",".join(settings.queues), "--loglevel", "INFO",
-                *celery_args,
-            ],  # fmt: skip
-            standalone_mode=False,
-        )
+        code = celery_command.main(args=[*arguments, *celery_args], standalone_mode=False)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     finally:
