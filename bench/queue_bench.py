@@ -32,17 +32,19 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from celery import Celery, group
-from redis import Redis
-
-from bridge.attachments import AttachmentRef, extract_attachment
-from bridge.celery_queue import CeleryQueue
-from bridge.jobs import wire_settings
-from bridge.queue import gather
-from sandbox.extractor import SandboxExtractor
-from tests.redis_server import RedisServer
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO)]  # the suite's RedisServer, from tests/
+
+from celery import Celery, group  # noqa: E402
+from redis import Redis  # noqa: E402
+
+from bridge.attachments import AttachmentRef, extract_attachment  # noqa: E402
+from bridge.celery_queue import CeleryQueue  # noqa: E402
+from bridge.jobs import wire_settings  # noqa: E402
+from bridge.queue import gather  # noqa: E402
+from sandbox.extractor import SandboxExtractor  # noqa: E402
+from tests.redis_server import RedisServer  # noqa: E402
+
 QUICK = "--quick" in sys.argv
 SERVER = RedisServer(Path(tempfile.mkdtemp(prefix="airlock-bench-redis-")))
 URL = SERVER.url()

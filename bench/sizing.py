@@ -35,8 +35,9 @@ What is measured, and how:
 - ``probes``: ``airlock doctor``, ``airlock health --ready`` and ``airlock health --live``,
   CPU (user + system, the processes they reaped included) from ``wait4``.
 
-Redis: database ``AIRLOCK_SIZING_REDIS_DB`` (13), emptied at start and end of the sections that
-use it. CPU times, not wall times, are the figures to plan with on a shared machine.
+Redis: queue_bench's own ``redis-server`` (started here, stopped at the end; never a Redis the
+bench did not start), emptied at start and end of the sections that use it. CPU times, not
+wall times, are the figures to plan with on a shared machine.
 """
 
 from __future__ import annotations
@@ -62,9 +63,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
-DB = int(os.environ.get("AIRLOCK_SIZING_REDIS_DB", "13"))
-URL = f"redis://127.0.0.1:6379/{DB}"
-os.environ["AIRLOCK_BENCH_REDIS_DB"] = str(DB)  # queue_bench reads it at import
 
 import queue_bench  # noqa: E402
 import sandbox_bench  # noqa: E402
@@ -73,6 +71,8 @@ from pypdf import PdfReader  # noqa: E402
 from redis import Redis  # noqa: E402
 
 from bridge.celery_queue import CeleryQueue  # noqa: E402
+
+URL = queue_bench.URL
 from bridge.claim_check import sha256_hex, store_payloads  # noqa: E402
 from bridge.queue import DEFAULT_LIMITS, _job, gather  # noqa: E402
 from sandbox.extractors.ocr import encode_for_tesseract  # noqa: E402
@@ -710,13 +710,17 @@ def main() -> None:
     print(
         f"{time.strftime('%Y-%m-%d')}, python {platform.python_version()}, {os.cpu_count()} cores, "
         f"kernel {platform.release()}, {load()}, {REPEATS} runs per figure (medians), "
-        f"Redis db {DB}"
+        f"Redis {URL}"
     )
     summary = []
-    for name, section in SECTIONS.items():
-        if not ONLY or name in ONLY:
-            print(f"\n[{name}] {load()}")
-            summary += section()
+    queue_bench.SERVER.start()
+    try:
+        for name, section in SECTIONS.items():
+            if not ONLY or name in ONLY:
+                print(f"\n[{name}] {load()}")
+                summary += section()
+    finally:
+        queue_bench.SERVER.stop()
     print("\nsummary")
     for label, figure in summary:
         print(f"   {label}: {figure}")
