@@ -30,10 +30,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from bridge.admission import DEFAULT_MAX_QUEUED, admit
 from bridge.claim_check import store_payloads
 from bridge.envelope import StoredAnswer, read_stored
-from bridge.jobs import QUEUES, TASK_NAME, wire_settings
-from bridge.queue import QueuedJob, QueueFull, QueueUnavailable
+from bridge.jobs import QUEUES, TASK_NAME, queue_for, wire_settings
+from bridge.queue import NotQueued, QueuedJob, QueueFull, QueueUnavailable
 from bridge.reconcile import Reconciler
 
 _log = logging.getLogger(__name__)
@@ -73,10 +74,7 @@ def unavailable(exc: BaseException) -> QueueUnavailable:
     """
     chain = _causes(exc)
     if any(isinstance(cause, OutOfMemoryError) for cause in chain):
-        return QueueFull(
-            "the extraction queue's Redis is full (it refuses writes at its maxmemory); "
-            "nothing was queued, try again once it has drained"
-        )
+        return QueueFull()
     reached = next((cause for cause in chain if isinstance(cause, _UNREACHED)), None)
     detail = type(exc).__name__ if reached is None else f"{type(reached).__name__}: {reached}"
     return QueueUnavailable(f"the extraction queue is unreachable ({detail})")
@@ -98,7 +96,12 @@ class CeleryQueue:
         payload_ttl: int = 3600,
         new_task_id: Callable[[], str] = _new_task_id,
         reconcile_seconds: float = RECONCILE_SECONDS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        require_consumers: bool = True,
     ) -> None:
+        """``max_queued`` bounds each queue (``AIRLOCK_MAX_QUEUED``); with
+        ``require_consumers``, a job whose queue no live worker consumes is answered
+        ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later)."""
         self._app: Any = Celery("airlock-client", broker=broker_url, set_as_current=False)
         self._app.conf.update(
             **wire_settings(),
@@ -123,6 +126,8 @@ class CeleryQueue:
         self._payload_ttl = payload_ttl
         self._new_task_id = new_task_id
         self._reconcile_seconds = reconcile_seconds
+        self._max_queued = max_queued
+        self._require_consumers = require_consumers
 
     def close(self) -> None:
         self._app.close()
@@ -130,7 +135,29 @@ class CeleryQueue:
         if self._broker is not None:
             self._broker.close()
 
-    def extract(self, jobs: Sequence[QueuedJob], deadline: float) -> list[StoredAnswer | None]:
+    def extract(
+        self, jobs: Sequence[QueuedJob], deadline: float
+    ) -> list[StoredAnswer | NotQueued | None]:
+        try:
+            verdicts = (
+                [None] * len(jobs)
+                if self._broker is None
+                else admit(
+                    self._broker,
+                    [queue_for(queued.job.stage) for queued in jobs],
+                    self._max_queued,
+                    self._require_consumers,
+                )
+            )
+        except _INFRASTRUCTURE_ERRORS as exc:
+            raise unavailable(exc) from exc
+        admitted = [job for job, verdict in zip(jobs, verdicts, strict=True) if verdict is None]
+        answers = iter(self._extract_admitted(admitted, deadline) if admitted else [])
+        return [next(answers) if verdict is None else verdict for verdict in verdicts]
+
+    def _extract_admitted(
+        self, jobs: Sequence[QueuedJob], deadline: float
+    ) -> list[StoredAnswer | None]:
         task_ids = [self._new_task_id() for _ in jobs]
         try:
             payloads = {queued.job.sha256: queued.payload for queued in jobs}

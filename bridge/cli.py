@@ -242,7 +242,10 @@ def _extract_queued(
     args: argparse.Namespace,
 ) -> IngestSelection:
     client = CeleryQueue(
-        settings.broker_url, settings.result_backend, payload_ttl=settings.payload_ttl
+        settings.broker_url,
+        settings.result_backend,
+        payload_ttl=settings.payload_ttl,
+        max_queued=settings.max_queued,
     )
     try:
         return gather(
@@ -260,7 +263,10 @@ def _bridge(settings: Settings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     client = CeleryQueue(
-        settings.broker_url, settings.result_backend, payload_ttl=settings.payload_ttl
+        settings.broker_url,
+        settings.result_backend,
+        payload_ttl=settings.payload_ttl,
+        max_queued=settings.max_queued,
     )
     redis = Redis.from_url(
         settings.result_backend,

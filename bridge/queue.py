@@ -55,6 +55,24 @@ class QueueFull(QueueUnavailable):
     and a caller may retry later rather than fall back at once.
     """
 
+    def __init__(self) -> None:
+        super().__init__(
+            "the extraction queue's Redis is full (it refuses writes at its maxmemory); "
+            "nothing was queued, try again once it has drained"
+        )
+
+
+@dataclass(frozen=True)
+class NotQueued:
+    """A job answered at once instead of queued: no worker consumes its queue, or it is full.
+
+    ``error_type`` (``NoWorkers``, ``QueueFull``) and ``reason`` become the attachment's
+    reason as any other failure does; nothing of the job's content is in either.
+    """
+
+    error_type: str
+    reason: str
+
 
 @dataclass(frozen=True)
 class QueuedJob:
@@ -67,8 +85,11 @@ class QueuedJob:
 class ExtractionQueue(Protocol):
     """The port to the workers: publish jobs, collect their final answers until a deadline."""
 
-    def extract(self, jobs: Sequence[QueuedJob], deadline: float) -> Sequence[StoredAnswer | None]:
-        """One answer per job, in order; ``None`` where none came by ``deadline``.
+    def extract(
+        self, jobs: Sequence[QueuedJob], deadline: float
+    ) -> Sequence[StoredAnswer | NotQueued | None]:
+        """One answer per job, in order; ``None`` where none came by ``deadline``, and
+        :class:`NotQueued` for a job that was answered at once instead of queued.
 
         ``deadline`` is a :func:`time.monotonic` value. Each call publishes under fresh task
         ids, and withdraws the jobs it stopped waiting for, so an answer that arrives late
@@ -158,11 +179,12 @@ def gather(
             raise QueueUnavailable("the queue client returned a different number of answers")
         for (index, queued), answer in zip(dispatched, answers, strict=True):
             ref = refs[index]
-            outcomes[index] = (
-                _no_answer(ref, deadline)
-                if answer is None
-                else outcome_from_stored(ref, answer, limits, queued.job.sha256)
-            )
+            if answer is None:
+                outcomes[index] = _no_answer(ref, deadline)
+            elif isinstance(answer, NotQueued):
+                outcomes[index] = extraction_failure(ref, answer.error_type, answer.reason)
+            else:
+                outcomes[index] = outcome_from_stored(ref, answer, limits, queued.job.sha256)
 
     def in_order() -> Iterator[tuple[AttachmentRef, Outcome]]:
         for ref, outcome in zip(refs, outcomes, strict=True):

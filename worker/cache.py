@@ -7,14 +7,22 @@ happened on, and caching it would make one bad minute permanent for that file. T
 inside ``extract_attachment``, after the guards, so a cached text is admitted exactly as a
 fresh one is; and it is best effort, because an unreachable cache must cost a parse, not
 turn into an extraction failure.
+
+Every entry carries an HMAC-SHA256, over its key and its text, under a secret only the workers
+hold (``AIRLOCK_RESULT_CACHE_KEY``). The key of an entry can be computed offline from a
+document's SHA-256, and anyone who can write to Redis (a bridge-service client, say) could
+otherwise plant text there that another caller's ``gather`` of that document returns. An
+entry whose MAC does not verify is ignored (the document is parsed) and counted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import logging
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import metadata
 
@@ -24,6 +32,7 @@ from bridge.attachments import TextExtractor
 from sandbox.limits import ParseLimits
 
 _KEY_PREFIX = "airlock:extracted:"
+_MAC_BYTES = hashlib.sha256().digest_size
 _log = logging.getLogger(__name__)
 
 # The distributions whose code turns bytes into text. A deployment that upgrades any of them
@@ -71,10 +80,30 @@ class CachedExtractor:
     namespace: str
     ttl_seconds: int
     payload_sha256: str
+    secret: bytes = field(repr=False)
+    on_refused: Callable[[], None] = lambda: None
 
     def _key(self, kind: str, media_type: str, max_pages: int) -> str:
         identity = json.dumps([self.namespace, self.payload_sha256, kind, media_type, max_pages])
         return _KEY_PREFIX + hashlib.sha256(identity.encode()).hexdigest()
+
+    def _mac(self, key: str, text: bytes) -> bytes:
+        # The key is under the MAC too: a genuine entry copied to another document's key fails.
+        return hmac.new(self.secret, key.encode() + b"\0" + text, hashlib.sha256).digest()
+
+    def _opened(self, key: str, untrusted_entry: bytes) -> str | None:
+        """The entry's text if the workers' secret vouches for it, else None (and counted)."""
+        untrusted_mac, untrusted_text = untrusted_entry[:_MAC_BYTES], untrusted_entry[_MAC_BYTES:]
+        if not hmac.compare_digest(untrusted_mac, self._mac(key, untrusted_text)):
+            self.on_refused()
+            _log.warning("result cache entry %s has no valid MAC: ignored", key)
+            return None
+        try:
+            # Still untrusted: the bridge re-normalises and re-checks it like fresh text.
+            return untrusted_text.decode("utf-8")
+        except UnicodeDecodeError:
+            _log.warning("result cache entry %s is not UTF-8; extracting again", key)
+            return None
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         key = self._key(kind, media_type, max_pages)
@@ -84,14 +113,13 @@ class CachedExtractor:
             _log.warning("result cache unreachable, extracting without it: %s", exc)
             untrusted_cached = None
         if isinstance(untrusted_cached, bytes):
-            try:
-                # Still untrusted: the bridge re-normalises and re-checks it like fresh text.
-                return untrusted_cached.decode("utf-8")
-            except UnicodeDecodeError:
-                _log.warning("result cache entry %s is not UTF-8; extracting again", key)
+            cached = self._opened(key, untrusted_cached)
+            if cached is not None:
+                return cached
         text = self.inner.extract(kind, media_type, payload, max_pages=max_pages)
         try:
-            self.redis.set(key, text.encode("utf-8"), ex=self.ttl_seconds)
+            encoded = text.encode("utf-8")
+            self.redis.set(key, self._mac(key, encoded) + encoded, ex=self.ttl_seconds)
         except UnicodeEncodeError:
             pass  # a lone surrogate would not read back as the same text: not cached
         except RedisError as exc:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from bridge.admission import DEFAULT_MAX_QUEUED
 from bridge.jobs import QUEUES
 from bridge.logs import LogFormat, requested_log_format
 from bridge.metrics import metrics_port
@@ -87,6 +88,23 @@ def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
     raise ConfigurationError(f"{name}={raw!r} must be one of 1/0, true/false, yes/no, on/off")
 
 
+#: A MAC key shorter than this could be guessed; `openssl rand -hex 32` gives 64 digits.
+_MIN_SECRET_HEX_DIGITS = 32
+
+
+def _secret(env: Mapping[str, str], name: str) -> bytes | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        secret = bytes.fromhex(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be hexadecimal (openssl rand -hex 32)") from None
+    if len(raw) < _MIN_SECRET_HEX_DIGITS:
+        raise ConfigurationError(f"{name} must have at least {_MIN_SECRET_HEX_DIGITS} hex digits")
+    return secret
+
+
 def _sandbox_require(env: Mapping[str, str]) -> frozenset[str]:
     try:
         return mechanism_names(env.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
@@ -149,8 +167,12 @@ class Settings:
     result_expires: int = 3600
     payload_ttl: int = 3600
     max_deliveries: int = 3
+    #: Jobs one queue may hold before callers are answered QueueFull (bridge.admission).
+    max_queued: int = DEFAULT_MAX_QUEUED
     result_cache: bool = True
     result_cache_ttl: int = 86400
+    #: AIRLOCK_RESULT_CACHE_KEY: the workers' secret that MACs cache entries; no key, no cache.
+    result_cache_key: bytes | None = field(default=None, repr=False)
     metrics_port: int = DEFAULT_METRICS_PORT
     #: None when AIRLOCK_LOG_FORMAT is unset: ``airlock worker`` then logs JSON, Celery's own
     #: command line plain text.
@@ -234,8 +256,10 @@ class Settings:
             result_expires=_integer(env, "AIRLOCK_RESULT_EXPIRES", 3600),
             payload_ttl=_integer(env, "AIRLOCK_PAYLOAD_TTL", 3600),
             max_deliveries=_integer(env, "AIRLOCK_MAX_DELIVERIES", 3),
+            max_queued=_integer(env, "AIRLOCK_MAX_QUEUED", DEFAULT_MAX_QUEUED),
             result_cache=_flag(env, "AIRLOCK_RESULT_CACHE", True),
             result_cache_ttl=_integer(env, "AIRLOCK_RESULT_CACHE_TTL", 86400),
+            result_cache_key=_secret(env, "AIRLOCK_RESULT_CACHE_KEY"),
             metrics_port=_shared(lambda e: metrics_port(e, DEFAULT_METRICS_PORT), env),
             log_format=_shared(requested_log_format, env),
             heartbeat_file=Path(_text(env, "AIRLOCK_HEARTBEAT_FILE", str(_DEFAULT_HEARTBEAT_FILE))),

@@ -20,7 +20,7 @@ from sandbox.limits import ParseLimits
 from sandbox.runner import ProgressCallback
 from worker.cache import CachedExtractor, cache_namespace
 from worker.config import Settings
-from worker.metrics import MeteredExtractor
+from worker.metrics import MeteredExtractor, count_refused_cache_entry
 
 
 def stage_parse_limits(settings: Settings, stage: Stage) -> ParseLimits:
@@ -72,7 +72,9 @@ def extractor_for(
     cache; ``on_progress(done, total)`` hears each page or frame the sandbox finishes.
     """
     extractor = MeteredExtractor(sandbox_extractor(settings, stage, on_progress))
-    if not settings.result_cache or payload_sha256 is None:
+    secret = settings.result_cache_key
+    if not settings.result_cache or secret is None or payload_sha256 is None:
+        # Without the workers' secret an entry cannot be told from one anybody planted.
         return extractor
     return CachedExtractor(
         extractor,
@@ -80,4 +82,6 @@ def extractor_for(
         cache_namespace(stage_parse_limits(settings, stage)),
         settings.result_cache_ttl,
         payload_sha256,
+        secret,
+        count_refused_cache_entry,
     )

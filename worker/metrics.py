@@ -129,6 +129,7 @@ class _WorkerMetrics:
     extraction_seconds: Histogram
     ocr_pages: Counter
     payload_bytes: Counter
+    cache_refused: Counter
 
 
 @functools.cache
@@ -154,6 +155,10 @@ def _metrics() -> _WorkerMetrics:
         ocr_pages=Counter("airlock_ocr_pages", "Images and scanned documents run through OCR."),
         payload_bytes=Counter(
             "airlock_payload_bytes", "Payload bytes fetched by workers.", ["kind"]
+        ),
+        cache_refused=Counter(
+            "airlock_cache_entries_refused",
+            "Result-cache entries ignored because the workers' MAC did not verify.",
         ),
     )
 
@@ -187,6 +192,11 @@ class MeteredExtractor:
                 time.perf_counter() - started
             )
         return text
+
+
+def count_refused_cache_entry() -> None:
+    """A result-cache entry that something other than a worker wrote (or corrupted)."""
+    _metrics().cache_refused.inc()
 
 
 def count_ocr_page() -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from redis import Redis
+from celery import signals
+from redis import Redis, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -205,9 +206,23 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
     return answered.envelope
 
 
+def _forget_revoked(sender: Any = None, request: Any = None, **_: object) -> None:
+    """Delete the REVOKED state Celery stores for a job that expired or was withdrawn unrun.
+
+    Its caller gave up on it (that is why it expired or was revoked), so nobody reads that
+    state: without this, a burst of stale jobs leaves one result key each for an hour.
+    """
+    if getattr(sender, "name", None) == TASK_NAME and request is not None:
+        try:
+            sender.backend.forget(request.id)
+        except RedisError as exc:
+            _log.warning("could not delete the state of revoked job %s: %s", request.id, exc)
+
+
 def register(app: Any, settings: Settings) -> Any:
     """Register the extract task on ``app`` and return it."""
     runtime = Runtime(settings)
+    signals.task_revoked.connect(_forget_revoked, weak=False)
 
     def extract(task: Any, untrusted_job: object) -> dict[str, object]:
         return run_job(task, untrusted_job, runtime)

@@ -112,6 +112,8 @@ def worker_env(redis_url: str, marker_dir: Path, overrides: Mapping[str, str]) -
         # all try to bind the default port.
         AIRLOCK_METRICS_PORT="0",
         AIRLOCK_TEST_MARKER_DIR=str(marker_dir),
+        # The workers' secret for the result cache's MACs: without one they cache nothing.
+        AIRLOCK_RESULT_CACHE_KEY="5e" * 32,
         PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
     )
     env.update(overrides)
@@ -189,6 +191,25 @@ def shared_worker(
     directory = tmp_path_factory.mktemp("shared-worker")
     factory = WorkerFactory(redis_url, directory, directory)
     yield factory(concurrency=2)
+    factory.stop_all()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A ``redis-server`` of this test alone, to kill, restart or fill."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_workers(own_redis: RedisServer, tmp_path: Path) -> Iterator[WorkerFactory]:
+    """Workers on ``own_redis``, their markers in ``own_workers.marker_dir``."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    factory = WorkerFactory(own_redis.url(), markers, tmp_path)
+    yield factory
     factory.stop_all()
 
 

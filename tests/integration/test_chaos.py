@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -110,14 +111,15 @@ def runs(marker_dir: Path, tag: str) -> int:
 
 
 def test_a_job_popped_by_a_worker_that_died_before_recording_it_is_sent_again(
-    start_worker: WorkerFactory, client: CeleryQueue, redis: Redis, marker_dir: Path
+    start_worker: WorkerFactory, redis_url: str, redis: Redis, marker_dir: Path
 ) -> None:
     """The BRPOP-before-unacked window (celery#7950): a main process killed right after Redis
     handed it a message takes the message along, and it is in no queue and no unacked entry.
     Here a stand-in consumer pops the message and drops it, as the dead process would; the
     caller publishes it again under the same id and it runs exactly once."""
     ref = counted_ref("popped")
-    with ThreadPoolExecutor(1) as pool:
+    client = CeleryQueue(redis_url, redis_url, require_consumers=False)  # its worker comes later
+    with closing(client), ThreadPoolExecutor(1) as pool:
         pending = pool.submit(gather, [ref], client, deadline=60, use_cache=False)
         popped = redis.brpop(["airlock.light"], timeout=30)
         assert popped is not None  # the message, now nowhere a sweep could restore it from

@@ -26,11 +26,17 @@ def local(refs: list[AttachmentRef]) -> IngestSelection:
 
 
 class RecordingQueue(CeleryQueue):
-    """The real client, remembering the task ids it published (to look for them later)."""
+    """The real client, remembering the task ids it published (to look for them later).
+
+    It queues jobs whether or not a worker consumes their queue: these tests are about what
+    becomes of jobs nobody answers in time (tests/integration/test_admission.py has the
+    NoWorkers answer)."""
 
     def __init__(self, redis_url: str) -> None:
         self.task_ids: list[str] = []
-        super().__init__(redis_url, redis_url, new_task_id=self._record)
+        super().__init__(
+            redis_url, redis_url, new_task_id=self._record, require_consumers=False
+        )
 
     def _record(self) -> str:
         task_id = uuid.uuid4().hex

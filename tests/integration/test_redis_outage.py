@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
@@ -33,23 +32,6 @@ from tests.integration.test_chaos import counted_ref, local
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def own_workers(own_redis: RedisServer, tmp_path: Path) -> Iterator[WorkerFactory]:
-    markers = tmp_path / "markers"
-    markers.mkdir()
-    factory = WorkerFactory(own_redis.url(), markers, tmp_path)
-    yield factory
-    factory.stop_all()
 
 
 def serving(worker: WorkerProcess, marker_dir: Path, tags: list[str]) -> bool:
@@ -105,26 +87,33 @@ def test_a_full_redis_is_reported_full_and_workers_outlive_it(
     own_redis: RedisServer, own_workers: WorkerFactory
 ) -> None:
     """At maxmemory (noeviction) every write fails with OutOfMemoryError, including the ones a
-    worker makes to declare its queues and take a job. Workers started against the full Redis
-    stay up and serve once it drains; a caller is told the Redis is full, without any of its
-    payload in the reason."""
+    worker makes to take a job, to declare its queues at start and to announce itself. Workers
+    running when Redis fills, and one started against the full Redis, stay up and serve once
+    it drains; a caller is told the Redis is full, without any of its payload in the reason,
+    whether or not the workers' announcements are still there."""
     redis = own_redis.client()
+    beat = {"AIRLOCK_HEARTBEAT_SECONDS": "1"}  # announcements return a second after the drain
+    workers = [own_workers(concurrency=1, env=beat) for _ in range(2)]
     assert fill(redis) > 0
-    workers = [own_workers(concurrency=1, wait=False) for _ in range(2)]
+    workers.append(own_workers(concurrency=1, env=beat, wait=False))
     secret = b"SECRET-PAYLOAD-BYTES " * 8
     refs = [AttachmentRef("full.txt", "text", "text/plain", secret)]
     with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client:
-        with pytest.raises(QueueFull) as refused:
-            gather(refs, client, deadline=10, use_cache=False)
-        assert "Redis is full" in str(refused.value)
-        assert b"SECRET" not in str(refused.value).encode()
-        time.sleep(5)  # the workers meet OutOfMemoryError while starting
+        for announced in (True, False):
+            assert bool(list(redis.scan_iter(match="airlock:consumers:*"))) is announced
+            with pytest.raises(QueueFull) as refused:
+                gather(refs, client, deadline=10, use_cache=False)
+            assert "Redis is full" in str(refused.value)
+            assert b"SECRET" not in str(refused.value).encode()
+            for key in redis.scan_iter(match="airlock:consumers:*"):
+                redis.delete(key)  # the announcements lapse while Redis stays full
+        time.sleep(5)  # the new worker meets OutOfMemoryError while starting
         for worker in workers:
             assert worker.process.poll() is None, worker.log()[-3000:]
         redis.delete(*redis.scan_iter(match="filler:*"))
-        for worker in workers:
-            worker.wait_ready()
-        tags = [f"drained{i}" for i in range(20)]
+        workers[-1].wait_ready()
+        time.sleep(2)
+        tags = [f"drained{i}" for i in range(30)]
         batch = [counted_ref(tag, 0.3) for tag in tags]
         assert gather(batch, client, deadline=60, use_cache=False) == local(batch)
     for worker in workers:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -21,14 +22,20 @@ from sandbox.runner import SandboxRunner
 from tests.sandbox.probes import PROBE_MODULES
 from worker import extraction
 from worker.application import create_app
-from worker.config import Settings
+from worker.cache import CachedExtractor, cache_namespace
+from worker.config import ConfigurationError, Settings
 from worker.tasks import Runtime, SandboxChildLost, run_job
 
 from .conftest import REDIS_URL
 
+#: The workers' cache secret in these tests (production: openssl rand -hex 32, workers only).
+CACHE_KEY = "5e" * 32
+
 
 def settings(**env: str) -> Settings:
-    return Settings.from_env({"AIRLOCK_BROKER_URL": REDIS_URL, **env})
+    return Settings.from_env(
+        {"AIRLOCK_BROKER_URL": REDIS_URL, "AIRLOCK_RESULT_CACHE_KEY": CACHE_KEY, **env}
+    )
 
 
 SETTINGS = settings(AIRLOCK_MAX_DELIVERIES="2")
@@ -243,6 +250,58 @@ def test_the_result_cache_serves_a_repeated_file(redis: Redis, parser: Scripted)
     uncached = Runtime(settings(AIRLOCK_RESULT_CACHE="0"))
     run_job(FakeTask(), {**job, "use_cache": True}, uncached)  # and by configuration
     assert parser.calls == 3
+
+
+def cache_key_of(runtime: Runtime, payload: bytes) -> str:
+    """Where the cache keeps a text file's text: computable by anyone from the file alone."""
+    limits = extraction.stage_parse_limits(runtime.settings, Stage.LIGHT)
+    return CachedExtractor(
+        Scripted(""), runtime.redis, cache_namespace(limits), 60, sha256_hex(payload), b""
+    )._key("text", "text/plain", ExtractionLimits().max_pages)
+
+
+def refused_entries() -> float:
+    return REGISTRY.get_sample_value("airlock_cache_entries_refused_total") or 0.0
+
+
+def test_a_cache_entry_planted_by_another_redis_client_is_ignored_and_counted(
+    redis: Redis, parser: Scripted
+) -> None:
+    """The attack: a stream client computes a document's cache key offline and plants its own
+    text there (an IBAN in someone's invoice). Without the workers' MAC it is never served."""
+    payload = unique()
+    job = {**job_for(redis, payload), "use_cache": True}
+    runtime = Runtime(SETTINGS)
+    key = cache_key_of(runtime, payload)
+    refused = refused_entries()
+    for planted in (b"IBAN DE00 ATTACKER", b"\0" * 32 + b"IBAN DE00 ATTACKER"):
+        redis.set(key, planted)
+        envelope = run_job(FakeTask(), job, runtime)
+        assert envelope["text"] == "extracted\ntext"  # parsed again, not the planted text
+    assert parser.calls == 2 and refused_entries() == refused + 2
+    # What the worker stored is served, under this key only.
+    assert run_job(FakeTask(), job, runtime)["text"] == "extracted\ntext"
+    assert parser.calls == 2
+    genuine = redis.get(key)
+    other = unique()
+    other_job = {**job_for(redis, other), "use_cache": True}
+    redis.set(cache_key_of(runtime, other), genuine)  # a genuine entry moved to another file
+    run_job(FakeTask(), other_job, runtime)
+    assert parser.calls == 3 and refused_entries() == refused + 3
+
+
+def test_without_the_workers_secret_nothing_is_cached(redis: Redis, parser: Scripted) -> None:
+    keyless = Runtime(settings(AIRLOCK_RESULT_CACHE_KEY=""))
+    job = {**job_for(redis, unique()), "use_cache": True}
+    run_job(FakeTask(), job, keyless)
+    run_job(FakeTask(), job, keyless)
+    assert parser.calls == 2
+
+
+@pytest.mark.parametrize("key", ["not hex at all", "ab" * 8])
+def test_a_weak_or_malformed_cache_secret_is_refused_at_start(key: str) -> None:
+    with pytest.raises(ConfigurationError, match="AIRLOCK_RESULT_CACHE_KEY"):
+        settings(AIRLOCK_RESULT_CACHE_KEY=key)
 
 
 def test_the_registered_task_holds_the_delivery_guarantees() -> None:

@@ -1,0 +1,92 @@
+"""Jobs nobody will run are answered at once: no worker on their queue, or a full queue.
+
+Each test has its own ``redis-server``, so no worker announcement or backlog of another test
+is in it.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from redis import Redis
+
+from bridge.attachments import AttachmentRef
+from bridge.celery_queue import CeleryQueue
+from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
+from bridge.queue import gather
+from bridge.reconcile import UNACKED_KEY
+from tests.integration.conftest import WorkerFactory
+from tests.integration.test_chaos import counted_ref, local, runs
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+DEADLINE = 60.0
+
+
+def test_a_job_for_a_queue_no_worker_consumes_is_answered_no_workers_at_once(
+    own_redis: RedisServer, own_workers: WorkerFactory, corpus_dir: Path
+) -> None:
+    own_workers(queues=[OCR_QUEUE])
+    scan = (corpus_dir / "tesseract_phototest.tif").read_bytes()
+    image = AttachmentRef("scan.tif", "image", "image/tiff", scan)
+    text = AttachmentRef("note.txt", "text", "text/plain", b"nobody reads the light queue")
+    with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client:
+        started = time.monotonic()
+        selection = gather([text, image], client, deadline=DEADLINE, use_cache=False)
+        elapsed = time.monotonic() - started
+    assert selection.text == local([image]).text  # the OCR worker answered the image
+    [(label, reason)] = selection.dropped
+    assert label == "note.txt"
+    assert reason.endswith("NoWorkers: no worker is consuming airlock.light")
+    assert elapsed < DEADLINE / 4  # the OCR job's time, not the deadline
+    assert own_redis.client().llen(LIGHT_QUEUE) == 0  # never queued
+
+
+def drained(redis: Redis, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while redis.llen(LIGHT_QUEUE) or redis.hlen(UNACKED_KEY):
+        assert time.monotonic() < deadline, "the queue was not drained"
+        time.sleep(0.05)
+
+
+def test_past_the_bound_jobs_are_answered_queue_full_and_expired_jobs_leave_nothing(
+    own_redis: RedisServer, own_workers: WorkerFactory
+) -> None:
+    """AIRLOCK_MAX_QUEUED=5 and no worker yet: of eight jobs five are queued (and expire with
+    their caller's deadline), three are answered QueueFull; a later caller is answered at once.
+    A worker arriving afterwards discards the five expired jobs without running them and
+    leaves no result key, delivery count or payload run behind."""
+    redis = own_redis.client()
+    with closing(
+        CeleryQueue(own_redis.url(), own_redis.url(), max_queued=5, require_consumers=False)
+    ) as client:
+        first = [counted_ref(f"burst{i}") for i in range(8)]
+        selection = gather(first, client, deadline=2, use_cache=False)
+        reasons = dict(selection.dropped)
+        assert [label for label in reasons if "DeadlineExceeded" in reasons[label]] == [
+            f"burst{i}.txt" for i in range(5)
+        ]
+        full = [label for label in reasons if "QueueFull" in reasons[label]]
+        assert full == [f"burst{i}.txt" for i in range(5, 8)]
+        assert reasons["burst7.txt"].endswith(
+            "QueueFull: airlock.light is at its bound of 5 queued jobs (AIRLOCK_MAX_QUEUED); "
+            "the job was not queued"
+        )
+        started = time.monotonic()
+        later = gather([counted_ref("later")], client, deadline=DEADLINE, use_cache=False)
+        assert "QueueFull" in later.dropped[0][1]
+        assert time.monotonic() - started < DEADLINE / 4
+    assert redis.llen(LIGHT_QUEUE) == 5
+    worker = own_workers()
+    drained(redis)
+    time.sleep(1)  # the worker's last revocation is handled after the queue emptied
+    assert not [key for key in redis.scan_iter(match="celery-task-meta-*")]
+    assert not [key for key in redis.scan_iter(match="airlock:deliveries:*")]
+    assert all(runs(own_workers.marker_dir, f"burst{i}") == 0 for i in range(8))
+    log = worker.log()  # revoked by their caller's withdrawal, or expired: either way unrun
+    assert log.count("Discarding revoked task") + log.count("expired") >= 5
+    redis.close()
