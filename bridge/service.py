@@ -165,6 +165,13 @@ class BridgeService:
     def _handle(self, entry: Entry) -> None:
         """Answer one entry, dead-letter it, or leave it pending (infrastructure failures)."""
         started = time.monotonic()
+        if entry.oversized_bytes is not None:
+            reason = (
+                f"the entry is {entry.oversized_bytes} bytes, over the request cap of "
+                f"{self._streams.entry_cap} bytes (AIRLOCK_BRIDGE_MAX_REQUEST_MB); it was not read"
+            )
+            self._dead_letter(entry.entry_id, reason)
+            return
         if entry.deleted:
             # Someone deleted it while it was pending (Redis's XAUTOCLAIM may also drop it from
             # the pending list on its own): there is no request left to answer or to report.
@@ -181,14 +188,7 @@ class BridgeService:
             request = parse_request(untrusted_raw)
         except InvalidRequest as exc:
             if exc.request_id is None:
-                self._streams.dead_letter(entry.entry_id, exc.reason)
-                service_metrics.record("dead_letter")
-                _log.warning(
-                    "entry %s dead-lettered: %s",
-                    entry.entry_id,
-                    exc.reason,
-                    extra={"outcome": "dead_letter"},
-                )
+                self._dead_letter(entry.entry_id, exc.reason)
             else:
                 result = error_result(exc.request_id, "InvalidRequest", exc.reason)
                 self._publish(entry, exc.request_id, result, "InvalidRequest", started)
@@ -207,6 +207,13 @@ class BridgeService:
         if answer is not None:
             result, outcome = answer
             self._publish(entry, request.request_id, result, outcome, started)
+
+    def _dead_letter(self, entry_id: str, reason: str) -> None:
+        self._streams.dead_letter(entry_id, reason)
+        service_metrics.record("dead_letter")
+        _log.warning(
+            "entry %s dead-lettered: %s", entry_id, reason, extra={"outcome": "dead_letter"}
+        )
 
     def _answer(self, request: ServiceRequest) -> tuple[str, str] | None:
         """The result and its outcome; None to leave the request pending for a retry."""

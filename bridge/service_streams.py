@@ -17,10 +17,17 @@ Each change of state that must not be half done is one Lua script, which Redis r
 
 Answered and dead-lettered entries are deleted from the request stream: an inline payload of
 megabytes would otherwise stay in Redis after its answer, for ever.
+
+Reading is bounded: an entry is read by a script that measures it inside Redis and hands over
+only the id and the size of one larger than the request cap, so such an entry never enters the
+bridge's memory (one 200 MB entry used to take a bridge to 669 MB and MemoryError, again on
+every restart, and every bridge that claimed it after). Scripts cannot block, so a bridge with
+nothing to read polls every ``_POLL_SECONDS``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +39,35 @@ from bridge.service_schema import RESULT_FIELD
 
 SELECTION_KEY_PREFIX = "airlock:selection:"
 _LAST_ENTRY = "0-0"  # XAUTOCLAIM's cursor when the whole pending list was scanned
+#: How often a bridge with nothing to read looks again: the latency an idle bridge adds.
+_POLL_SECONDS = 0.05
+#: Field names and the envelope of an entry, beyond the request cap itself.
+_ENTRY_OVERHEAD_BYTES = 1024
+
+_READ = """
+local reply, cursor = {}, ''
+if ARGV[2] == 'claim' then
+  local claimed = redis.call('XAUTOCLAIM', KEYS[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
+                             'COUNT', ARGV[7])
+  cursor, reply = claimed[1], claimed[2]
+else
+  local read = redis.call('XREADGROUP', 'GROUP', ARGV[3], ARGV[4], 'COUNT', ARGV[7],
+                          'STREAMS', KEYS[1], ARGV[6])
+  if read then reply = read[1][2] end
+end
+local cap, out = tonumber(ARGV[1]), {}
+for i, entry in ipairs(reply) do
+  local fields, size = entry[2], 0
+  if fields then
+    for _, part in ipairs(fields) do size = size + #part end
+  else
+    fields = {}
+  end
+  if size > cap then fields = {} end
+  out[i] = {entry[1], fields, size}
+end
+return {cursor, out}
+"""
 
 _PUBLISH = """
 local acked = redis.call('XACK', KEYS[3], ARGV[1], ARGV[2])
@@ -77,17 +113,23 @@ class Entry:
     untrusted_fields: Mapping[bytes, bytes] = field(repr=False)
     #: Deleted from the stream while it was pending: there is nothing left to answer.
     deleted: bool = False
+    #: The entry's size when it is over the cap: its fields were left in Redis, unread.
+    oversized_bytes: int | None = None
 
 
-def _entries(
-    untrusted_entries: Sequence[tuple[bytes, Mapping[bytes, bytes] | None]],
-) -> list[Entry]:
-    # An entry deleted while pending comes back with no fields; XADD cannot make an entry
-    # without any, so an empty one is always a deleted one.
-    return [
-        Entry(entry_id.decode(), fields or {}, deleted=not fields)
-        for entry_id, fields in untrusted_entries
-    ]
+def _entries(untrusted_entries: Sequence[Any], cap: int) -> list[Entry]:
+    """Entries from the read script's ``[id, [field, value, ...], size]`` triples."""
+    entries = []
+    for raw_id, flat, size in untrusted_entries:
+        entry_id = raw_id.decode()
+        if size > cap:
+            entries.append(Entry(entry_id, {}, oversized_bytes=int(size)))
+            continue
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        # An entry deleted while pending comes back with no fields; XADD cannot make an entry
+        # without any, so an empty one is always a deleted one.
+        entries.append(Entry(entry_id, fields, deleted=not fields))
+    return entries
 
 
 class RequestStreams:
@@ -99,6 +141,8 @@ class RequestStreams:
         self._publish = redis.register_script(_PUBLISH)
         self._dead_letter = redis.register_script(_DEAD_LETTER)
         self._renew = redis.register_script(_RENEW)
+        self._read_script = redis.register_script(_READ)
+        self.entry_cap = config.max_request_bytes + _ENTRY_OVERHEAD_BYTES
 
     def ensure_group(self) -> None:
         """Create the group at the start of the stream, so requests sent before any bridge
@@ -111,40 +155,36 @@ class RequestStreams:
             if "BUSYGROUP" not in str(exc):
                 raise
 
-    def _read(self, position: str, count: int, block_ms: int | None) -> list[Entry]:
-        # redis-py types the reply loosely; its shape is fixed by the command.
-        response: Any = self._redis.xreadgroup(
+    def _bounded(self, mode: str, position: str, count: int) -> tuple[str, list[Entry]]:
+        args: list[str | int] = [
+            self.entry_cap,
+            mode,
             self._config.group,
             self._config.consumer,
-            {self._config.request_stream: position},
-            count=count,
-            block=block_ms,
-        )
-        if not response:
-            return []
-        ((_stream, untrusted_entries),) = response
-        return _entries(untrusted_entries)
+            int(self._config.claim_idle_seconds * 1000),
+            position,
+            count,
+        ]
+        reply: Any = self._read_script(keys=[self._config.request_stream], args=args)
+        cursor, untrusted_entries = reply
+        return cursor.decode(), _entries(untrusted_entries, self.entry_cap)
 
     def read_own_pending(self, after: str, count: int) -> list[Entry]:
         """Entries this consumer was given and never settled (a restart under the same name)."""
-        return self._read(after, count, None)
+        return self._bounded("group", after, count)[1]
 
     def read_new(self, count: int, block_seconds: float) -> list[Entry]:
-        return self._read(">", count, max(1, int(block_seconds * 1000)))
+        deadline = time.monotonic() + block_seconds
+        while True:
+            entries = self._bounded("group", ">", count)[1]
+            if entries or time.monotonic() >= deadline:
+                return entries
+            time.sleep(_POLL_SECONDS)
 
     def claim_idle(self, cursor: str, count: int) -> tuple[str, list[Entry]]:
         """Take over entries whose lease lapsed; returns the cursor to continue from, ``0-0``
         once the whole pending list was scanned."""
-        reply: Any = self._redis.xautoclaim(
-            self._config.request_stream,
-            self._config.group,
-            self._config.consumer,
-            min_idle_time=int(self._config.claim_idle_seconds * 1000),
-            start_id=cursor,
-            count=count,
-        )
-        next_cursor, untrusted_entries, *_deleted = reply
-        return next_cursor.decode(), _entries(untrusted_entries)
+        return self._bounded("claim", cursor, count)
 
     def renew(self, entry_ids: Sequence[str]) -> int:
         if not entry_ids:

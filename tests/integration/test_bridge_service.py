@@ -279,7 +279,8 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
         for _, fields in redis.xrange(STREAMS.dead_letter_stream)
     }
     assert sorted(letters) == sorted(dead)
-    assert "at most 1048576 are accepted" in letters[dead[2]]
+    # Over the cap: measured inside Redis and dead-lettered unread (bridge.service_streams).
+    assert "over the request cap of 1049600 bytes" in letters[dead[2]]
     assert schema_errors(RESULT_SCHEMA, list(answers.values())) == [[] for _ in answers]
     assert settled(redis)
     # The bridge's own endpoint counts each settled entry under its outcome.
@@ -345,3 +346,43 @@ def test_an_unreachable_redis_exits_3(tmp_path: Path) -> None:
     )
     assert run.returncode == 3, run.stderr
     assert "unreachable" in run.stderr
+
+
+def peak_memory_bytes(pid: int) -> int:
+    """The process's peak resident memory (VmHWM): what an entry read into it would raise."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
+    redis: Redis, start_bridge: Callable[..., BridgeProcess]
+) -> None:
+    """One entry far over the request cap (here in several fields, which no per-value limit
+    such as proto-max-bulk-len catches) used to be loaded whole by XREADGROUP, crash-looping
+    every bridge that read it. It is measured inside Redis and dead-lettered unread."""
+    bridge = start_bridge()
+    before = peak_memory_bytes(bridge.process.pid)
+    chunk = b"A" * (40 * 1024 * 1024)
+    entry_id = redis.xadd(
+        STREAMS.request_stream, {f"request{i}".encode(): chunk for i in range(5)}
+    ).decode()
+    del chunk
+    ref = AttachmentRef("after.txt", "text", "text/plain", b"served after the giant entry")
+    send(redis, request("after-giant", ref))
+    answers = wait_for_answers(redis, 1)
+    assert answers["after-giant"]["selection"] == selection_as_json(
+        local_selection([ref], ExtractionLimits())
+    )
+    deadline = time.monotonic() + _ANSWER_SECONDS
+    while redis.xlen(STREAMS.dead_letter_stream) < 1:
+        assert time.monotonic() < deadline, bridge.log()
+        time.sleep(0.05)
+    [(_, fields)] = redis.xrange(STREAMS.dead_letter_stream)
+    assert fields[b"entry_id"].decode() == entry_id
+    assert b"over the request cap" in fields[b"reason"]
+    assert redis.xlen(STREAMS.request_stream) == 0  # deleted, not left to be read again
+    assert bridge.process.poll() is None
+    grown = peak_memory_bytes(bridge.process.pid) - before
+    assert grown < 200 * 1024 * 1024 / 10, f"the bridge's peak memory grew {grown} bytes"

@@ -19,7 +19,7 @@ from typing import Any, get_args
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from redis import Redis
+from redis import Redis, ResponseError
 
 from bridge.attachments import DEFAULT_LIMITS, AttachmentRef, AttachmentSource, ExtractionLimits
 from bridge.claim_check import sha256_hex, store_payloads
@@ -380,11 +380,22 @@ def start(redis: Redis) -> Iterator[Callable[..., Running]]:
     def run(config: ServiceConfig, queue: WorkerInProcess | None = None) -> Running:
         running = Running(BridgeService(redis, queue or WorkerInProcess(), config))
         started.append(running)
+        # Its consumer group exists before the test looks at pending entries (XPENDING on a
+        # stream without the group is an error, and the service creates it on its thread).
+        wait_for(lambda: has_group(redis, config))
         return running
 
     yield run
     for running in started:
         running.stop()
+
+
+def has_group(redis: Redis, config: ServiceConfig) -> bool:
+    try:
+        groups = redis.xinfo_groups(config.request_stream)
+    except ResponseError:  # no stream yet
+        return False
+    return any(group["name"] == config.group.encode() for group in groups)
 
 
 def send(redis: Redis, config: ServiceConfig, document: object) -> str:
