@@ -61,7 +61,8 @@ def small_ref(n: int) -> AttachmentRef:
 def start_worker() -> subprocess.Popen[bytes]:
     nodename = f"bench{os.getpid()}@{socket.gethostname()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
-    env.update(AIRLOCK_BROKER_URL=URL, PYTHONPATH=str(REPO))
+    # The cache's MAC secret: without one a worker caches nothing (docs/queue.md#result-cache).
+    env.update(AIRLOCK_BROKER_URL=URL, PYTHONPATH=str(REPO), AIRLOCK_RESULT_CACHE_KEY="5e" * 32)
     command = [
         str(REPO / ".venv/bin/celery"), "-A", "worker", "worker", "--pool", "prefork",
         "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
