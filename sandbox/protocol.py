@@ -96,7 +96,7 @@ def encode_progress(done: int, total: int) -> bytes:
     return frame(json.dumps({"progress": [done, total]}).encode())
 
 
-# Exactly the bytes ``encode_progress`` writes. A child may send one progress frame per 22 bytes
+# Exactly the bytes ``encode_progress`` writes. A child may send one progress frame per 24 bytes
 # of its answer budget, so the parent recognises them with one match rather than a JSON parse
 # each; any other body that claims to be progress is malformed.
 _COUNT = rb"(0|[1-9][0-9]{0,%d})" % (_MAX_COUNT_DIGITS - 1)
@@ -174,7 +174,7 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
     """Validate the answer frame strictly: exact keys, exact types, strict UTF-8 and JSON.
 
     Every way it can fail is ``MalformedAnswer``, including the ValueError paths inside
-    ``json.loads`` (an integer too long to convert, a float literal out of range).
+    ``json.loads`` (an integer too long to convert, for one).
     """
     try:
         untrusted_text = untrusted_body.decode("utf-8")
