@@ -54,7 +54,8 @@ def extractor_for(
     """The extractor a job runs on: the sandbox, behind the result cache unless bypassed.
 
     ``payload_sha256`` is the verified digest of the job's payload, or None to bypass the
-    cache; ``on_progress(done, total)`` hears each page or frame the sandbox finishes.
+    cache; ``on_progress(done, total)`` hears how many pages or frames the sandbox has
+    finished, at most once a second and always further along.
     """
     extractor = MeteredExtractor(sandbox_extractor(settings, stage, on_progress))
     if not settings.result_cache or payload_sha256 is None:

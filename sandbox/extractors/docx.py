@@ -14,6 +14,7 @@ results. Reviewer comments are left out: they are not part of the document's tex
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections.abc import Iterator
 
@@ -44,6 +45,11 @@ _NOTE_PARTS = {RELATIONSHIP_TYPE.FOOTNOTES: "footnote", RELATIONSHIP_TYPE.ENDNOT
 # Separator "notes" hold the line drawn above the notes, not text.
 _SEPARATOR_NOTE_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
 _HEADER_FOOTER_TYPES = ("default", "first", "even")
+# Every OOXML package has this member; an archive without it is some other kind of ZIP.
+_CONTENT_TYPES = "[Content_Types].xml"
+_MAX_MEDIA_TYPE = 100
+_ENCRYPTED = 0x1  # general-purpose flag bit 0
+_MEDIA_TYPE = re.compile(rb"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
 
 
 @extractor("docx")
@@ -58,11 +64,24 @@ def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> str:
 
 def _main_part(payload: bytes) -> XmlPart:
     try:
-        part = Package.open(io.BytesIO(payload)).main_document_part
+        archive = zipfile.ZipFile(io.BytesIO(payload))
     except zipfile.BadZipFile as exc:
         raise Refusal(
             "unreadable", "the payload is not a DOCX package (not a ZIP archive)"
         ) from exc
+    if _CONTENT_TYPES not in archive.namelist():
+        raise Refusal(
+            "unreadable",
+            f"the payload is {_archive_kind(archive)}, not a DOCX package "
+            f"(it has no {_CONTENT_TYPES})",
+        )
+    try:
+        part = Package.open(io.BytesIO(payload)).main_document_part
+    except KeyError as exc:
+        # python-docx reports a piece missing from the package as KeyError: no main document,
+        # a relationship to a member the archive lacks, a part without a content type.
+        missing = exc.args[0] if exc.args else ""
+        raise Refusal("unreadable", f"the DOCX package is incomplete: {missing}") from exc
     if part.content_type != CONTENT_TYPE.WML_DOCUMENT_MAIN or not isinstance(part, XmlPart):
         # Macro-enabled documents, templates and other Office packages are not what the kind
         # promises; python-docx refuses them too.
@@ -70,6 +89,30 @@ def _main_part(payload: bytes) -> XmlPart:
             "unreadable", f"the package is not a Word document (main part is {part.content_type})"
         )
     return part
+
+
+def _archive_kind(archive: zipfile.ZipFile) -> str:
+    """Name a ZIP that is not an Office package by the media type OpenDocument and EPUB files
+    store, uncompressed, in their "mimetype" member; an upload labelled .docx is often one."""
+    try:
+        info = archive.getinfo("mimetype")
+    except KeyError:
+        return "a ZIP archive"
+    if (
+        info.compress_type != zipfile.ZIP_STORED
+        or info.flag_bits & _ENCRYPTED
+        or max(info.file_size, info.compress_size) > _MAX_MEDIA_TYPE
+    ):
+        return "a ZIP archive"
+    try:
+        declared = archive.read(info)
+    except (zipfile.BadZipFile, EOFError, ValueError):  # headers that disagree or point outside
+        return "a ZIP archive"
+    if not _MEDIA_TYPE.fullmatch(declared):
+        return "a ZIP archive"
+    if declared.startswith(b"application/vnd.oasis.opendocument."):
+        return f"an OpenDocument file ({declared.decode()})"
+    return f"a ZIP archive of type {declared.decode()}"
 
 
 class _Walker:

@@ -421,6 +421,80 @@ def test_pdf_ocr_runs_count_against_the_page_ceiling() -> None:
     assert refused.value.reason == ("more than 2 embedded images to OCR exceeds the 2-page ceiling")
 
 
+def _pdf_with_image(data: bytes, image_filter: bytes) -> bytes:
+    """A one-page PDF without a text layer whose only content is a 64x64 image in ``data``."""
+    image = _stream(
+        data,
+        b"/Type /XObject /Subtype /Image /Width 64 /Height 64 /ColorSpace /DeviceGray "
+        b"/BitsPerComponent 8 /Filter %s " % image_filter,
+    )
+    drawing = _stream(b"q 200 0 0 200 0 0 cm /Im0 Do Q")
+    return _pdf([CATALOG, ONE_PAGE, _page(b"/XObject << /Im0 5 0 R >>"), drawing, image])
+
+
+def _scan() -> Image.Image:
+    picture = Image.new("L", (64, 64), 255)
+    ImageDraw.Draw(picture).rectangle((8, 8, 56, 56), outline=0)
+    return picture
+
+
+def _pdf_with_jpx_image() -> bytes:
+    """Pillow still encodes JPEG 2000 (only its opener is pruned), so the image is genuine."""
+    return _pdf_with_image(_encoded(_scan(), "JPEG2000"), b"/JPXDecode")
+
+
+def _pdf_with_jbig2_image() -> bytes:
+    # Never decoded: pypdf would need jbig2dec, which the sandbox never runs.
+    return _pdf_with_image(b"\x97JB2\r\n\x1a\n" + bytes(64), b"/JBIG2Decode")
+
+
+def _pdf_with_truncated_jpeg_image() -> bytes:
+    whole = _encoded(_scan(), "JPEG")
+    return _pdf_with_image(whole[: len(whole) // 2], b"/DCTDecode")
+
+
+@pytest.mark.parametrize(
+    ("build", "reason"),
+    [
+        (_pdf_with_jpx_image, "a page image is JPEG2000, a format the sandbox does not decode"),
+        (_pdf_with_jbig2_image, "needs a decoder the sandbox does not run: jbig2dec"),
+        (_pdf_with_truncated_jpeg_image, "a page image is truncated or corrupt: "),
+    ],
+)
+def test_pdf_page_image_the_sandbox_cannot_decode_is_unreadable(
+    build: Callable[[], bytes], reason: str
+) -> None:
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", build(), LIMITS)
+    assert refused.value.code == "unreadable" and reason in refused.value.reason
+
+
+def test_pdf_page_image_that_decodes_is_still_read() -> None:
+    """The same page with its image as a plain JPEG reaches OCR (which finds no text in it)."""
+    assert (
+        extract_pdf(
+            "application/pdf", _pdf_with_image(_encoded(_scan(), "JPEG"), b"/DCTDecode"), LIMITS
+        )
+        == ""
+    )
+
+
+@pytest.mark.parametrize(
+    "bug",
+    [
+        KeyError("JPEG"),  # a format the sandbox decodes: not the pruned registry speaking
+        KeyError("Image /Im0 not found"),
+        IndexError("list index out of range"),
+        TypeError("'NoneType' object is not subscriptable"),
+    ],
+)
+def test_an_exception_that_is_not_pillow_reporting_damage_stays_a_parser_error(
+    bug: Exception,
+) -> None:
+    with pytest.raises(type(bug)), ocr.damage_is_unreadable("a page image"):
+        raise bug
+
+
 # --- hostile DOCX -----------------------------------------------------------------------------
 
 WORD_NAMESPACE = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -498,6 +572,102 @@ def test_docx_that_is_not_a_zip_is_unreadable() -> None:
     with pytest.raises(Refusal, match="not a DOCX package") as refused:
         extract_docx("application/octet-stream", b"%PDF-1.7 not a zip", LIMITS)
     assert refused.value.code == "unreadable"
+
+
+def _zip_declaring(media_type: bytes, compression: int = zipfile.ZIP_STORED) -> bytes:
+    """A ZIP whose first member, "mimetype", holds ``media_type``, as ODF and EPUB lay it out."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), media_type, compress_type=compression)
+        archive.writestr("content.xml", "<content/>")
+    return buffer.getvalue()
+
+
+def _odt() -> bytes:
+    """An OpenDocument text as LibreOffice lays one out: "mimetype" first and uncompressed."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(
+            zipfile.ZipInfo("mimetype"),
+            "application/vnd.oasis.opendocument.text",
+            compress_type=zipfile.ZIP_STORED,
+        )
+        archive.writestr(
+            "content.xml",
+            '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
+            'office:1.0"><office:body><office:text>Hello</office:text></office:body>'
+            "</office:document-content>",
+        )
+        archive.writestr(
+            "META-INF/manifest.xml",
+            '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:'
+            'manifest:1.0"/>',
+        )
+    return buffer.getvalue()
+
+
+def _plain_zip() -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("notes.txt", "not a Word document")
+    return buffer.getvalue()
+
+
+def _docx_without(member: str) -> bytes:
+    source = zipfile.ZipFile(io.BytesIO(_template_docx()))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for name in source.namelist():
+            if name != member:
+                target.writestr(name, source.read(name))
+    return buffer.getvalue()
+
+
+def _docx_without_a_main_document() -> bytes:
+    empty = b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"/>'
+    return _docx_with({"_rels/.rels": empty})
+
+
+@pytest.mark.parametrize(
+    ("build", "reason"),
+    [
+        (
+            _odt,
+            "the payload is an OpenDocument file (application/vnd.oasis.opendocument.text), "
+            "not a DOCX package (it has no [Content_Types].xml)",
+        ),
+        (_plain_zip, "the payload is a ZIP archive, not a DOCX package"),
+        (
+            lambda: _zip_declaring(b"application/epub+zip"),
+            "the payload is a ZIP archive of type application/epub+zip, not a DOCX package",
+        ),
+        # A declared type is named only when it is short, stored and shaped like a media type.
+        (
+            lambda: _zip_declaring(b"text/plain\nINFO all good"),
+            "the payload is a ZIP archive, not",
+        ),
+        (
+            lambda: _zip_declaring(b"application/epub+zip", zipfile.ZIP_DEFLATED),
+            "the payload is a ZIP archive, not",
+        ),
+        (lambda: _zip_declaring(b"a/" + b"b" * 200), "the payload is a ZIP archive, not"),
+        (
+            lambda: _docx_without("word/document.xml"),
+            "the DOCX package is incomplete: There is no item named 'word/document.xml'",
+        ),
+        (
+            _docx_without_a_main_document,
+            "the DOCX package is incomplete: no relationship of type "
+            "'http://schemas.openxmlformats.org/officeDocument/2006/relationships/officeDocument'",
+        ),
+    ],
+)
+def test_docx_that_is_another_archive_or_incomplete_is_unreadable(
+    build: Callable[[], bytes], reason: str
+) -> None:
+    with pytest.raises(Refusal) as refused:
+        extract_docx("application/octet-stream", build(), LIMITS)
+    assert refused.value.code == "unreadable" and refused.value.reason.startswith(reason)
 
 
 def test_docx_macro_enabled_package_is_unreadable() -> None:
@@ -666,13 +836,70 @@ def test_eps_labelled_as_png_is_unreadable_and_ghostscript_never_runs(
 ) -> None:
     calls: list[object] = []
     monkeypatch.setattr(EpsImagePlugin, "Ghostscript", lambda *args, **kw: calls.append(args))
-    with pytest.raises(Refusal, match="not an image in a format the sandbox decodes") as refused:
+    with pytest.raises(Refusal, match="looks like EPS, a format the sandbox does not") as refused:
         extract_image("image/png", EPS, LIMITS)
     assert refused.value.code == "unreadable"
     # Not even a caller that names no formats reaches the EPS opener.
     with pytest.raises(Image.UnidentifiedImageError):
         Image.open(io.BytesIO(EPS)).load()
     assert calls == []
+
+
+def _bmp_rle8(width: int, height: int, data: bytes) -> bytes:
+    """An 8-bit BMP whose pixels are RLE8 ``data`` (Pillow writes no RLE, so by hand)."""
+    palette = b"".join(bytes((level, level, level, 0)) for level in range(256))
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 8, 1, len(data), 2835, 2835, 256, 0)
+    offset = 14 + len(info) + len(palette)
+    return b"BM" + struct.pack("<IHHI", offset + len(data), 0, 0, offset) + info + palette + data
+
+
+def _bmp_rle8_short() -> bytes:
+    """64x64 pixels declared, one run of 5 and an end-of-bitmap mark given."""
+    return _bmp_rle8(64, 64, b"\x05\x01\x00\x01")
+
+
+def _apng_with_sequence_errors() -> bytes:
+    """A three-frame APNG whose frame-data chunks carry a wrong sequence number (CRCs fixed)."""
+    apng = bytearray(_encoded(_frames(1)[0], "PNG", save_all=True, append_images=_frames(3)[1:]))
+    position = 8
+    while position < len(apng):
+        (length,) = struct.unpack_from(">I", apng, position)
+        if apng[position + 4 : position + 8] == b"fdAT":
+            struct.pack_into(">I", apng, position + 8, 99)
+            crc = zlib.crc32(apng[position + 4 : position + 8 + length])
+            struct.pack_into(">I", apng, position + 8 + length, crc)
+        position += 12 + length
+    return bytes(apng)
+
+
+def _jpeg2000() -> bytes:
+    return _encoded(_photo(), "JPEG2000")
+
+
+@pytest.mark.parametrize(
+    ("build", "reason"),
+    [
+        (_bmp_rle8_short, "the BMP image data is truncated or corrupt: not enough image data"),
+        (
+            _apng_with_sequence_errors,
+            "the PNG image data is truncated or corrupt: APNG contains frame sequence errors",
+        ),
+        (_jpeg2000, "the payload looks like JPEG2000, a format the sandbox does not decode"),
+    ],
+)
+def test_image_damaged_or_in_a_pruned_format_is_unreadable_and_named(
+    build: Callable[[], bytes], reason: str
+) -> None:
+    with pytest.raises(Refusal) as refused:
+        extract_image("image/png", build(), LIMITS)
+    assert refused.value.code == "unreadable" and refused.value.reason.startswith(reason)
+
+
+def test_an_rle8_bmp_with_all_its_data_is_read() -> None:
+    """The RLE8 test file is short, not malformed: given its pixels, the same header decodes."""
+    rows = b"".join(b"\x04\x80\x00\x00" for _ in range(2))
+    frames = list(decoded_frames(_bmp_rle8(4, 2, rows + b"\x00\x01"), LIMITS))
+    assert len(frames) == 1 and frames[0][0].size == (4, 2)
 
 
 def test_pillow_registry_holds_exactly_the_accepted_openers() -> None:

@@ -27,14 +27,22 @@ from tests.sandbox.test_extractors import (
     FONT,
     ONE_PAGE,
     TEXT_CONTENT,
+    _apng_with_sequence_errors,
+    _bmp_rle8_short,
     _document_xml,
     _docx_with,
     _encoded,
     _flate_bomb,
     _frames,
+    _jpeg2000,
+    _odt,
     _page,
     _pdf,
+    _pdf_with_jbig2_image,
+    _pdf_with_jpx_image,
+    _pdf_with_truncated_jpeg_image,
     _photo,
+    _plain_zip,
     _png,
     _stream,
     _tiff_with_looping_ifds,
@@ -158,6 +166,64 @@ def test_hostile_file_ends_in_its_typed_outcome(
     # The decoding happened in the child: this process neither grew nor peaked.
     assert _rss_kib() - before < 8 * 1024
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_peak < 8 * 1024
+
+
+# (label, kind, media type, payload builder, what the reason must say)
+UNREADABLE: list[tuple[str, str, str, Callable[[], bytes], str]] = [
+    (
+        "report.docx",
+        "docx",
+        DOCX,
+        _odt,
+        "an OpenDocument file (application/vnd.oasis.opendocument.text), not a DOCX package",
+    ),
+    ("notes.docx", "docx", DOCX, _plain_zip, "a ZIP archive, not a DOCX package"),
+    ("jpx.pdf", "pdf", "application/pdf", _pdf_with_jpx_image, "a page image is JPEG2000, a"),
+    ("jbig2.pdf", "pdf", "application/pdf", _pdf_with_jbig2_image, "jbig2dec"),
+    (
+        "cut-image.pdf",
+        "pdf",
+        "application/pdf",
+        _pdf_with_truncated_jpeg_image,
+        "a page image is truncated or corrupt",
+    ),
+    ("scan.jp2", "image", "image/jp2", _jpeg2000, "looks like JPEG2000, a format the sandbox"),
+    (
+        "rle8.bmp",
+        "image",
+        "image/bmp",
+        _bmp_rle8_short,
+        "the BMP image data is truncated or corrupt: not enough image data",
+    ),
+    (
+        "sequence.png",
+        "image",
+        "image/png",
+        _apng_with_sequence_errors,
+        "the PNG image data is truncated or corrupt: APNG contains frame sequence errors",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "kind", "media_type", "build", "reason"),
+    UNREADABLE,
+    ids=[case[0] for case in UNREADABLE],
+)
+def test_a_file_the_sandbox_cannot_read_is_unreadable_and_says_why(
+    extractor: SandboxExtractor,
+    label: str,
+    kind: str,
+    media_type: str,
+    build: Callable[[], bytes],
+    reason: str,
+) -> None:
+    """Never a ParserError quoting a bare KeyError: the reason names the format or the damage."""
+    ref = AttachmentRef(label, kind, media_type, build())
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_attachment(ref, extractor, ExtractionLimits())
+    assert isinstance(failed.value.__cause__, UnreadableInput), failed.value
+    assert reason in str(failed.value)
 
 
 def test_an_external_entity_is_never_resolved(extractor: SandboxExtractor) -> None:

@@ -233,6 +233,21 @@ def _frame(body: bytes) -> bytes:
         (_frame(b'{"ok": true, "text": "a", "ok": false}'), MalformedAnswer, "repeats a key"),
         (_frame(b'{"ok": true, "text": "\\ud800", "pages": 1}'), MalformedAnswer, "surrogate"),
         (_frame(b'{"ok": true, "text": NaN, "pages": 1}'), MalformedAnswer, "NaN"),
+        # Past 4,300 digits json.loads raises a bare ValueError; below, the count is still a lie.
+        (
+            _frame(b'{"ok": true, "text": "a", "pages": 1%s}' % (b"0" * 4999)),
+            MalformedAnswer,
+            "7 digits",
+        ),
+        (
+            _frame(b'{"ok": true, "text": "a", "pages": 1%s}' % (b"0" * 4000)),
+            MalformedAnswer,
+            "7 digits",
+        ),
+        (_frame(b'{"ok": true, "text": "a", "pages": 1000001}'), MalformedAnswer, "0 to 1000000"),
+        (_frame(b'{"ok": true, "text": "a", "pages": -1}'), MalformedAnswer, "0 to 1000000"),
+        (_frame(b'{"ok": true, "text": "a", "pages": 1e999}'), MalformedAnswer, "pages is not"),
+        (_frame(b'{"ok": false, "code": 1%s}' % (b"0" * 4999)), MalformedAnswer, "7 digits"),
         (
             _frame(b'{"ok": false, "code": "pwned", "type": "X", "reason": "r"}'),
             MalformedAnswer,

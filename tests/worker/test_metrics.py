@@ -172,6 +172,9 @@ def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus
     text_pdf = (corpus_dir / "docling_multi_page.pdf").read_bytes()
     run_job(FakeTask(), job_for(redis, text_pdf, kind="pdf"), Runtime(SETTINGS))
     assert sample("airlock_ocr_pages_total") == pages + 1
+    # On the OCR stage all five pages count, though the sandbox passes on fewer updates.
+    run_job(FakeTask(), job_for(redis, text_pdf, kind="pdf", stage=Stage.OCR), Runtime(SETTINGS))
+    assert sample("airlock_ocr_pages_total") == pages + 6
 
 
 # --- the shared endpoint and the queue depth -------------------------------------------------
