@@ -164,9 +164,11 @@ _RUNNERS: weakref.WeakSet[SandboxRunner] = weakref.WeakSet()
 class SandboxRunner:
     """Jobs in isolated children of one fork server that imported ``modules`` once.
 
-    ``require`` (plus ``AIRLOCK_SANDBOX_REQUIRE``) names mechanisms without which the runner
-    refuses to run anything. ``skip`` turns mechanisms off on purpose, so a test can show that
-    each remaining layer holds on its own; naming one in both is an error.
+    ``require`` names mechanisms without which the runner refuses to run anything: by default
+    the ones ``AIRLOCK_SANDBOX_REQUIRE`` names; a set given here replaces that list, so the
+    doctor can probe one layer alone on a host whose deployment requires them all. ``skip``
+    turns mechanisms off on purpose, so a test can show that each remaining layer holds on its
+    own; naming one in both is an error.
     """
 
     def __init__(
@@ -175,7 +177,7 @@ class SandboxRunner:
         *,
         warm_children: int = 2,
         modules: tuple[str, ...] = DEFAULT_MODULES,
-        require: frozenset[str] = frozenset(),
+        require: frozenset[str] | None = None,
         skip: frozenset[str] = frozenset(),
     ) -> None:
         if warm_children < 0:
@@ -183,7 +185,9 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = mechanism_names(",".join(require), "require") | required_by_env()
+        self._require = (
+            required_by_env() if require is None else mechanism_names(",".join(require), "require")
+        )
         self._skip = mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
