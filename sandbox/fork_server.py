@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import select
-import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +28,7 @@ from sandbox.zygote import ZygoteConfig
 
 _STOP_SECONDS = 10.0
 _MESSAGE_BYTES = 4096
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,55 @@ def _zygote_env() -> dict[str, str]:
 
 def _close_child(child: WarmChild) -> None:
     for fd in (child.job_fd, child.answer_fd, child.pidfd):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _remove_tree(path: str) -> None:
+    """Delete ``path`` and everything under it, as far as it can. Never raises.
+
+    A parser can leave a directory chain thousands deep in its scratch directory (mkdir d;
+    chdir d, over and over): ``shutil.rmtree`` recurses once per level, and its RecursionError
+    out of ``close()`` made every later job on the runner fail. This walks one level at a time
+    by descriptor (a path that deep is also past PATH_MAX), and checks that each ``..`` is the
+    directory it came down from, so a tree moved under it cannot lead it outside ``path``.
+    """
+    with contextlib.suppress(OSError):
+        _remove_contents(path)
+        os.rmdir(path)
+
+
+def _remove_contents(path: str) -> None:
+    fd = os.open(path, _DIRECTORY)
+    # Per level below ``path``: its name in its parent, the parent's identity (to check ``..``
+    # against on the way up), and the parent's entries not yet removed.
+    trail: list[tuple[str, tuple[int, int], list[str]]] = []
+    try:
+        names = os.listdir(fd)
+        while names or trail:
+            if not names:
+                name, parent_identity, names = trail.pop()
+                parent = os.open("..", _DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                seen = os.fstat(fd)
+                if (seen.st_dev, seen.st_ino) != parent_identity:
+                    raise OSError(f"{path} was moved while it was being removed")
+                os.rmdir(name, dir_fd=fd)
+                continue
+            name = names.pop()
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            except IsADirectoryError:
+                here = os.fstat(fd)
+                below = os.open(name, _DIRECTORY, dir_fd=fd)
+                trail.append((name, (here.st_dev, here.st_ino), names))
+                os.close(fd)
+                fd = below
+                names = os.listdir(fd)
+    finally:
         os.close(fd)
 
 
@@ -119,7 +168,10 @@ class ForkServer:
         self._dead = False
         self._send_lock = threading.Lock()
         self._owner_pid = os.getpid()
-        self._scratch_root = _make_scratch_root()
+        try:
+            self._scratch_root = _make_scratch_root()
+        except OSError as exc:  # a full or read-only temp dir: the host, not the document
+            raise SandboxUnavailable(f"no scratch directory for the sandbox: {exc}") from exc
         config = ZygoteConfig(limits, modules, self._scratch_root, uid_base, skip)
         # Python makes both ends close-on-exec; only the zygote's end is passed on, explicitly.
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -201,11 +253,15 @@ class ForkServer:
         except OSError:
             pass  # the socket was shut down by close(), or the zygote died
         finally:
-            with self._changed:
-                self._dead = True
-                while self._ready:
-                    _close_child(self._ready.popleft())
-                self._changed.notify_all()
+            self._die()
+
+    def _die(self) -> None:
+        """Mark the server dead (the runner starts another) and wake every job waiting on it."""
+        with self._changed:
+            self._dead = True
+            while self._ready:
+                _close_child(self._ready.popleft())
+            self._changed.notify_all()
 
     def _file(self, message: dict[str, object], fds: list[int]) -> None:
         event, pid = message["event"], message["pid"]
@@ -244,7 +300,10 @@ class ForkServer:
             try:
                 self._sock.send(b'{"op": "want"}')
             except OSError as exc:
-                raise SandboxUnavailable(f"the sandbox fork server is gone: {exc}") from exc
+                # The zygote's end is closed: dead now, not once the dispatcher notices, so the
+                # job that found out is retried on a fresh fork server.
+                self._die()
+                raise SandboxUnavailable(f"the sandbox fork server died: {exc}") from exc
 
     def prefill(self, count: int) -> None:
         for _ in range(count):
@@ -260,6 +319,8 @@ class ForkServer:
         the server forking.
         """
         with self._changed:
+            if self._dead:
+                raise SandboxUnavailable("the sandbox fork server died")
             if len(self._ready) >= 2:
                 child = self._ready.popleft()
                 self._running.add(child.pid)
@@ -307,7 +368,13 @@ class ForkServer:
                 self._send_want()
 
     def close(self) -> None:
-        """End the zygote: closing our end is its signal to kill every child and exit."""
+        """End the zygote and remove the scratch root. Never raises.
+
+        Closing our end is the zygote's signal to kill every child and exit. ``close`` also
+        runs on a server found dead (its processes may be gone already, its scratch tree
+        whatever a parser left there) before the runner starts the next: an exception here
+        would fail that job and every one after it.
+        """
         if self._owner_pid != os.getpid():
             return
         with contextlib.suppress(OSError):
@@ -321,12 +388,10 @@ class ForkServer:
                 self._process.wait(_STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 self._process.kill()
-                self._process.wait()
-        with self._changed:
-            self._dead = True
-            while self._ready:
-                _close_child(self._ready.popleft())
-        shutil.rmtree(self._scratch_root, ignore_errors=True)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._process.wait(_STOP_SECONDS)
+        self._die()
+        _remove_tree(self._scratch_root)
 
     def abandon_after_fork(self) -> None:
         """In a forked copy of the worker: drop the inherited descriptors without touching the

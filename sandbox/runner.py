@@ -204,9 +204,9 @@ class SandboxRunner:
                 raise SandboxUnavailable("the sandbox runner is closed")
             if self._server is not None and self._server.alive:
                 return self._server
-            if self._server is not None:
-                self._server.close()  # it died: reap it and remove its scratch root
-                self._server = None
+            dead, self._server = self._server, None
+            if dead is not None:
+                dead.close()  # reap it and remove its scratch root (never raises)
             server = ForkServer(
                 self.limits, self._modules, self._uid_base, self._skip, _START_SECONDS
             )
@@ -234,10 +234,28 @@ class SandboxRunner:
         parse_limits: ParseLimits = ParseLimits(),  # noqa: B008 - frozen value
         on_progress: ProgressCallback | None = None,
     ) -> ExtractionResult:
-        """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages."""
+        """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages.
+
+        A job whose fork server dies under it (while it takes a child, or while the child
+        runs and before the child's answer or exit notice arrived) never got a verdict on its
+        document: it runs once more, from its first page and with a full wall clock, on a
+        fresh fork server. Only once: a second death is an infrastructure failure to report.
+        A job whose child answered, or whose exit the fork server reported, has its verdict
+        and is never run again.
+        """
         header = protocol.JobHeader(kind, media_type, parse_limits)
         job = [protocol.encode_job_header(header), protocol.LENGTH.pack(len(payload)), payload]
         server = self._fork_server()
+        try:
+            return self._run_on(server, job, on_progress)
+        except SandboxUnavailable:
+            if server.alive:
+                raise  # a child that could not jail, a missing layer: a retry would meet it too
+        return self._run_on(self._fork_server(), job, on_progress)
+
+    def _run_on(
+        self, server: ForkServer, job: list[bytes], on_progress: ProgressCallback | None
+    ) -> ExtractionResult:
         child = server.take(_CHILD_READY_SECONDS)
         try:
             missing = self._require - child.mechanisms

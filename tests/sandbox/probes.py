@@ -16,7 +16,7 @@ import subprocess
 import time
 import zlib
 
-from sandbox.extractors.registry import Refusal, extractor
+from sandbox.extractors.registry import Refusal, extractor, lookup, report_progress
 from sandbox.jail import ANSWER_FD
 from sandbox.limits import ParseLimits
 
@@ -254,3 +254,23 @@ def length(media_type: str, payload: bytes, limits: ParseLimits) -> str:
 @extractor("probe-exit-raise")
 def raise_system_exit(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     raise SystemExit(int(_arg(payload)))
+
+
+@extractor("probe-progress-then")
+def progress_then(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'KIND ARG': report page 1 of 2, then do what probe KIND does with ARG."""
+    kind, _, argument = _arg(payload).partition(" ")
+    report_progress(1, 2)
+    then = lookup(kind)
+    assert then is not None
+    return then(media_type, argument.encode(), limits)
+
+
+@extractor("probe-deep-dirs")
+def deep_dirs(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Leave a chain of N nested directories in scratch (mkdir d; chdir d, N times)."""
+    levels = int(_arg(payload))
+    for _ in range(levels):
+        os.mkdir("d")
+        os.chdir("d")
+    return f"made {levels}"
