@@ -143,13 +143,16 @@ def _parser() -> argparse.ArgumentParser:
         help="probe this container: --live (cheap, local) or --ready (through the broker)",
         description="--live: exit 0 while this container's worker beats its heartbeat file "
         "($AIRLOCK_HEARTBEAT_FILE). --ready: exit 0 when the broker answers and, with --worker, "
-        "when this container's worker answers a ping through it. Exit 1 otherwise.",
+        "when this container's worker answers a ping through it and a trivial job runs in "
+        "this container's sandbox. Exit 1 otherwise.",
     )
     check = health_command.add_mutually_exclusive_group(required=True)
     check.add_argument("--live", action="store_true", help="the worker's main loop still turns")
     check.add_argument("--ready", action="store_true", help="the broker (and worker) answer")
     health_command.add_argument(
-        "--worker", action="store_true", help="--ready: this container's worker must answer too"
+        "--worker",
+        action="store_true",
+        help="--ready: this container's worker must answer and its sandbox run a job too",
     )
     health_command.add_argument(
         "--timeout",

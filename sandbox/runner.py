@@ -64,6 +64,11 @@ def required_by_env() -> frozenset[str]:
     return mechanism_names(os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
 
 
+def root_requirement() -> frozenset[str]:
+    """What running as root adds to any requirement: a job must never parse as root."""
+    return frozenset({UID_DROP}) if os.geteuid() == 0 else frozenset()
+
+
 @dataclass(frozen=True)
 class _Exchange:
     """What the job's pipe conversation produced (before anything is trusted)."""
@@ -204,11 +209,13 @@ _RUNNERS: weakref.WeakSet[SandboxRunner] = weakref.WeakSet()
 class SandboxRunner:
     """Jobs in isolated children of one fork server that imported ``modules`` once.
 
-    ``require`` (plus ``AIRLOCK_SANDBOX_REQUIRE``) names mechanisms without which the runner
-    refuses to run anything; as root, ``uid_drop`` is always required, because a job must never
-    parse as root. ``skip`` turns mechanisms off on purpose, so a test can show that each
-    remaining layer holds on its own; naming one in both is an error. ``seccomp_log`` makes the
-    filter log instead of kill, for deriving the allow list only.
+    ``require`` names mechanisms without which the runner refuses to run anything: by default
+    the ones ``AIRLOCK_SANDBOX_REQUIRE`` names; a set given here replaces that list, so the
+    doctor can probe one layer alone on a host whose deployment requires them all. As root,
+    ``uid_drop`` is always required, because a job must never parse as root. ``skip`` turns
+    mechanisms off on purpose, so a test can show that each remaining layer holds on its own;
+    naming one in both is an error. ``seccomp_log`` makes the filter log instead of kill, for
+    deriving the allow list only.
     """
 
     def __init__(
@@ -217,7 +224,7 @@ class SandboxRunner:
         *,
         warm_children: int = 2,
         modules: tuple[str, ...] = DEFAULT_MODULES,
-        require: frozenset[str] = frozenset(),
+        require: frozenset[str] | None = None,
         skip: frozenset[str] = frozenset(),
         seccomp_log: bool = False,
     ) -> None:
@@ -226,16 +233,18 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = mechanism_names(",".join(require), "require") | required_by_env()
+        self._require = (
+            required_by_env() if require is None else mechanism_names(",".join(require), "require")
+        )
         self._skip = mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
             raise ValueError(f"mechanisms both required and skipped: {both}")
-        if os.geteuid() == 0:
-            if UID_DROP in self._skip:
-                raise ValueError("uid_drop cannot be skipped when running as root")
-            # A child whose uid drop failed would parse as root: it never gets a job.
-            self._require |= {UID_DROP}
+        # As root, a child whose uid drop failed would parse as root: it never gets a job
+        # (the fork server still starts, so the doctor can report what the host lacks).
+        self._job_require = self._require | root_requirement()
+        if self._job_require & self._skip:
+            raise ValueError("uid_drop cannot be skipped when running as root")
         self._seccomp_log = seccomp_log
         self._uid_base = int(os.environ.get("AIRLOCK_SANDBOX_UID_BASE", DEFAULT_UID_BASE))
         self._lock = threading.Lock()
@@ -249,9 +258,9 @@ class SandboxRunner:
                 raise SandboxUnavailable("the sandbox runner is closed")
             if self._server is not None and self._server.alive:
                 return self._server
-            if self._server is not None:
-                self._server.close()  # it died: reap it and remove its scratch root
-                self._server = None
+            dead, self._server = self._server, None
+            if dead is not None:
+                dead.close()  # reap it and remove its scratch root (never raises)
             server = ForkServer(
                 self.limits,
                 self._modules,
@@ -290,20 +299,43 @@ class SandboxRunner:
         on_progress: ProgressCallback | None = None,
     ) -> ExtractionResult:
         """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages
-        (at most once a second and always further along: see ``sandbox.progress``)."""
+        (at most once a second and always further along: see ``sandbox.progress``).
+
+        A job whose fork server dies under it (while it takes a child, or while the child
+        runs and before the child's answer or exit notice arrived) never got a verdict on its
+        document: it runs once more, from its first page, on a fresh fork server, within what
+        is left of the same wall clock (a retry must not double the time a caller waits).
+        Only once: a second death is an infrastructure failure to report. A job whose child
+        answered, or whose exit the fork server reported, has its verdict and is never rerun.
+        """
         header = protocol.JobHeader(kind, media_type, parse_limits)
         job = [protocol.encode_job_header(header), protocol.LENGTH.pack(len(payload)), payload]
         server = self._fork_server()
+        deadline = time.monotonic() + self.limits.wall_seconds
+        try:
+            return self._run_on(server, job, deadline, on_progress)
+        except SandboxUnavailable:
+            if server.alive:
+                raise  # a child that could not jail, a missing layer: a retry would meet it too
+        return self._run_on(self._fork_server(), job, deadline, on_progress)
+
+    def _run_on(
+        self,
+        server: ForkServer,
+        job: list[bytes],
+        deadline: float,
+        on_progress: ProgressCallback | None,
+    ) -> ExtractionResult:
         child = server.take(_CHILD_READY_SECONDS)
         try:
-            missing = self._require - child.mechanisms
+            missing = self._job_require - child.mechanisms
             if missing:
                 os.close(child.job_fd)
                 child.kill()
                 raise SandboxUnavailable(
-                    f"a sandbox child came up without {', '.join(sorted(missing))}"
+                    f"a sandbox child came up without {', '.join(sorted(missing))}, "
+                    "which this host requires"
                 )
-            deadline = time.monotonic() + self.limits.wall_seconds
             try:
                 exchange = _exchange(child, job, deadline, self.limits.output_bytes, on_progress)
             except BaseException:

@@ -377,6 +377,23 @@ def test_required_and_skipped_is_a_configuration_error() -> None:
         SandboxRunner(require=frozenset({"seccomp"}), skip=frozenset({"seccomp"}))
 
 
+def test_an_explicit_requirement_replaces_the_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How the doctor probes a layer alone where the deployment requires them all; every
+    other runner still holds the environment's requirement."""
+    monkeypatch.setenv("AIRLOCK_SANDBOX_REQUIRE", "landlock,seccomp")
+    with pytest.raises(ValueError, match="both required and skipped"):
+        SandboxRunner(skip=frozenset({"landlock"}))
+    with SandboxRunner(
+        LIMITS,
+        warm_children=0,
+        modules=PROBE_MODULES,
+        require=frozenset(),
+        skip=frozenset({"landlock"}),
+    ) as probe:
+        assert "landlock" not in probe.mechanisms
+        assert run(probe, "probe-echo", "ok") == "ok"
+
+
 def test_an_unknown_required_mechanism_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -393,8 +410,9 @@ def test_a_failed_uid_drop_as_root_refuses_every_job(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("AIRLOCK_SANDBOX_UID_BASE", str(2**32 - 1))
     with (
         SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES) as strict,
-        pytest.raises(SandboxUnavailable, match="unavailable on this host: uid_drop"),
+        pytest.raises(SandboxUnavailable, match="came up without uid_drop"),
     ):
+        assert "uid_drop" not in strict.mechanisms
         run(strict, "probe-echo", "never")
     with pytest.raises(ValueError, match="uid_drop cannot be skipped"):
         SandboxRunner(skip=frozenset({"uid_drop"}))
