@@ -360,3 +360,18 @@ def progress_then(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     then = lookup(kind)
     assert then is not None
     return then(media_type, argument.encode(), limits)
+
+
+_SYS_EXECVEAT = 322  # x86_64
+_AT_EMPTY_PATH = 0x1000
+
+
+@extractor("probe-execveat")
+def execute_descriptor(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Execute a program by descriptor (the memfd path's second half), here tesseract's own."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(_arg(payload), os.O_PATH)
+    argv = (ctypes.c_char_p * 2)(b"program", None)
+    envp = (ctypes.c_char_p * 1)(None)
+    libc.syscall(_SYS_EXECVEAT, fd, b"", argv, envp, _AT_EMPTY_PATH)
+    return f"execveat failed: errno {ctypes.get_errno()}"
