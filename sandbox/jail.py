@@ -342,6 +342,7 @@ def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> f
 
 
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIRECTORY_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def remove_tree(path: str) -> bool:
@@ -354,7 +355,7 @@ def remove_tree(path: str) -> bool:
     them, and checks each ``..`` is the directory it came down from, so a tree moved under it
     cannot lead it outside ``path``.
     """
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, ValueError):
         _remove_contents(path)
     with contextlib.suppress(OSError):
         os.rmdir(path)
@@ -363,9 +364,23 @@ def remove_tree(path: str) -> bool:
     return not os.path.lexists(path)
 
 
+def _open_directory(name: str, dir_fd: int | None = None) -> int:
+    """Open a directory (never a symlink) for listing, first making it its owner's to empty.
+
+    The mode is changed through an O_PATH handle of the directory itself, so a name swapped
+    for a symlink meanwhile cannot turn the chmod onto the link's target.
+    """
+    handle = os.open(name, _DIRECTORY_PATH, dir_fd=dir_fd)
+    try:
+        with contextlib.suppress(OSError):
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+        return os.open(f"/proc/self/fd/{handle}", _DIRECTORY & ~os.O_NOFOLLOW)
+    finally:
+        os.close(handle)
+
+
 def _remove_contents(path: str) -> None:
-    os.chmod(path, 0o700, follow_symlinks=False)
-    fd = os.open(path, _DIRECTORY)
+    fd = _open_directory(path)
     # Per level below ``path``: its name in its parent, the parent's identity (to check ``..``
     # against on the way up), and the parent's entries not yet removed.
     trail: list[tuple[str, tuple[int, int], list[str]]] = []
@@ -389,8 +404,7 @@ def _remove_contents(path: str) -> None:
                 continue
             except IsADirectoryError:
                 here = os.fstat(fd)
-                os.chmod(name, 0o700, dir_fd=fd, follow_symlinks=False)
-                below = os.open(name, _DIRECTORY, dir_fd=fd)
+                below = _open_directory(name, fd)
                 trail.append((name, (here.st_dev, here.st_ino), names))
                 os.close(fd)
                 fd = below
