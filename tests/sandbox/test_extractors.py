@@ -860,6 +860,17 @@ def test_docx_numbering_from_a_style_and_switched_off_by_num_id_zero() -> None:
     assert text.splitlines() == ["1. first", "  a. detail", "not numbered", "2. second", "looped"]
 
 
+def test_docx_tab_stops_in_paragraph_properties_are_not_tabs() -> None:
+    """w:tab inside w:pPr/w:tabs defines a tab stop; read as text it began every line of a
+    style-formatted paragraph with a tab, which reads as an empty table cell."""
+    body = (
+        '<w:p><w:pPr><w:tabs><w:tab w:val="num" w:pos="720"/></w:tabs><w:rPr><w:i/></w:rPr>'
+        "</w:pPr><w:r><w:t>First</w:t><w:tab/><w:t>item</w:t></w:r></w:p>"
+    )
+    payload = _docx_with({"word/document.xml": _document_xml(body)})
+    assert extract_docx("application/octet-stream", payload, LIMITS) == "First\titem"
+
+
 def test_docx_hostile_numbering_values_are_bounded() -> None:
     """Letter and roman counts that would grow without bound are drawn in decimal; a start value
     too long for int() is Word's default 0; a level out of range or a definition that does not
