@@ -25,6 +25,7 @@ from bridge.contracts import (
 )
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.labels import safe_label, strip_invisible
+from bridge.markers import escape_markers
 
 #: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
 #: container is not handed to a parser "to find out what it is".
@@ -35,7 +36,13 @@ _ZIP_PARSED_KINDS = frozenset({"docx"})
 
 # C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in
 # extracted text reach a model (and an operator's terminal) as instructions, not as content.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Also the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which make
+# text display in another order than it is read (U+202E shows "txt.exe" as "exe.txt"), and
+# U+FEFF, a byte-order mark that is invisible inside text and splits a word for a matcher.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
+# The Unicode line and paragraph separators break a line for a reader and for str.splitlines();
+# left in, a body line could begin with a block heading that no "\n"-based check sees.
+_LINE_SEPARATORS = re.compile("[\u2028\u2029]")
 
 # How much of an untrusted string (a kind, a media type, a parser's message) a reason quotes:
 # enough to recognise it, too little to carry a payload of its own into a log or a prompt.
@@ -119,8 +126,9 @@ class TextExtractor(Protocol):
 
 
 def normalise_extracted(text: str) -> str:
-    """Unix line endings, no control characters but tab and newline, no trailing spaces."""
-    unified = text.replace("\r\n", "\n").replace("\r", "\n")
+    """Unix line endings (U+2028 and U+2029 included), no control characters but tab and
+    newline, no bidi controls or byte-order marks, no trailing spaces."""
+    unified = _LINE_SEPARATORS.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     stripped = _CONTROL.sub("", unified)
     return "\n".join(line.rstrip() for line in stripped.split("\n"))
 
@@ -259,7 +267,9 @@ def assemble_selection(
         if not outcome.text.strip():
             dropped.append((outcome.label, "the extractor returned nothing but whitespace"))
             continue
-        block = f"ATTACHMENT [{outcome.label}]\n{outcome.text}"
+        # The body is escaped here, where both the local and the queued path end, so no
+        # attachment can render a line that reads as another block's heading or a role.
+        block = f"ATTACHMENT [{outcome.label}]\n{escape_markers(outcome.text)}"
         cost = len(block) + (len(BLOCK_SEPARATOR) if blocks else 0)
         if used + cost > limits.max_total_chars:
             if on_rejection == "raise":
