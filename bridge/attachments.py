@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from bridge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
+from bridge.ceilings import EXTRACTION_SETTINGS, explain_sandbox_ceiling
 from bridge.contracts import (
     BLOCK_SEPARATOR,
     ContextContribution,
@@ -163,7 +164,8 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
         raise IngestionRejected(
             f"attachment {label!r} is {len(ref.payload)} bytes, which exceeds the "
             f"{limits.max_bytes}-byte raw-input ceiling checked before dispatch (AS-ING-6); "
-            "archive expansion is bounded separately."
+            "archive expansion is bounded separately. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_bytes'].to_admit(len(ref.payload))}."
         )
     # A docx is opened by zipfile whatever its declared media type says, so it is inspected
     # even when the type and the leading bytes hide that it is an archive.
@@ -177,8 +179,13 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
                 max_nesting_depth=limits.max_nesting_depth,
             )
         except ArchiveLimitExceeded as exc:
+            hint = (
+                "; " + EXTRACTION_SETTINGS[exc.ceiling].to_admit(exc.needed, at_least=True)
+                if exc.ceiling is not None
+                else ""
+            )
             raise IngestionRejected(
-                f"attachment {label!r} was rejected before dispatch: {exc}"
+                f"attachment {label!r} was rejected before dispatch: {exc}{hint}"
             ) from exc
 
 
@@ -202,7 +209,8 @@ def admit_text(
         raise IngestionRejected(
             f"attachment {label!r} extracted to {len(text)} characters, which exceeds the "
             f"{limits.max_text_chars}-character ceiling; extracted text is dropped, never "
-            "truncated — a cut fact reads as a complete one."
+            "truncated — a cut fact reads as a complete one. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_text_chars'].to_admit(len(text))}."
         )
     return ExtractedAttachment(
         label=label,
@@ -214,11 +222,16 @@ def admit_text(
 
 
 def extraction_failure(ref: AttachmentRef, exc_type: str, message: str) -> ExtractionFailed:
-    """The one wording of "the parser lost on this attachment", whichever path saw it lose."""
+    """The one wording of "the parser lost on this attachment", whichever path saw it lose.
+
+    A sandbox ceiling's reason ends with the setting that raises it, after the quoted message
+    so a long message cannot cut it off.
+    """
+    hint = explain_sandbox_ceiling(message) if exc_type == "CeilingExceeded" else ""
     return ExtractionFailed(
         f"extraction of attachment {safe_label(ref.label)!r} "
         f"({quoted(ref.kind)}/{quoted(ref.media_type)}) failed: "
-        f"{quoted(exc_type)}: {quoted(message, _QUOTED_MESSAGE_CHARS)}"
+        f"{quoted(exc_type)}: {quoted(message, _QUOTED_MESSAGE_CHARS)}{hint}"
     )
 
 
@@ -272,17 +285,18 @@ def assemble_selection(
         block = f"ATTACHMENT [{outcome.label}]\n{escape_markers(outcome.text)}"
         cost = len(block) + (len(BLOCK_SEPARATOR) if blocks else 0)
         if used + cost > limits.max_total_chars:
+            admit = EXTRACTION_SETTINGS["max_total_chars"].to_admit(used + cost)
             if on_rejection == "raise":
                 raise IngestionRejected(
                     f"attachment {outcome.label!r} would take the assembled block past the "
                     f"{limits.max_total_chars}-character ceiling; the per-attachment cap "
-                    "bounds one file, this one bounds the set."
+                    f"bounds one file, this one bounds the set. To admit it, {admit}."
                 )
             dropped.append(
                 (
                     outcome.label,
                     "would take the assembled block past the "
-                    f"{limits.max_total_chars}-character ceiling",
+                    f"{limits.max_total_chars}-character ceiling; {admit}",
                 )
             )
             continue
