@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from bridge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
-from bridge.ceilings import EXTRACTION_SETTINGS, explain_sandbox_ceiling
+from bridge.ceilings import EXTRACTION_SETTINGS, explain_failure
 from bridge.contracts import (
     BLOCK_SEPARATOR,
     ContextContribution,
@@ -224,10 +224,10 @@ def admit_text(
 def extraction_failure(ref: AttachmentRef, exc_type: str, message: str) -> ExtractionFailed:
     """The one wording of "the parser lost on this attachment", whichever path saw it lose.
 
-    A sandbox ceiling's reason ends with the setting that raises it, after the quoted message
-    so a long message cannot cut it off.
+    A sandbox ceiling's or limit's reason ends with the setting that raises it, after the
+    quoted message so a long message cannot cut it off.
     """
-    hint = explain_sandbox_ceiling(message) if exc_type == "CeilingExceeded" else ""
+    hint = explain_failure(exc_type, message)
     return ExtractionFailed(
         f"extraction of attachment {safe_label(ref.label)!r} "
         f"({quoted(ref.kind)}/{quoted(ref.media_type)}) failed: "

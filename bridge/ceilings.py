@@ -71,11 +71,38 @@ EXTRACTION_SETTINGS: Mapping[str, CeilingSetting] = MappingProxyType(
 #: deployment's memory budget, so it has a variable but no per-call flag.
 PIXELS = CeilingSetting("max_pixels", None, "AIRLOCK_MAX_PIXELS", "pixels of one decoded image")
 
+#: The sandbox's kernel-enforced limits (``SandboxLimits``), by the error type that reports
+#: them. A deployment's settings, not a call's: no flag, and no value is known to suffice.
+SANDBOX_SETTINGS: Mapping[str, CeilingSetting] = MappingProxyType(
+    {
+        "WallClockExceeded": CeilingSetting(
+            "wall_seconds", None, "AIRLOCK_SANDBOX_WALL_SECONDS", "wall-clock seconds of a job"
+        ),
+        "CpuLimitExceeded": CeilingSetting(
+            "cpu_seconds", None, "AIRLOCK_SANDBOX_CPU_SECONDS", "CPU seconds of a job"
+        ),
+        "MemoryLimitExceeded": CeilingSetting(
+            "memory_bytes", None, "AIRLOCK_SANDBOX_MEMORY_MB", "address space of a job, in MiB"
+        ),
+        "OutputTooLarge": CeilingSetting(
+            "output_bytes", None, "AIRLOCK_SANDBOX_OUTPUT_BYTES", "bytes of a job's answer"
+        ),
+    }
+)
+
 # The sandbox's ceiling refusals, as its parsers word them (sandbox/extractors). A count before
 # "pages" is exact; "more than N" means the parser stopped counting past the ceiling.
 _PAGES = re.compile(r"^(more than )?(\d+) .*?exceeds the (\d+)-page ceiling")
 _TEXT = re.compile(r"^more than (\d+) characters of text exceeds the (\d+)-character ceiling")
 _PIXELS = re.compile(r"(\d+) pixels exceeds the (\d+)-pixel ceiling|pixel ceiling is (\d+)")
+
+
+def explain_failure(type_name: str, message: str) -> str:
+    """The hint a sandbox failure's reason ends with (``"; raise ..."``), or ``""``."""
+    if type_name == "CeilingExceeded":
+        return explain_sandbox_ceiling(message)
+    setting = SANDBOX_SETTINGS.get(type_name)
+    return "; " + setting.to_admit() if setting is not None else ""
 
 
 def explain_sandbox_ceiling(message: str) -> str:

@@ -23,12 +23,15 @@ from bridge.attachments import (
 )
 from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS, explain_sandbox_ceiling
 from bridge.errors import IngestionRejected
+from sandbox.errors import OutputTooLarge
 from sandbox.extractors.image import extract_image
 from sandbox.extractors.ocr import check_pixels
 from sandbox.extractors.pdf import extract_pdf
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import TextBudget
-from sandbox.limits import ParseLimits
+from sandbox.limits import ParseLimits, SandboxLimits
+from sandbox.runner import SandboxRunner
+from tests.sandbox.probes import PROBE_MODULES
 from tests.sandbox.test_extractors import _encoded, _frames
 from tests.worker.test_cli import _pdf_of
 
@@ -76,6 +79,19 @@ def test_sandbox_ceiling_reasons_end_with_what_raises_them(
     assert explain_sandbox_ceiling(reason) == hint
     ref = AttachmentRef("book.pdf", "pdf", "application/pdf", b"%PDF")
     assert str(extraction_failure(ref, "CeilingExceeded", reason)).endswith(f"{reason}{hint}")
+
+
+def test_a_sandbox_limit_names_its_variable() -> None:
+    """A kernel-enforced limit hit by a real child: no value is known to suffice, so N."""
+    limits = SandboxLimits(output_bytes=64 * 1024)
+    with (
+        SandboxRunner(limits, warm_children=1, modules=PROBE_MODULES) as sandbox,
+        pytest.raises(OutputTooLarge) as exceeded,
+    ):
+        sandbox.run("probe-big-answer", "text/plain", b"200000")
+    ref = AttachmentRef("a.txt", "text", "text/plain", b"200000")
+    failure = extraction_failure(ref, type(exceeded.value).__name__, str(exceeded.value))
+    assert str(failure).endswith("; raise output_bytes (AIRLOCK_SANDBOX_OUTPUT_BYTES=N)")
 
 
 def test_a_ceiling_no_setting_raises_gets_no_hint() -> None:

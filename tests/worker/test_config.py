@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from bridge.attachments import ExtractionLimits
-from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS
+from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
 from bridge.jobs import QUEUES
 from sandbox.limits import MIB
 from worker.config import DEFAULT_BROKER_URL, ConfigurationError, Settings
@@ -78,6 +78,14 @@ def test_the_ceilings_a_refusal_names_are_the_variables_read() -> None:
     assert settings.bridge_service.limits == settings.extraction_limits
     assert settings.parse_limits.max_pixels == 1234
     assert settings.parse_limits.max_text_chars == 58_000
+
+
+@pytest.mark.parametrize("type_name", sorted(SANDBOX_SETTINGS))
+def test_the_sandbox_limits_a_refusal_names_are_the_variables_read(type_name: str) -> None:
+    setting = SANDBOX_SETTINGS[type_name]
+    settings = Settings.from_env({setting.variable: "7"})
+    scale = MIB if setting.field == "memory_bytes" else 1  # the variable is in MiB
+    assert getattr(settings.sandbox, setting.field) == 7 * scale
 
 
 @pytest.mark.parametrize(
