@@ -126,7 +126,7 @@ def _number_attribute(element: etree._Element, name: str) -> int | None:
     return int(value) if int(value) < _LEVELS else None
 
 
-def formatted(value: int, number_format: str) -> str:
+def _formatted(value: int, number_format: str) -> str:
     """``value`` in one of Word's number formats; formats this module does not know (the East
     Asian counting systems, ordinals in words) fall back to decimal, which reads the same."""
     if number_format in ("lowerLetter", "upperLetter") and 1 <= value <= _MAX_LETTER_VALUE:
@@ -171,6 +171,7 @@ class Numbering:
             for num in numbering.iterchildren(_W + "num"):
                 self._nums.setdefault(num.get(_W + "numId", ""), num)
         self._instances: dict[str, _Instance | None] = {}
+        self._style_numberings: dict[str | None, tuple[str | None, int | None]] = {}
         self._counters: dict[str, list[int | None]] = {}
 
     def prefix(self, paragraph: etree._Element) -> tuple[str, int]:
@@ -182,7 +183,9 @@ class Numbering:
         properties = paragraph.find(_W + "pPr")
         own = properties.find(_W + "numPr") if properties is not None else None
         style_id = self._style_of(properties)
-        num_id, level_index = self._style_numbering(style_id)
+        if style_id not in self._style_numberings:
+            self._style_numberings[style_id] = self._style_numbering(style_id)
+        num_id, level_index = self._style_numberings[style_id]
         if own is not None:
             own_id = own.find(_W + "numId")
             if own_id is not None:
@@ -317,7 +320,7 @@ class Numbering:
             if value is None:
                 value = referenced.start if referenced is not None else 0
             number_format = referenced.number_format if referenced is not None else "decimal"
-            return formatted(value, "decimal" if level.legal else number_format)
+            return _formatted(value, "decimal" if level.legal else number_format)
 
         text = _PLACEHOLDER.sub(placeholder, level.template).strip()
         return text + level.suffix if text else ""
