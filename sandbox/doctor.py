@@ -18,7 +18,7 @@ from sandbox.extractors.ocr import TESSERACT
 from sandbox.extractors.registry import extractor
 from sandbox.jail import LANDLOCK, MECHANISMS, NETNS, SECCOMP
 from sandbox.limits import ParseLimits, SandboxLimits
-from sandbox.runner import SandboxRunner, required_by_env
+from sandbox.runner import SandboxRunner, required_by_env, root_requirement
 
 _CONNECT_KIND = "airlock-doctor-connect"
 _MODULE = "sandbox.doctor"  # imported by the probe's fork servers, which register the kind
@@ -101,9 +101,18 @@ class DoctorReport:
         return lines
 
 
+def _probe_runner(skip: frozenset[str] = frozenset()) -> SandboxRunner:
+    """A runner that requires nothing: a layer skipped on purpose is the point of a probe, and
+    a layer the host lacks belongs in the report (which weighs ``AIRLOCK_SANDBOX_REQUIRE``),
+    not in an exception that ends the probe before it reports anything."""
+    return SandboxRunner(
+        _LIMITS, warm_children=0, modules=(_MODULE,), require=frozenset(), skip=skip
+    )
+
+
 def _attempt(port: int, skip: frozenset[str]) -> tuple[bool, str]:
     """Run the connect in a jailed child; (blocked, what happened)."""
-    with SandboxRunner(_LIMITS, warm_children=0, modules=(_MODULE,), skip=skip) as runner:
+    with _probe_runner(skip) as runner:
         try:
             runner.run(_CONNECT_KIND, "text/plain", str(port).encode())
         except SandboxError as exc:
@@ -134,7 +143,7 @@ def probe() -> DoctorReport:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        with SandboxRunner(_LIMITS, warm_children=0, modules=(_MODULE,)) as runner:
+        with _probe_runner() as runner:
             mechanisms = runner.mechanisms
         blocked, outcome = _attempt(port, frozenset())
         layers = []
@@ -146,7 +155,7 @@ def probe() -> DoctorReport:
             layers.append(LayerCheck(layer, layer_blocked, layer_outcome))
     return DoctorReport(
         mechanisms,
-        required_by_env(),
+        required_by_env() | root_requirement(),
         landlock.abi_version(),
         seccomp.compile_filter() is not None,
         blocked,

@@ -86,7 +86,8 @@ def _zygote_env() -> dict[str, str]:
 
 def _close_child(child: WarmChild) -> None:
     for fd in (child.job_fd, child.answer_fd, child.pidfd):
-        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 _LIVE: weakref.WeakSet[ForkServer] = weakref.WeakSet()
@@ -124,7 +125,10 @@ class ForkServer:
         self._dead = False
         self._send_lock = threading.Lock()
         self._owner_pid = os.getpid()
-        self._scratch_root = _make_scratch_root()
+        try:
+            self._scratch_root = _make_scratch_root()
+        except OSError as exc:  # a full or read-only temp dir: the host, not the document
+            raise SandboxUnavailable(f"no scratch directory for the sandbox: {exc}") from exc
         config = ZygoteConfig(limits, modules, self._scratch_root, uid_base, skip, seccomp_log)
         # Python makes both ends close-on-exec; only the zygote's end is passed on, explicitly.
         self._sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -206,11 +210,15 @@ class ForkServer:
         except OSError:
             pass  # the socket was shut down by close(), or the zygote died
         finally:
-            with self._changed:
-                self._dead = True
-                while self._ready:
-                    _close_child(self._ready.popleft())
-                self._changed.notify_all()
+            self._die()
+
+    def _die(self) -> None:
+        """Mark the server dead (the runner starts another) and wake every job waiting on it."""
+        with self._changed:
+            self._dead = True
+            while self._ready:
+                _close_child(self._ready.popleft())
+            self._changed.notify_all()
 
     def _file(self, message: dict[str, object], fds: list[int]) -> None:
         event, pid = message["event"], message["pid"]
@@ -252,7 +260,10 @@ class ForkServer:
             try:
                 self._sock.send(b'{"op": "want"}')
             except OSError as exc:
-                raise SandboxUnavailable(f"the sandbox fork server is gone: {exc}") from exc
+                # The zygote's end is closed: dead now, not once the dispatcher notices, so the
+                # job that found out is retried on a fresh fork server.
+                self._die()
+                raise SandboxUnavailable(f"the sandbox fork server died: {exc}") from exc
 
     def prefill(self, count: int) -> None:
         for _ in range(count):
@@ -268,6 +279,8 @@ class ForkServer:
         the server forking.
         """
         with self._changed:
+            if self._dead:
+                raise SandboxUnavailable("the sandbox fork server died")
             if len(self._ready) >= 2:
                 child = self._ready.popleft()
                 self._running.add(child.pid)
@@ -315,7 +328,13 @@ class ForkServer:
                 self._send_want()
 
     def close(self) -> None:
-        """End the zygote: closing our end is its signal to kill every child and exit."""
+        """End the zygote and remove the scratch root. Never raises.
+
+        Closing our end is the zygote's signal to kill every child and exit. ``close`` also
+        runs on a server found dead (its processes may be gone already, its scratch tree
+        whatever a parser left there) before the runner starts the next: an exception here
+        would fail that job and every one after it.
+        """
         if self._owner_pid != os.getpid():
             return
         with contextlib.suppress(OSError):
@@ -329,11 +348,9 @@ class ForkServer:
                 self._process.wait(_STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 self._process.kill()
-                self._process.wait()
-        with self._changed:
-            self._dead = True
-            while self._ready:
-                _close_child(self._ready.popleft())
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._process.wait(_STOP_SECONDS)
+        self._die()
         remove_tree(self._scratch_root)
 
     def abandon_after_fork(self) -> None:

@@ -341,65 +341,76 @@ def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> f
     return frozenset(active)
 
 
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIRECTORY_PATH = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
 def remove_tree(path: str) -> bool:
     """Delete ``path`` and everything beneath it; True when it is gone. Never raises.
 
-    Iterative, holding one directory open at a time and climbing back by ``..``: a tree a
-    parser built 1,200 levels deep made the recursive ``shutil.rmtree`` raise RecursionError
-    inside the fork server, and such paths exceed PATH_MAX and the descriptor limit. Runs in
-    the trusted fork server over a tree an attacker shaped, so symlinks are removed, never
-    followed, no directory is entered twice, and a tree moved under it is left, not chased.
+    A tree a parser built 1,200 levels deep made the recursive ``shutil.rmtree`` raise
+    RecursionError in the fork server and in ``close()``, and every later job failed. This
+    walks one level at a time by descriptor (such paths are past PATH_MAX too), makes each
+    directory writable to its owner first (scratch is 0500), removes symlinks without following
+    them, and checks each ``..`` is the directory it came down from, so a tree moved under it
+    cannot lead it outside ``path``.
     """
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    with contextlib.suppress(OSError):
-        os.chmod(path, 0o700, follow_symlinks=False)
-    try:
-        current = os.open(path, flags)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        return not os.path.lexists(path)
-    trail: list[tuple[str, int]] = []  # directories entered, and the inode of each one's parent
-    entered: set[int] = set()
-    try:
-        while True:
-            below: tuple[int, str] | None = None
-            with os.scandir(current) as entries:
-                for entry in entries:
-                    if not entry.is_dir(follow_symlinks=False):
-                        with contextlib.suppress(OSError):
-                            os.unlink(entry.name, dir_fd=current)
-                    elif entry.inode() not in entered:
-                        entered.add(entry.inode())
-                        with contextlib.suppress(OSError):
-                            os.chmod(entry.name, 0o700, dir_fd=current, follow_symlinks=False)
-                        with contextlib.suppress(OSError):
-                            below = (os.open(entry.name, flags, dir_fd=current), entry.name)
-                            break
-            if below is not None:
-                trail.append((below[1], os.fstat(current).st_ino))
-                os.close(current)
-                current = below[0]
-                continue
-            if not trail:
-                break
-            name, parent_inode = trail.pop()
-            parent = os.open("..", flags, dir_fd=current)
-            os.close(current)
-            current = parent
-            if os.fstat(current).st_ino != parent_inode:
-                break
-            with contextlib.suppress(OSError):
-                os.rmdir(name, dir_fd=current)
-    except OSError:
-        pass  # what is left is reported by the return value
-    finally:
-        os.close(current)
+    with contextlib.suppress(OSError, ValueError):
+        _remove_contents(path)
     with contextlib.suppress(OSError):
         os.rmdir(path)
+    with contextlib.suppress(OSError):
+        os.unlink(path)  # not a directory at all
     return not os.path.lexists(path)
+
+
+def _open_directory(name: str, dir_fd: int | None = None) -> int:
+    """Open a directory (never a symlink) for listing, first making it its owner's to empty.
+
+    The mode is changed through an O_PATH handle of the directory itself, so a name swapped
+    for a symlink meanwhile cannot turn the chmod onto the link's target.
+    """
+    handle = os.open(name, _DIRECTORY_PATH, dir_fd=dir_fd)
+    try:
+        with contextlib.suppress(OSError):
+            os.chmod(f"/proc/self/fd/{handle}", 0o700)
+        return os.open(f"/proc/self/fd/{handle}", _DIRECTORY & ~os.O_NOFOLLOW)
+    finally:
+        os.close(handle)
+
+
+def _remove_contents(path: str) -> None:
+    fd = _open_directory(path)
+    # Per level below ``path``: its name in its parent, the parent's identity (to check ``..``
+    # against on the way up), and the parent's entries not yet removed.
+    trail: list[tuple[str, tuple[int, int], list[str]]] = []
+    try:
+        names = os.listdir(fd)
+        while names or trail:
+            if not names:
+                name, parent_identity, names = trail.pop()
+                parent = os.open("..", _DIRECTORY, dir_fd=fd)
+                os.close(fd)
+                fd = parent
+                seen = os.fstat(fd)
+                if (seen.st_dev, seen.st_ino) != parent_identity:
+                    raise OSError(f"{path} was moved while it was being removed")
+                os.rmdir(name, dir_fd=fd)
+                continue
+            name = names.pop()
+            try:
+                os.unlink(name, dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            except IsADirectoryError:
+                here = os.fstat(fd)
+                below = _open_directory(name, fd)
+                trail.append((name, (here.st_dev, here.st_ino), names))
+                os.close(fd)
+                fd = below
+                names = os.listdir(fd)
+    finally:
+        os.close(fd)
 
 
 def remove_scratch(jail_plan: JailPlan, pid: int) -> bool:

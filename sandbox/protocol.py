@@ -1,10 +1,10 @@
 """The bytes that cross the pipe between the parent and a jailed child.
 
 Everything is a frame: a 4-byte big-endian length, then that many bytes. The parent sends a JSON
-job header frame and a payload frame; the child answers with one JSON frame. JSON and plain
-values only: an answer is parsed by the trusted side, and nothing richer than strings and
-integers (no pickle, no exception objects) may come back from a process an attacker's bytes
-may have taken over.
+job header frame and a payload frame; the child answers with progress frames, then one JSON
+answer frame. JSON and plain values only: an answer is parsed by the trusted side, and nothing
+richer than strings and bounded integers (no pickle, no exception objects) may come back from a
+process an attacker's bytes may have taken over.
 """
 
 from __future__ import annotations
@@ -22,6 +22,11 @@ LENGTH = struct.Struct("!I")
 MAX_HEADER_BYTES = 64 * 1024
 MAX_REASON_CHARS = 1000
 MAX_TYPE_CHARS = 100
+# Page and progress counts above this are lies: no page ceiling comes near it. The digits are
+# counted before any conversion, so a forged 5,000-digit count costs a length check, not a
+# quadratic conversion or Python's bare "exceeds the limit for integer string conversion".
+MAX_COUNT = 1_000_000
+_MAX_COUNT_DIGITS = len(str(MAX_COUNT))
 
 # A JSON escape can smuggle a lone surrogate past strict UTF-8 decoding; no valid text has one.
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -91,6 +96,13 @@ def encode_progress(done: int, total: int) -> bytes:
     return frame(json.dumps({"progress": [done, total]}).encode())
 
 
+# Exactly the bytes ``encode_progress`` writes. A child may send one progress frame per 24 bytes
+# of its answer budget, so the parent recognises them with one match rather than a JSON parse
+# each; any other body that claims to be progress is malformed.
+_COUNT = rb"(0|[1-9][0-9]{0,%d})" % (_MAX_COUNT_DIGITS - 1)
+_PROGRESS_FRAME = re.compile(rb'\{"progress": \[' + _COUNT + rb", " + _COUNT + rb"\]\}")
+
+
 def encode_text_answer(text: str, pages: int | None) -> bytes:
     # A lone surrogate from a broken font map is not encodable as UTF-8; replace it here so the
     # parent can insist on strict UTF-8 and reject everything else as malformed.
@@ -135,32 +147,56 @@ def _clean_string(untrusted_value: object, name: str, limit: int | None) -> str:
     return untrusted_value
 
 
-def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer | Progress:
-    """Validate a frame strictly: exact keys, exact types, strict UTF-8 and JSON.
+def _bounded_int(untrusted_digits: str) -> int:
+    if len(untrusted_digits.lstrip("-")) > _MAX_COUNT_DIGITS:
+        _malformed(f"an integer has more than {_MAX_COUNT_DIGITS} digits")
+    return int(untrusted_digits)
 
-    A progress frame may precede the one answer; anything else is malformed.
+
+def _count(untrusted_value: object, name: str) -> int:
+    if type(untrusted_value) is not int or not 0 <= untrusted_value <= MAX_COUNT:
+        _malformed(f"{name} is not an integer from 0 to {MAX_COUNT}")
+    return untrusted_value
+
+
+def decode_progress(untrusted_body: bytes) -> Progress | None:
+    """The progress a frame reports, or None when the frame is not a progress frame."""
+    match = _PROGRESS_FRAME.fullmatch(untrusted_body)
+    if match is None:
+        return None
+    done, total = (_count(int(digits), "a progress count") for digits in match.groups())
+    if done > total:
+        _malformed(f"progress reports {done} done of {total}")
+    return Progress(done, total)
+
+
+def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
+    """Validate the answer frame strictly: exact keys, exact types, strict UTF-8 and JSON.
+
+    Every way it can fail is ``MalformedAnswer``, including the ValueError paths inside
+    ``json.loads`` (an integer too long to convert, for one).
     """
     try:
         untrusted_text = untrusted_body.decode("utf-8")
         untrusted_answer = json.loads(
-            untrusted_text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant
+            untrusted_text,
+            object_pairs_hook=_unique_keys,
+            parse_constant=_reject_constant,
+            parse_int=_bounded_int,
         )
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, OverflowError, RecursionError) as exc:  # UnicodeDecodeError included
         _malformed(f"{type(exc).__name__}: {exc}")
     if not isinstance(untrusted_answer, dict):
         _malformed("it is not a JSON object")
     if "progress" in untrusted_answer:
-        return _progress(untrusted_answer)
+        _malformed('a progress frame must be exactly {"progress": [done, total]} as encoded')
     untrusted_ok = untrusted_answer.get("ok")
     if untrusted_ok is True:
         if set(untrusted_answer) != {"ok", "text", "pages"}:
             _malformed("a success answer must have exactly the keys ok, text, pages")
         untrusted_pages = untrusted_answer["pages"]
-        if untrusted_pages is not None and (
-            type(untrusted_pages) is not int or untrusted_pages < 0
-        ):
-            _malformed("pages is not a non-negative integer")
-        return TextAnswer(_clean_string(untrusted_answer["text"], "text", None), untrusted_pages)
+        pages = None if untrusted_pages is None else _count(untrusted_pages, "pages")
+        return TextAnswer(_clean_string(untrusted_answer["text"], "text", None), pages)
     if untrusted_ok is False:
         if set(untrusted_answer) != {"ok", "code", "type", "reason"}:
             _malformed("an error answer must have exactly the keys ok, code, type, reason")
@@ -173,20 +209,6 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer | Progress:
         reason = _clean_string(untrusted_answer["reason"], "reason", MAX_REASON_CHARS)
         return ErrorAnswer(code, type_name, printable(reason))
     _malformed("ok is neither true nor false")
-
-
-def _progress(untrusted_answer: dict[str, Any]) -> Progress:
-    if set(untrusted_answer) != {"progress"}:
-        _malformed("a progress frame must have exactly the key progress")
-    untrusted_counts = untrusted_answer["progress"]
-    if (
-        not isinstance(untrusted_counts, list)
-        or len(untrusted_counts) != 2
-        or any(type(count) is not int or count < 0 for count in untrusted_counts)
-        or untrusted_counts[0] > untrusted_counts[1]
-    ):
-        _malformed("progress is not [done, total] with 0 <= done <= total")
-    return Progress(untrusted_counts[0], untrusted_counts[1])
 
 
 def printable(untrusted_reason: str) -> str:

@@ -2,7 +2,7 @@
 
 The runner owns one fork server (started on first use, restarted if it dies). A job takes a
 warm child, writes the job to its pipe, and reads at most ``output_bytes`` of answer before the
-wall clock runs out; nothing read back is trusted until ``protocol.decode_answer`` has checked
+wall clock runs out; nothing read back is trusted until ``sandbox.protocol`` has checked
 it. Thread-safe: jobs from several threads share the fork server, each on its own child.
 """
 
@@ -22,7 +22,6 @@ from types import TracebackType
 
 from sandbox import protocol, verdict
 from sandbox.errors import (
-    MalformedAnswer,
     OutputTooLarge,
     SandboxUnavailable,
     WallClockExceeded,
@@ -30,6 +29,7 @@ from sandbox.errors import (
 from sandbox.fork_server import ForkServer, WarmChild
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS, UID_DROP
 from sandbox.limits import ParseLimits, SandboxLimits
+from sandbox.progress import ProgressGate
 
 DEFAULT_MODULES = ("sandbox.extractors.all",)
 # Importing and warming every parser can take seconds on a cold disk; a child, milliseconds.
@@ -64,14 +64,18 @@ def required_by_env() -> frozenset[str]:
     return mechanism_names(os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
 
 
+def root_requirement() -> frozenset[str]:
+    """What running as root adds to any requirement: a job must never parse as root."""
+    return frozenset({UID_DROP}) if os.geteuid() == 0 else frozenset()
+
+
 @dataclass(frozen=True)
 class _Exchange:
     """What the job's pipe conversation produced (before anything is trusted)."""
 
     untrusted_body: bytes | None = None
-    received: int = 0
+    received: int = 0  # bytes of an unfinished frame when the pipe closed
     timed_out: bool = False
-    untrusted_length: int | None = None  # set when the announced length is over the cap
 
 
 def _feed(fd: int, pending: deque[memoryview]) -> bool:
@@ -92,8 +96,61 @@ def _feed(fd: int, pending: deque[memoryview]) -> bool:
 
 ProgressCallback = Callable[[int, int], None]
 
-# What a progress frame starts with; anything else is the answer.
-_PROGRESS_PREFIX = b'{"progress"'
+
+class _Frames:
+    """Splits what the child writes into frames, never reading past the output budget.
+
+    Length prefixes count against the budget like bodies: a flood of tiny frames is mostly
+    prefixes. Bytes are read in large chunks and split here, so a frame costs a slice and a
+    match rather than a poll and two reads.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._untrusted_bytes = bytearray()
+        self._start = 0  # where the first unfinished frame begins in the buffer
+        self._finished = 0  # bytes of complete frames, prefixes included
+
+    def room(self) -> int:
+        """How many more bytes may be read from the child."""
+        return self._cap - self._finished - (len(self._untrusted_bytes) - self._start)
+
+    def add(self, chunk: bytes) -> None:
+        del self._untrusted_bytes[: self._start]
+        self._start = 0
+        self._untrusted_bytes += chunk
+
+    def unfinished(self) -> int:
+        return len(self._untrusted_bytes) - self._start
+
+    def next_body(self) -> bytes | None:
+        """The next complete frame's body, or None until more bytes arrive.
+
+        Raises ``OutputTooLarge`` as soon as a length prefix announces more than the budget has
+        left, or the budget is spent with no frame complete.
+        """
+        header = protocol.LENGTH.size
+        if self.unfinished() < header:
+            if self.room() == 0:
+                raise OutputTooLarge(
+                    f"the parser's frames filled the {self._cap}-byte output limit "
+                    "without an answer"
+                )
+            return None
+        (untrusted_length,) = protocol.LENGTH.unpack_from(self._untrusted_bytes, self._start)
+        if self._finished + header + untrusted_length > self._cap:
+            earlier = f" after {self._finished} bytes of progress" if self._finished else ""
+            raise OutputTooLarge(
+                f"the parser's answer announced {untrusted_length} bytes{earlier}; "
+                f"the output limit is {self._cap} bytes, length prefixes included"
+            )
+        end = self._start + header + untrusted_length
+        if len(self._untrusted_bytes) < end:
+            return None
+        untrusted_body = bytes(self._untrusted_bytes[self._start + header : end])
+        self._finished += end - self._start
+        self._start = end
+        return untrusted_body
 
 
 def _exchange(
@@ -105,9 +162,9 @@ def _exchange(
 ) -> _Exchange:
     """Send the job while reading the answer, until a full answer, EOF, the cap or the deadline.
 
-    Progress frames ahead of the answer are validated and handed to ``on_progress``. At most
-    ``cap`` bytes of frame bodies (plus their 4-byte lengths) are ever read, progress frames
-    included: a child announcing more is cut off at the length.
+    Progress frames ahead of the answer are validated and pass through a ``ProgressGate`` to
+    ``on_progress``; the progress it held back is delivered when the answer arrives. At most
+    ``cap`` bytes of frames, length prefixes included, are ever read.
     """
     os.set_blocking(child.job_fd, False)
     pending = deque(memoryview(part) for part in job if part)
@@ -115,15 +172,13 @@ def _exchange(
     poller.register(child.job_fd, select.POLLOUT)
     poller.register(child.answer_fd, select.POLLIN)
     job_open = True
-    untrusted_bytes = bytearray()
-    untrusted_length: int | None = None
-    header = protocol.LENGTH.size
-    budget = cap
+    frames = _Frames(cap)
+    gate = None if on_progress is None else ProgressGate(on_progress)
     try:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return _Exchange(received=len(untrusted_bytes), timed_out=True)
+                return _Exchange(timed_out=True)
             for fd, events in poller.poll(math.ceil(remaining * 1000)):
                 if fd == child.job_fd:
                     if _feed(fd, pending) or events & (select.POLLERR | select.POLLHUP):
@@ -131,28 +186,18 @@ def _exchange(
                         os.close(fd)  # EOF tells the child the job is complete
                         job_open = False
                     continue
-                wanted = header + (untrusted_length or 0) - len(untrusted_bytes)
-                chunk = os.read(fd, min(wanted, _CHUNK_BYTES))
+                chunk = os.read(fd, min(frames.room(), _CHUNK_BYTES))
                 if not chunk:
-                    return _Exchange(received=len(untrusted_bytes))
-                untrusted_bytes += chunk
-                if untrusted_length is None and len(untrusted_bytes) >= header:
-                    (untrusted_length,) = protocol.LENGTH.unpack_from(untrusted_bytes)
-                    if untrusted_length > budget:
-                        return _Exchange(None, len(untrusted_bytes), False, untrusted_length)
-                if (
-                    untrusted_length is not None
-                    and len(untrusted_bytes) == header + untrusted_length
-                ):
-                    untrusted_body = bytes(untrusted_bytes[header:])
-                    if not untrusted_body.startswith(_PROGRESS_PREFIX):
-                        return _Exchange(untrusted_body, len(untrusted_bytes))
-                    progress = protocol.decode_answer(untrusted_body)
-                    if on_progress is not None and isinstance(progress, protocol.Progress):
-                        on_progress(progress.done, progress.total)
-                    budget -= untrusted_length
-                    untrusted_bytes.clear()
-                    untrusted_length = None
+                    return _Exchange(received=frames.unfinished())
+                frames.add(chunk)
+                while (untrusted_body := frames.next_body()) is not None:
+                    progress = protocol.decode_progress(untrusted_body)
+                    if progress is None:
+                        if gate is not None:
+                            gate.flush()
+                        return _Exchange(untrusted_body)
+                    if gate is not None:
+                        gate.offer(progress)
     finally:
         if job_open:
             os.close(child.job_fd)
@@ -164,11 +209,13 @@ _RUNNERS: weakref.WeakSet[SandboxRunner] = weakref.WeakSet()
 class SandboxRunner:
     """Jobs in isolated children of one fork server that imported ``modules`` once.
 
-    ``require`` (plus ``AIRLOCK_SANDBOX_REQUIRE``) names mechanisms without which the runner
-    refuses to run anything; as root, ``uid_drop`` is always required, because a job must never
-    parse as root. ``skip`` turns mechanisms off on purpose, so a test can show that each
-    remaining layer holds on its own; naming one in both is an error. ``seccomp_log`` makes the
-    filter log instead of kill, for deriving the allow list only.
+    ``require`` names mechanisms without which the runner refuses to run anything: by default
+    the ones ``AIRLOCK_SANDBOX_REQUIRE`` names; a set given here replaces that list, so the
+    doctor can probe one layer alone on a host whose deployment requires them all. As root,
+    ``uid_drop`` is always required, because a job must never parse as root. ``skip`` turns
+    mechanisms off on purpose, so a test can show that each remaining layer holds on its own;
+    naming one in both is an error. ``seccomp_log`` makes the filter log instead of kill, for
+    deriving the allow list only.
     """
 
     def __init__(
@@ -177,7 +224,7 @@ class SandboxRunner:
         *,
         warm_children: int = 2,
         modules: tuple[str, ...] = DEFAULT_MODULES,
-        require: frozenset[str] = frozenset(),
+        require: frozenset[str] | None = None,
         skip: frozenset[str] = frozenset(),
         seccomp_log: bool = False,
     ) -> None:
@@ -186,16 +233,18 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = mechanism_names(",".join(require), "require") | required_by_env()
+        self._require = (
+            required_by_env() if require is None else mechanism_names(",".join(require), "require")
+        )
         self._skip = mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
             raise ValueError(f"mechanisms both required and skipped: {both}")
-        if os.geteuid() == 0:
-            if UID_DROP in self._skip:
-                raise ValueError("uid_drop cannot be skipped when running as root")
-            # A child whose uid drop failed would parse as root: it never gets a job.
-            self._require |= {UID_DROP}
+        # As root, a child whose uid drop failed would parse as root: it never gets a job
+        # (the fork server still starts, so the doctor can report what the host lacks).
+        self._job_require = self._require | root_requirement()
+        if self._job_require & self._skip:
+            raise ValueError("uid_drop cannot be skipped when running as root")
         self._seccomp_log = seccomp_log
         self._uid_base = int(os.environ.get("AIRLOCK_SANDBOX_UID_BASE", DEFAULT_UID_BASE))
         self._lock = threading.Lock()
@@ -209,9 +258,9 @@ class SandboxRunner:
                 raise SandboxUnavailable("the sandbox runner is closed")
             if self._server is not None and self._server.alive:
                 return self._server
-            if self._server is not None:
-                self._server.close()  # it died: reap it and remove its scratch root
-                self._server = None
+            dead, self._server = self._server, None
+            if dead is not None:
+                dead.close()  # reap it and remove its scratch root (never raises)
             server = ForkServer(
                 self.limits,
                 self._modules,
@@ -249,20 +298,44 @@ class SandboxRunner:
         parse_limits: ParseLimits = ParseLimits(),  # noqa: B008 - frozen value
         on_progress: ProgressCallback | None = None,
     ) -> ExtractionResult:
-        """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages."""
+        """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages
+        (at most once a second and always further along: see ``sandbox.progress``).
+
+        A job whose fork server dies under it (while it takes a child, or while the child
+        runs and before the child's answer or exit notice arrived) never got a verdict on its
+        document: it runs once more, from its first page, on a fresh fork server, within what
+        is left of the same wall clock (a retry must not double the time a caller waits).
+        Only once: a second death is an infrastructure failure to report. A job whose child
+        answered, or whose exit the fork server reported, has its verdict and is never rerun.
+        """
         header = protocol.JobHeader(kind, media_type, parse_limits)
         job = [protocol.encode_job_header(header), protocol.LENGTH.pack(len(payload)), payload]
         server = self._fork_server()
+        deadline = time.monotonic() + self.limits.wall_seconds
+        try:
+            return self._run_on(server, job, deadline, on_progress)
+        except SandboxUnavailable:
+            if server.alive:
+                raise  # a child that could not jail, a missing layer: a retry would meet it too
+        return self._run_on(self._fork_server(), job, deadline, on_progress)
+
+    def _run_on(
+        self,
+        server: ForkServer,
+        job: list[bytes],
+        deadline: float,
+        on_progress: ProgressCallback | None,
+    ) -> ExtractionResult:
         child = server.take(_CHILD_READY_SECONDS)
         try:
-            missing = self._require - child.mechanisms
+            missing = self._job_require - child.mechanisms
             if missing:
                 os.close(child.job_fd)
                 child.kill()
                 raise SandboxUnavailable(
-                    f"a sandbox child came up without {', '.join(sorted(missing))}"
+                    f"a sandbox child came up without {', '.join(sorted(missing))}, "
+                    "which this host requires"
                 )
-            deadline = time.monotonic() + self.limits.wall_seconds
             try:
                 exchange = _exchange(child, job, deadline, self.limits.output_bytes, on_progress)
             except BaseException:
@@ -283,15 +356,7 @@ class SandboxRunner:
             answer = protocol.decode_answer(exchange.untrusted_body)
             if isinstance(answer, protocol.TextAnswer):
                 return ExtractionResult(answer.text, answer.pages)
-            if isinstance(answer, protocol.Progress):
-                raise MalformedAnswer("the child's answer is malformed: a progress frame last")
             raise verdict.from_error_answer(answer, limits)
-        if exchange.untrusted_length is not None:
-            child.kill()
-            raise OutputTooLarge(
-                f"the parser's answer announced {exchange.untrusted_length} bytes; "
-                f"the output limit is {limits.output_bytes} bytes"
-            )
         notice = None if exchange.timed_out else server.wait_exit(child.pid, deadline)
         if notice is None:
             child.kill()

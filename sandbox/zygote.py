@@ -167,6 +167,7 @@ class Zygote:
         self.selector = selectors.DefaultSelector()
         self.pending: dict[int, _Pending] = {}
         self.handed_over: dict[int, _Job] = {}
+        self.next_watch = 0.0
         self.unremoved_scratch: set[int] = set()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self.wake_r = wake_r
@@ -276,6 +277,10 @@ class Zygote:
         A job over a budget loses its whole process group at once; the limit it broke goes
         out with its exit notice, so the runner can say which one.
         """
+        now = time.monotonic()
+        if now < self.next_watch:
+            return  # a busy loop (many jobs a second) must not sample at every event
+        self.next_watch = now + _WATCH_SECONDS
         limits = self.plan.limits
         for pid, job in self.handed_over.items():
             if job.broke is not None:

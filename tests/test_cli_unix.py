@@ -125,3 +125,17 @@ def test_doctor_reports_the_layers_as_json() -> None:
     assert document["healthy"] is True and document["tcp_blocked"] is True
     assert "seccomp" in document["active"] and document["missing_required"] == []
     assert "eng" in document["tesseract"]["languages"]
+
+
+def test_doctor_reports_a_missing_required_layer_and_exits_1() -> None:
+    # A uid base this high leaves no uid to drop to: the uid drop really fails on this host.
+    env = {
+        "AIRLOCK_SANDBOX_UID_BASE": str(2**32 - 1),
+        "AIRLOCK_SANDBOX_REQUIRE": "uid_drop,seccomp",
+    }
+    report = airlock("doctor", env=env)
+    assert report.returncode == 1, report.stderr
+    assert (
+        "required (AIRLOCK_SANDBOX_REQUIRE): seccomp, uid_drop; MISSING uid_drop" in report.stdout
+    )
+    assert report.stderr == "airlock: the sandbox does not hold as required on this host\n"

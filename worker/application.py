@@ -76,14 +76,14 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
 
     Arguments after ``airlock worker`` go to Celery unchanged; a ``-Q`` among them overrides
     the configured queues, as a later option does on Celery's own command line. Logs are JSON
-    unless ``AIRLOCK_LOG_FORMAT`` says otherwise: this is how deployments run workers.
+    unless ``AIRLOCK_LOG_FORMAT`` says otherwise: this is how deployments run workers. The level
+    is INFO unless a ``-l`` says otherwise: at Celery's own default (WARNING) the line each
+    finished task writes, the one operators follow a request by, would never be written.
     """
     app = create_app(replace(settings, log_format=settings.log_format or LogFormat.JSON))
     # Celery's own command, run as ``app.start`` runs it but keeping what it returns: both
     # ``worker_main`` and ``app.start`` drop the worker's exit code, and a worker stopped by an
     # unrecoverable error must exit non-zero so a supervisor restarts it.
-    # INFO unless told otherwise (a later -l wins): the ready line and one line per task are
-    # what an operator reads first, and no launcher (compose, Kubernetes) passes -l.
     arguments = ["worker", "--queues", ",".join(settings.queues), "--loglevel", "INFO"]
     celery_command.params[0].default = app
     try:

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from redis import Redis
 
-from bridge.attachments import TextExtractor
+from bridge.attachments import ExtractionLimits, TextExtractor
 from bridge.jobs import Stage
 from sandbox.errors import ChildCrashed, OcrRequired
 from sandbox.extractor import SandboxExtractor
@@ -23,11 +23,10 @@ from worker.config import Settings
 from worker.metrics import MeteredExtractor, count_refused_cache_entry
 
 
-def stage_parse_limits(settings: Settings, stage: Stage) -> ParseLimits:
-    """The parse limits a stage runs with: the light stage never runs tesseract."""
-    if stage is Stage.LIGHT:
-        return replace(settings.parse_limits, ocr=False)
-    return settings.parse_limits
+def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
+    """The parse limits a stage runs a job with: the light stage never runs tesseract."""
+    parse = settings.parse_limits_for(limits)
+    return replace(parse, ocr=False) if stage is Stage.LIGHT else parse
 
 
 def needs_ocr(failure: BaseException | None) -> bool:
@@ -51,11 +50,14 @@ def killed_from_outside(failure: BaseException | None) -> bool:
 
 
 def sandbox_extractor(
-    settings: Settings, stage: Stage, on_progress: ProgressCallback | None = None
+    settings: Settings,
+    stage: Stage,
+    limits: ExtractionLimits,
+    on_progress: ProgressCallback | None = None,
 ) -> TextExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server."""
     return SandboxExtractor(
-        settings.sandbox, stage_parse_limits(settings, stage), on_progress=on_progress
+        settings.sandbox, stage_parse_limits(settings, stage, limits), on_progress=on_progress
     )
 
 
@@ -63,15 +65,18 @@ def extractor_for(
     settings: Settings,
     redis: Redis,
     stage: Stage,
+    limits: ExtractionLimits,
+    *,
     payload_sha256: str | None,
     on_progress: ProgressCallback | None = None,
 ) -> TextExtractor:
     """The extractor a job runs on: the sandbox, behind the result cache unless bypassed.
 
     ``payload_sha256`` is the verified digest of the job's payload, or None to bypass the
-    cache; ``on_progress(done, total)`` hears each page or frame the sandbox finishes.
+    cache; ``on_progress(done, total)`` hears how many pages or frames the sandbox has
+    finished, at most once a second and always further along.
     """
-    extractor = MeteredExtractor(sandbox_extractor(settings, stage, on_progress))
+    extractor = MeteredExtractor(sandbox_extractor(settings, stage, limits, on_progress))
     secret = settings.result_cache_key
     if not settings.result_cache or secret is None or payload_sha256 is None:
         # Without the workers' secret an entry cannot be told from one anybody planted.
@@ -79,7 +84,7 @@ def extractor_for(
     return CachedExtractor(
         extractor,
         redis,
-        cache_namespace(stage_parse_limits(settings, stage)),
+        cache_namespace(stage_parse_limits(settings, stage, limits)),
         settings.result_cache_ttl,
         payload_sha256,
         secret,

@@ -3,8 +3,10 @@
 ``--live`` only reads the heartbeat file's age (see :mod:`worker.heartbeat`): a liveness probe
 restarts a container, so it must not fail because Redis is briefly away. ``--ready`` connects
 to the broker and, for a worker (``--worker``), pings the Celery node the heartbeat file names,
-which answers only while it is connected and consuming: that is whether this container should
-count as serving.
+which answers only while it is connected and consuming, then runs one trivial real job through
+a sandbox built as the worker builds its own: a node that consumes but whose sandbox cannot run
+a job would take the queue's jobs only to fail them. Both together are whether this container
+should count as serving.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from celery import Celery
 from kombu.exceptions import KombuError
 
 from bridge.jobs import wire_settings
+from sandbox.errors import SandboxError
+from sandbox.runner import SandboxRunner
 from worker import heartbeat
 from worker.config import Settings
 
@@ -62,6 +66,27 @@ def ready(settings: Settings, worker: bool, timeout: float = DEFAULT_TIMEOUT_SEC
         return Verdict(False, f"the broker is unreachable: {type(exc).__name__}: {exc}")
     finally:
         app.close()
-    if any(beat.node in reply for reply in replies):
-        return Verdict(True, f"worker {beat.node} answered a ping through the broker")
-    return Verdict(False, f"worker {beat.node} did not answer a ping within {timeout:g} s")
+    if not any(beat.node in reply for reply in replies):
+        return Verdict(False, f"worker {beat.node} did not answer a ping within {timeout:g} s")
+    ran = sandbox(settings)
+    if not ran.healthy:
+        return ran
+    return Verdict(True, f"worker {beat.node} answered a ping through the broker; {ran.detail}")
+
+
+def sandbox(settings: Settings) -> Verdict:
+    """Run one plain-text job through the real text parser in a fresh sandbox, with the
+    worker's limits and requirement.
+
+    A fresh one, in this process: the probe cannot reach the runners inside the worker's pool
+    processes, but it meets what they meet in this container (the required layers, the
+    parsers' imports, the scratch directory, the pids and memory limits). About 0.2 s of CPU.
+    """
+    try:
+        with SandboxRunner(
+            settings.sandbox, warm_children=0, require=settings.sandbox_require
+        ) as runner:
+            runner.run("text", "text/plain", b"airlock readiness probe", settings.parse_limits)
+    except SandboxError as exc:
+        return Verdict(False, f"the sandbox cannot run a job: {type(exc).__name__}: {exc}")
+    return Verdict(True, "the sandbox ran a job")

@@ -199,9 +199,9 @@ def count_refused_cache_entry() -> None:
     _metrics().cache_refused.inc()
 
 
-def count_ocr_page() -> None:
-    """One page or frame finished by a job on the OCR stage."""
-    _metrics().ocr_pages.inc()
+def count_ocr_page(pages: int = 1) -> None:
+    """Pages or frames finished by a job on the OCR stage."""
+    _metrics().ocr_pages.inc(pages)
 
 
 def _use_multiprocess_dir(directory: str) -> None:

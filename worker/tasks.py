@@ -119,8 +119,9 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         settings,
         runtime.redis,
         job.stage,
-        job.sha256 if job.use_cache else None,  # fetch_payload verified it
-        _progress_reporter(task, job.stage),
+        job.limits,
+        payload_sha256=job.sha256 if job.use_cache else None,  # fetch_payload verified it
+        on_progress=_progress_reporter(task, job.stage),
     )
     outcome = extraction_outcome(ref, extractor, job.limits)
     if isinstance(outcome, ExtractionFailed):
@@ -176,12 +177,17 @@ def _optional_text(value: object) -> str | None:
 def _progress_reporter(task: Any, stage: Stage) -> ProgressCallback:
     """Publish pages done / total as the task's PROGRESS state, and count OCR'd pages.
 
-    An OCR job runs for minutes; a caller watching the task can tell it is moving.
+    An OCR job runs for minutes; a caller watching the task can tell it is moving. The sandbox
+    passes progress on at most once a second, each time further along, so the pages are counted
+    by how far ``done`` moved, not by call.
     """
+    counted = 0
 
     def report(done: int, total: int) -> None:
+        nonlocal counted
         if stage is Stage.OCR:
-            count_ocr_page()
+            count_ocr_page(done - counted)
+        counted = done
         task.update_state(
             state="PROGRESS", meta={"stage": stage.value, "done": done, "total": total}
         )

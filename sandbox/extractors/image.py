@@ -10,11 +10,18 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from sandbox.extractors.ocr import ACCEPTED_FORMATS, check_pixels, decoding_under, ocr_image
+from sandbox.extractors.ocr import (
+    ACCEPTED_FORMATS,
+    check_pixels,
+    damage_is_unreadable,
+    decoding_under,
+    not_decoded,
+    ocr_image,
+    pruned_format,
+)
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -48,26 +55,14 @@ def decoded_frames(payload: bytes, limits: ParseLimits) -> Iterator[tuple[Image.
     refused later."""
     image = _open(payload)
     _refuse_implausibly_small(image, len(payload))
-    with _damage_is_unreadable():
+    damaged = f"the {image.format} image data"
+    with damage_is_unreadable(damaged):
         frames = _count_frames(image, limits)
     for index in range(frames):
-        with _damage_is_unreadable():
+        with damage_is_unreadable(damaged):
             image.seek(index)
             image.load()
         yield image, frames
-
-
-@contextmanager
-def _damage_is_unreadable() -> Iterator[None]:
-    """Turn Pillow's report of truncated or corrupt data (an OSError) into a refusal.
-
-    ``LOAD_TRUNCATED_IMAGES`` stays False (see :mod:`sandbox.extractors.ocr`), so a cut file
-    raises here instead of decoding into a picture padded with grey.
-    """
-    try:
-        yield
-    except OSError as exc:
-        raise Refusal("unreadable", f"image data is truncated or corrupt: {exc}") from exc
 
 
 def _open(payload: bytes) -> ImageFile.ImageFile:
@@ -79,6 +74,9 @@ def _open(payload: bytes) -> ImageFile.ImageFile:
     try:
         return Image.open(io.BytesIO(payload), formats=ACCEPTED_FORMATS)
     except UnidentifiedImageError as exc:
+        known = pruned_format(payload)
+        if known is not None:
+            raise Refusal("unreadable", f"the payload looks like {not_decoded(known)}") from exc
         raise Refusal(
             "unreadable",
             "the payload is not an image in a format the sandbox decodes "

@@ -7,8 +7,9 @@ Importing this module prunes Pillow's registry of format openers to exactly
 :data:`ACCEPTED_FORMATS`. Passing ``formats=`` to ``Image.open`` protects only the calls that
 pass it; pruning also covers the ones that do not (pypdf's, or a plugin's own), so no byte
 sequence can reach the EPS opener (which runs Ghostscript), PSD, FITS, ICNS, JPEG 2000 or the
-other rarely fuzzed decoders. A PDF image in a pruned format (JPXDecode, for instance) fails
-with a typed error instead of being decoded.
+other rarely fuzzed decoders. An image in a pruned format (a JPEG 2000 upload, a PDF image with
+/JPXDecode) is refused as unreadable, with the format named: the pruned openers' signature
+checks, which read a few header bytes and decode nothing, are kept for that.
 
 tesseract is run directly with :mod:`subprocess`, not through pytesseract: under memory pressure
 tesseract exits 0 with empty output and reports the failure only on stderr, and pytesseract
@@ -21,12 +22,13 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import struct
 import subprocess
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from PIL import Image, ImageFile
+from PIL import Image, ImageFile, UnidentifiedImageError
 
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
@@ -45,26 +47,82 @@ _LEPTONICA_ERROR = b"Error in "
 _EMPTY_PAGE = b"Empty page!!"
 
 
+# How Pillow reports damaged data while it decodes: OSError for data cut short, SyntaxError for a
+# broken structure (an APNG's frame sequence errors), ValueError for a decoder left short of
+# pixels (a BMP's RLE8 data), struct.error for a header shorter than its fields.
+_DAMAGE = (OSError, SyntaxError, ValueError, struct.error)
+
+
 class OcrFailed(RuntimeError):
     """tesseract did not read an image it was given; the runner reports it as a parser error."""
 
 
-def _restrict_pillow() -> None:
-    """Load every plugin once, then forget all openers but the accepted six.
+def _restrict_pillow() -> dict[str, Callable[[bytes], bool | str] | None]:
+    """Load every plugin once, then forget all openers but the accepted six; return the
+    forgotten formats with their signature checks.
 
     ``Image.init()`` runs first so that nothing loads the remaining plugins later and
     re-registers them: once Pillow is initialised it never imports plugins again.
     """
     Image.init()
+    pruned = {name: Image.OPEN[name][1] for name in Image.ID if name not in ACCEPTED_FORMATS}
     for name in list(Image.OPEN):
         if name not in ACCEPTED_FORMATS:
             del Image.OPEN[name]
     Image.ID[:] = [name for name in Image.ID if name in ACCEPTED_FORMATS]
     # A truncated image must fail, not decode into a picture padded with grey.
     ImageFile.LOAD_TRUNCATED_IMAGES = False
+    return pruned
 
 
-_restrict_pillow()
+_PRUNED_FORMATS = _restrict_pillow()
+
+
+def pruned_format(payload: bytes) -> str | None:
+    """The format Pillow knows but the sandbox does not decode whose signature ``payload``
+    starts with, in Pillow's own order, or None.
+
+    Only the signature checks run (on the first 16 bytes, as ``Image.open`` reads them): they
+    compare bytes and decode nothing.
+    """
+    prefix = payload[:16]
+    if len(prefix) < 16:
+        return None  # some checks unpack their first bytes unguarded; no such image is this short
+    for name, accept in _PRUNED_FORMATS.items():
+        if accept is None:
+            continue  # no signature: only its decoder could tell
+        verdict = accept(prefix)
+        if verdict and not isinstance(verdict, str):  # a string is Pillow's "yes, but missing"
+            return name
+    return None
+
+
+def not_decoded(name: str) -> str:
+    """How a refusal names a format Pillow knows and the sandbox does not decode."""
+    accepted = ", ".join(ACCEPTED_FORMATS)
+    return f"{name}, a format the sandbox does not decode (it decodes {accepted})"
+
+
+@contextmanager
+def damage_is_unreadable(what: str) -> Iterator[None]:
+    """Refuse, as unreadable, an image whose data Pillow reports as damaged while decoding it,
+    or whose format the sandbox does not decode; ``what`` names the image in the reason.
+
+    ``LOAD_TRUNCATED_IMAGES`` stays False, so a cut file raises here instead of decoding into a
+    picture padded with grey. A caller that names a format for ``Image.open`` (pypdf asks for
+    "JPEG2000" for a /JPXDecode image) meets the pruned registry as a KeyError of that name.
+    Exceptions of other kinds are parser bugs, not verdicts on the data, and pass unchanged.
+    """
+    try:
+        yield
+    except KeyError as exc:
+        if exc.args and exc.args[0] in _PRUNED_FORMATS:
+            raise Refusal("unreadable", f"{what} is {not_decoded(exc.args[0])}") from exc
+        raise
+    except UnidentifiedImageError as exc:  # an OSError whose message is only a buffer's repr
+        raise Refusal("unreadable", f"{what} does not hold the image format it declares") from exc
+    except _DAMAGE as exc:
+        raise Refusal("unreadable", f"{what} is truncated or corrupt: {exc}") from exc
 
 
 @contextmanager

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 
 from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
-from pypdf.errors import LimitReachedError
+from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject
 
-from sandbox.extractors.ocr import decoding_under, ocr_image
+from sandbox.extractors.ocr import damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -117,11 +117,35 @@ def scanned_images(page: PageObject) -> Iterator[Image.Image]:
 
     pypdf decodes each image only when it is reached, under its image buffer limit (set from
     the pixel ceiling) and Pillow's bomb check; :func:`ocr_image` checks the pixel ceiling again.
+    An image that is damaged, or in a codec the sandbox does not decode, makes the page
+    unreadable: OCR'ing the page without it would pass off a partial page as the whole.
     """
-    for image_file in page.images:
-        image = image_file.image
-        if image is not None and min(image.size) >= _MIN_OCR_SIDE:
-            yield image
+    images = iter(page.images)
+    while True:
+        with _page_image_is_unreadable():
+            image_file = next(images, None)
+            if image_file is None:
+                return
+            image = image_file.image
+            if image is None or min(image.size) < _MIN_OCR_SIDE:
+                continue
+            image.load()  # pypdf may hand over a lazily opened image
+        yield image
+
+
+@contextmanager
+def _page_image_is_unreadable() -> Iterator[None]:
+    """Refuse a page image Pillow finds damaged or does not decode, and one that needs a
+    decoder the sandbox does not run (pypdf raises DependencyError for JBIG2: jbig2dec is never
+    executed)."""
+    what = "a page image"
+    with damage_is_unreadable(what):
+        try:
+            yield
+        except DependencyError as exc:
+            raise Refusal(
+                "unreadable", f"{what} needs a decoder the sandbox does not run: {exc}"
+            ) from exc
 
 
 class _OcrRuns:

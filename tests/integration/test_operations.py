@@ -140,6 +140,24 @@ def test_health_follows_the_worker_main_loop_and_its_broker(
     assert health("--ready", "--worker", "--timeout", "1", env=env) == 1
 
 
+def test_a_worker_whose_sandbox_cannot_run_a_job_is_live_but_not_ready(
+    start_worker: WorkerFactory, redis_url: str, marker_dir: Path, tmp_path: Path
+) -> None:
+    """Its node consumes and answers pings, yet every job would end SandboxUnavailable: here a
+    required layer the host cannot give (no uid is left above this uid base to drop to)."""
+    overrides = {
+        "AIRLOCK_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
+        "AIRLOCK_HEARTBEAT_SECONDS": "0.5",
+        "AIRLOCK_SANDBOX_UID_BASE": str(2**32 - 1),
+        "AIRLOCK_SANDBOX_REQUIRE": "uid_drop,seccomp",
+    }
+    env = worker_env(redis_url, marker_dir, overrides)
+    start_worker(env=overrides)
+    assert health("--live", env=env) == 0
+    assert health("--ready", env=env) == 0
+    assert health("--ready", "--worker", "--timeout", "5", env=env) == 1
+
+
 def test_sigterm_mid_task_finishes_the_task_once_before_the_worker_exits(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:

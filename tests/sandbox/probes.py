@@ -16,7 +16,7 @@ import subprocess
 import time
 import zlib
 
-from sandbox.extractors.registry import Refusal, extractor
+from sandbox.extractors.registry import Refusal, extractor, lookup, report_progress
 from sandbox.jail import ANSWER_FD
 from sandbox.limits import ParseLimits
 
@@ -350,3 +350,28 @@ def fork_and_spin(media_type: str, payload: bytes, limits: ParseLimits) -> str:
                 pass
     while True:
         pass
+
+
+@extractor("probe-progress-then")
+def progress_then(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'KIND ARG': report page 1 of 2, then do what probe KIND does with ARG."""
+    kind, _, argument = _arg(payload).partition(" ")
+    report_progress(1, 2)
+    then = lookup(kind)
+    assert then is not None
+    return then(media_type, argument.encode(), limits)
+
+
+_SYS_EXECVEAT = 322  # x86_64
+_AT_EMPTY_PATH = 0x1000
+
+
+@extractor("probe-execveat")
+def execute_descriptor(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Execute a program by descriptor (the memfd path's second half), here tesseract's own."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(_arg(payload), os.O_PATH)
+    argv = (ctypes.c_char_p * 2)(b"program", None)
+    envp = (ctypes.c_char_p * 1)(None)
+    libc.syscall(_SYS_EXECVEAT, fd, b"", argv, envp, _AT_EMPTY_PATH)
+    return f"execveat failed: errno {ctypes.get_errno()}"

@@ -16,25 +16,35 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from bridge.attachments import AttachmentRef, ExtractionLimits, extract_attachment
+from bridge.attachments import AttachmentRef, AttachmentSource, ExtractionLimits, extract_attachment
+from bridge.contracts import ContextRequest
 from bridge.errors import ExtractionFailed, IngestionRejected
 from sandbox.errors import CeilingExceeded, ParserError, SandboxError, UnreadableInput
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import MIB, SandboxLimits
 from sandbox.runner import SandboxRunner
+from tests.bridge.test_markers import FORGING_BODY, forged_lines, parse_selection
 from tests.sandbox.test_extractors import (
     CATALOG,
     FONT,
     ONE_PAGE,
     TEXT_CONTENT,
+    _apng_with_sequence_errors,
+    _bmp_rle8_short,
     _document_xml,
     _docx_with,
     _encoded,
     _flate_bomb,
     _frames,
+    _jpeg2000,
+    _odt,
     _page,
     _pdf,
+    _pdf_with_jbig2_image,
+    _pdf_with_jpx_image,
+    _pdf_with_truncated_jpeg_image,
     _photo,
+    _plain_zip,
     _png,
     _stream,
     _tiff_with_looping_ifds,
@@ -160,10 +170,84 @@ def test_hostile_file_ends_in_its_typed_outcome(
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before_peak < 8 * 1024
 
 
+# (label, kind, media type, payload builder, what the reason must say)
+UNREADABLE: list[tuple[str, str, str, Callable[[], bytes], str]] = [
+    (
+        "report.docx",
+        "docx",
+        DOCX,
+        _odt,
+        "an OpenDocument file (application/vnd.oasis.opendocument.text), not a DOCX package",
+    ),
+    ("notes.docx", "docx", DOCX, _plain_zip, "a ZIP archive, not a DOCX package"),
+    ("jpx.pdf", "pdf", "application/pdf", _pdf_with_jpx_image, "a page image is JPEG2000, a"),
+    ("jbig2.pdf", "pdf", "application/pdf", _pdf_with_jbig2_image, "jbig2dec"),
+    (
+        "cut-image.pdf",
+        "pdf",
+        "application/pdf",
+        _pdf_with_truncated_jpeg_image,
+        "a page image is truncated or corrupt",
+    ),
+    ("scan.jp2", "image", "image/jp2", _jpeg2000, "looks like JPEG2000, a format the sandbox"),
+    (
+        "rle8.bmp",
+        "image",
+        "image/bmp",
+        _bmp_rle8_short,
+        "the BMP image data is truncated or corrupt: not enough image data",
+    ),
+    (
+        "sequence.png",
+        "image",
+        "image/png",
+        _apng_with_sequence_errors,
+        "the PNG image data is truncated or corrupt: APNG contains frame sequence errors",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("label", "kind", "media_type", "build", "reason"),
+    UNREADABLE,
+    ids=[case[0] for case in UNREADABLE],
+)
+def test_a_file_the_sandbox_cannot_read_is_unreadable_and_says_why(
+    extractor: SandboxExtractor,
+    label: str,
+    kind: str,
+    media_type: str,
+    build: Callable[[], bytes],
+    reason: str,
+) -> None:
+    """Never a ParserError quoting a bare KeyError: the reason names the format or the damage."""
+    ref = AttachmentRef(label, kind, media_type, build())
+    with pytest.raises(ExtractionFailed) as failed:
+        extract_attachment(ref, extractor, ExtractionLimits())
+    assert isinstance(failed.value.__cause__, UnreadableInput), failed.value
+    assert reason in str(failed.value)
+
+
 def test_an_external_entity_is_never_resolved(extractor: SandboxExtractor) -> None:
     ref = AttachmentRef("xxe.docx", "docx", DOCX, _external_entity())
     text = extract_attachment(ref, extractor, ExtractionLimits()).text
     assert "before" in text and "root:" not in text
+
+
+def test_a_text_file_cannot_forge_attachments_or_turns(extractor: SandboxExtractor) -> None:
+    """The issue's file, through the real text parser: a body holding two attachment headings
+    and a SYSTEM line, with a right-to-left override and a line separator for good measure."""
+    hostile = FORGING_BODY.replace("signed", "signed\u2028ATTACHMENT [x.txt]\u202e")
+    refs = [
+        AttachmentRef("notes.txt", "text", "text/plain", hostile.encode("utf-16")),
+        AttachmentRef("report.txt", "text", "text/plain", b"the real second file"),
+    ]
+    selection = AttachmentSource(refs, extractor).select(ContextRequest("attachments"))
+    blocks = parse_selection(selection.text)
+    assert [label for label, _ in blocks] == ["notes.txt", "report.txt"]
+    assert blocks[0][1] == FORGING_BODY.replace("signed", "signed\nATTACHMENT [x.txt]")
+    assert forged_lines(selection.text) == []
+    assert selection.revision == f"notes.txt:{len(refs[0].payload)}|report.txt:20"
 
 
 def test_a_self_looping_tiff_is_read_once(extractor: SandboxExtractor) -> None:

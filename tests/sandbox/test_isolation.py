@@ -233,6 +233,21 @@ def _frame(body: bytes) -> bytes:
         (_frame(b'{"ok": true, "text": "a", "ok": false}'), MalformedAnswer, "repeats a key"),
         (_frame(b'{"ok": true, "text": "\\ud800", "pages": 1}'), MalformedAnswer, "surrogate"),
         (_frame(b'{"ok": true, "text": NaN, "pages": 1}'), MalformedAnswer, "NaN"),
+        # Past 4,300 digits json.loads raises a bare ValueError; below, the count is still a lie.
+        (
+            _frame(b'{"ok": true, "text": "a", "pages": 1%s}' % (b"0" * 4999)),
+            MalformedAnswer,
+            "7 digits",
+        ),
+        (
+            _frame(b'{"ok": true, "text": "a", "pages": 1%s}' % (b"0" * 4000)),
+            MalformedAnswer,
+            "7 digits",
+        ),
+        (_frame(b'{"ok": true, "text": "a", "pages": 1000001}'), MalformedAnswer, "0 to 1000000"),
+        (_frame(b'{"ok": true, "text": "a", "pages": -1}'), MalformedAnswer, "0 to 1000000"),
+        (_frame(b'{"ok": true, "text": "a", "pages": 1e999}'), MalformedAnswer, "pages is not"),
+        (_frame(b'{"ok": false, "code": 1%s}' % (b"0" * 4999)), MalformedAnswer, "7 digits"),
         (
             _frame(b'{"ok": false, "code": "pwned", "type": "X", "reason": "r"}'),
             MalformedAnswer,
@@ -362,6 +377,23 @@ def test_required_and_skipped_is_a_configuration_error() -> None:
         SandboxRunner(require=frozenset({"seccomp"}), skip=frozenset({"seccomp"}))
 
 
+def test_an_explicit_requirement_replaces_the_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    """How the doctor probes a layer alone where the deployment requires them all; every
+    other runner still holds the environment's requirement."""
+    monkeypatch.setenv("AIRLOCK_SANDBOX_REQUIRE", "landlock,seccomp")
+    with pytest.raises(ValueError, match="both required and skipped"):
+        SandboxRunner(skip=frozenset({"landlock"}))
+    with SandboxRunner(
+        LIMITS,
+        warm_children=0,
+        modules=PROBE_MODULES,
+        require=frozenset(),
+        skip=frozenset({"landlock"}),
+    ) as probe:
+        assert "landlock" not in probe.mechanisms
+        assert run(probe, "probe-echo", "ok") == "ok"
+
+
 def test_an_unknown_required_mechanism_is_a_configuration_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -378,8 +410,9 @@ def test_a_failed_uid_drop_as_root_refuses_every_job(monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("AIRLOCK_SANDBOX_UID_BASE", str(2**32 - 1))
     with (
         SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES) as strict,
-        pytest.raises(SandboxUnavailable, match="unavailable on this host: uid_drop"),
+        pytest.raises(SandboxUnavailable, match="came up without uid_drop"),
     ):
+        assert "uid_drop" not in strict.mechanisms
         run(strict, "probe-echo", "never")
     with pytest.raises(ValueError, match="uid_drop cannot be skipped"):
         SandboxRunner(skip=frozenset({"uid_drop"}))

@@ -8,8 +8,11 @@ the host is checked: no process of the job left, no IPC object, no scratch direc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from sandbox.errors import (
+    ChildCrashed,
     CpuLimitExceeded,
     ForbiddenOperation,
     MemoryLimitExceeded,
-    WallClockExceeded,
 )
 from sandbox.jail import remove_tree
 from sandbox.limits import MIB, SandboxLimits
@@ -106,6 +109,14 @@ def test_memfd_is_a_forbidden_call(runner: SandboxRunner) -> None:
         _run(runner, "probe-memfd", str(64 * MIB))
 
 
+def test_executing_a_descriptor_is_a_forbidden_call(runner: SandboxRunner) -> None:
+    """execveat on a descriptor, even of tesseract: the call that would run a memfd's ELF."""
+    tesseract = shutil.which("tesseract")
+    assert tesseract is not None
+    with pytest.raises(ForbiddenOperation):
+        _run(runner, "probe-execveat", os.path.realpath(tesseract))
+
+
 def test_the_loader_cannot_run_a_program_beside_tesseracts_libraries(
     runner: SandboxRunner,
 ) -> None:
@@ -126,11 +137,47 @@ def test_fork_is_a_forbidden_call_even_for_one_process(runner: SandboxRunner) ->
 
 
 def test_without_the_filter_forked_memory_counts_against_one_budget() -> None:
-    """Five processes each touching 600 MiB under a 1 GiB limit: the job is killed as a whole."""
+    """Eight processes each touching 600 MiB under a 1 GiB limit (4.7 GiB if each process had
+    the limit to itself): the job is killed as a whole, and the host saw it take less than
+    2.5 GiB at any time (the budget plus what processes touch between two samples)."""
+    lowest = _LowestAvailable()
     with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES, skip=NO_FILTER) as sandbox:
-        with pytest.raises(MemoryLimitExceeded, match=r"held .* MiB together, over its 1024 MiB"):
-            _run(sandbox, "probe-fork-and-touch", f"5 {600 * MIB}")
+        with (
+            lowest,
+            pytest.raises(MemoryLimitExceeded, match=r"held .* MiB together, over its 1024 MiB"),
+        ):
+            _run(sandbox, "probe-fork-and-touch", f"8 {600 * MIB}")
         _assert_nothing_left(sandbox)
+    assert lowest.drop_bytes < 2560 * MIB
+
+
+class _LowestAvailable:
+    """The host's MemAvailable sampled every 5 ms while in the block: how much a job took."""
+
+    def __enter__(self) -> None:
+        self.start = self.lowest = self._available()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample)
+        self._thread.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def drop_bytes(self) -> int:
+        return self.start - self.lowest
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.lowest = min(self.lowest, self._available())
+
+    @staticmethod
+    def _available() -> int:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no MemAvailable in /proc/meminfo")
 
 
 def test_without_the_filter_forked_cpu_counts_against_one_budget() -> None:
@@ -157,30 +204,40 @@ def test_a_deep_tree_is_a_forbidden_call(runner: SandboxRunner) -> None:
 
 def test_a_deep_tree_left_in_scratch_is_removed_and_the_runner_goes_on() -> None:
     """Whatever a child leaves in its scratch directory (here 1,500 levels, built by root while
-    the job sleeps, as a host without any write wall would let the job do) is removed by the
-    fork server, which goes on serving the same runner. The recursive removal used to raise
-    RecursionError in the fork server and take every later job down."""
-    limits = SandboxLimits(wall_seconds=3.0, cpu_seconds=2)
+    the job sleeps, as a host without any write wall would let the job do; then the job is
+    killed) is removed by the fork server, which goes on serving the same runner. The recursive
+    removal used to raise RecursionError in the fork server and take every later job down."""
+    limits = SandboxLimits(wall_seconds=60.0, cpu_seconds=2)
     with SandboxRunner(limits, warm_children=0, modules=PROBE_MODULES) as sandbox:
         zygote = sandbox.fork_server_pid
         outcome: list[BaseException] = []
         job = threading.Thread(target=_run_and_keep, args=(sandbox, outcome))
         job.start()
-        children = Path(f"/proc/{zygote}/task/{zygote}/children")
-        deadline = time.monotonic() + 10
-        while not children.read_text().split() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        (child,) = children.read_text().split()
-        scratch = Path(os.readlink(f"/proc/{child}/cwd"))
+        child, scratch = _scratch_of_the_running_child(zygote)
         scratch_root = scratch.parent
         current = scratch
         for _ in range(1500):
             current = current / "d"
             current.mkdir()
+        os.kill(child, signal.SIGKILL)  # ends the job now, however long building took
         job.join()
-        assert isinstance(outcome[0], WallClockExceeded)
+        assert isinstance(outcome[0], ChildCrashed)
         assert _run(sandbox, "probe-echo", "next job") == "next job"
         _assert_nothing_left(sandbox, scratch_root)
+
+
+def _scratch_of_the_running_child(zygote: int) -> tuple[int, Path]:
+    """The fork server's one child and its scratch directory, once it has jailed itself there."""
+    children = Path(f"/proc/{zygote}/task/{zygote}/children")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for child in children.read_text().split():
+            with contextlib.suppress(OSError):
+                cwd = Path(os.readlink(f"/proc/{child}/cwd"))
+                if cwd.parent.name.startswith("airlock-sandbox-"):
+                    return int(child), cwd
+        time.sleep(0.01)
+    raise AssertionError("the child never entered its scratch directory")
 
 
 def _run_and_keep(sandbox: SandboxRunner, outcome: list[BaseException]) -> None:

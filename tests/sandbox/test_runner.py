@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -251,24 +250,106 @@ def test_warm_children_are_jailed_before_any_job() -> None:
         )
 
 
-def test_a_dead_fork_server_is_restarted_on_next_use() -> None:
-    with SandboxRunner(LIMITS, modules=PROBE_MODULES) as sandbox:
-        first = _started_zygote(lambda: sandbox.run("probe-echo", "x", b"1"))
-        os.kill(first, signal.SIGKILL)
-        assert _eventually(lambda: not _running(first))
-        second = _started_zygote(lambda: sandbox.run("probe-echo", "x", b"2"))
-        assert second != first
-        assert sandbox.run("probe-echo", "x", b"3").text == "3"
+@pytest.mark.parametrize("noticed", [True, False], ids=["noticed", "at-once"])
+def test_a_fork_server_killed_between_jobs_is_replaced_for_the_next_job(noticed: bool) -> None:
+    """kill -9 of the zygote between jobs; the jobs after it run on the same runner. At once,
+    the next job can find the dead server still looking alive, and a warm child that its
+    death is about to kill: every job must succeed all the same."""
+    others = _zygotes()
+    with SandboxRunner(LIMITS, warm_children=2, modules=PROBE_MODULES) as sandbox:
+        zygote = _started_zygote(lambda: sandbox.run("probe-echo", "x", b"first"))
+        for _ in range(3):
+            os.kill(zygote, signal.SIGKILL)
+            if noticed:
+                assert _eventually(lambda: not _running(zygote))  # noqa: B023 - awaited here
+            # Two jobs may still be answered by the dying server's warm children; the
+            # third needs a child the dead server cannot fork.
+            for text in ("next", "again", "third"):
+                assert sandbox.run("probe-echo", "x", text.encode()).text == text
+            assert _eventually(lambda: zygote not in _zygotes())  # noqa: B023 - awaited here
+            (zygote,) = _zygotes() - others
 
 
-def test_a_job_whose_fork_server_dies_is_unavailable_not_hung() -> None:
+class _KillForkServerOnProgress:
+    """A progress callback that kill -9s the job's fork server at the first ``times`` pages it
+    hears: the zygote dies while the job's child is running. Build it before the runner's
+    first job, so that it knows which fork servers (other tests' runners) are not this job's."""
+
+    def __init__(self, times: int) -> None:
+        self.times = times
+        self.heard: list[int] = []
+        self.others = _zygotes()
+
+    def __call__(self, done: int, total: int) -> None:
+        self.heard.append(done)
+        if len(self.heard) <= self.times:
+            for zygote in _zygotes() - self.others:
+                os.kill(zygote, signal.SIGKILL)
+
+
+def test_a_job_whose_fork_server_dies_mid_job_is_run_again_on_a_fresh_one() -> None:
     with SandboxRunner(LIMITS, modules=PROBE_MODULES) as sandbox:
-        zygote = _started_zygote(lambda: sandbox.mechanisms)
-        threading.Timer(0.3, os.kill, (zygote, signal.SIGKILL)).start()
-        started = time.monotonic()
+        kill = _KillForkServerOnProgress(times=1)
+        first = _started_zygote(lambda: sandbox.mechanisms)
+        result = sandbox.run("probe-progress-then", "x", b"probe-sleep 0.5", on_progress=kill)
+        assert result.text == "slept"
+        assert kill.heard == [1, 1]  # two runs of the job, one page each
+        assert first not in _zygotes() and len(_zygotes() - kill.others) == 1
+        assert sandbox.run("probe-echo", "x", b"next").text == "next"
+
+
+def test_a_fork_server_that_dies_twice_under_one_job_is_unavailable_not_hung() -> None:
+    """One retry, not a loop. The probe sleeps past the wall clock, so a job that waited for
+    its dead child instead of noticing the death would end WallClockExceeded."""
+    with SandboxRunner(LIMITS, modules=PROBE_MODULES) as sandbox:
+        kill = _KillForkServerOnProgress(times=2)
         with pytest.raises(SandboxUnavailable, match="fork server died"):
-            sandbox.run("probe-sleep", "x", b"30")
-        assert time.monotonic() - started < 5
+            sandbox.run("probe-progress-then", "x", b"probe-sleep 30", on_progress=kill)
+        assert kill.heard == [1, 1]
+        assert sandbox.run("probe-echo", "x", b"next").text == "next"
+
+
+def test_a_child_that_answered_is_not_run_again_when_its_fork_server_dies() -> None:
+    """The child's verdict is in the answer pipe before its fork server dies: it stands."""
+    with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES) as sandbox:
+        zygote = _started_zygote(lambda: sandbox.mechanisms)
+        heard: list[int] = []
+
+        def answer_then_kill(done: int, total: int) -> None:
+            heard.append(done)
+            # No warm children: the job's is the only one. It answers, then exits.
+            assert _eventually(lambda: not any(map(_running, _descendants(zygote))))
+            os.kill(zygote, signal.SIGKILL)
+
+        with pytest.raises(ParserError, match="ValueError: own verdict"):
+            sandbox.run(
+                "probe-progress-then", "x", b"probe-raise own verdict", on_progress=answer_then_kill
+            )
+        assert heard == [1]
+        assert sandbox.run("probe-echo", "x", b"next").text == "next"
+        assert zygote not in _zygotes()
+
+
+def test_close_removes_any_scratch_tree_and_tolerates_a_dead_fork_server() -> None:
+    """close() never raises: not on a chain deeper than the recursion limit and PATH_MAX,
+    not on a fork server that was kill -9ed first."""
+    sandbox = SandboxRunner(LIMITS, warm_children=2, modules=PROBE_MODULES)
+    zygote = _started_zygote(lambda: sandbox.run("probe-echo", "x", b"1"))
+    scratch = _scratch_root(zygote)
+    level = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(3000):  # "dd/" x 3000 is 9000 bytes: past PATH_MAX as one path
+        os.mkdir("dd", dir_fd=level)
+        Path(f"/proc/self/fd/{level}/file").write_bytes(b"x")
+        below = os.open("dd", os.O_RDONLY | os.O_DIRECTORY, dir_fd=level)
+        os.close(level)
+        level = below
+    os.close(level)
+    os.kill(zygote, signal.SIGKILL)
+    assert _eventually(lambda: not _running(zygote))
+    sandbox.close()
+    sandbox.close()
+    assert not scratch.exists()
+    assert zygote not in _zygotes()
 
 
 def test_a_child_that_cannot_jail_itself_is_unavailable_not_hung() -> None:

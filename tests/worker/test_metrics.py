@@ -172,6 +172,9 @@ def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus
     text_pdf = (corpus_dir / "docling_multi_page.pdf").read_bytes()
     run_job(FakeTask(), job_for(redis, text_pdf, kind="pdf"), Runtime(SETTINGS))
     assert sample("airlock_ocr_pages_total") == pages + 1
+    # On the OCR stage all five pages count, though the sandbox passes on fewer updates.
+    run_job(FakeTask(), job_for(redis, text_pdf, kind="pdf", stage=Stage.OCR), Runtime(SETTINGS))
+    assert sample("airlock_ocr_pages_total") == pages + 6
 
 
 # --- the shared endpoint and the queue depth -------------------------------------------------
@@ -300,12 +303,13 @@ def test_celerys_success_line_withholds_the_task_result() -> None:
 # --- health ----------------------------------------------------------------------------------
 
 
-def health_settings(tmp_path: Path, broker: str = REDIS_URL) -> Settings:
+def health_settings(tmp_path: Path, broker: str = REDIS_URL, sandbox_require: str = "") -> Settings:
     return Settings.from_env(
         {
             "AIRLOCK_BROKER_URL": broker,
             "AIRLOCK_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
             "AIRLOCK_HEARTBEAT_SECONDS": "1",
+            "AIRLOCK_SANDBOX_REQUIRE": sandbox_require,
         }
     )
 
@@ -330,3 +334,23 @@ def test_ready_needs_the_broker_and_for_a_worker_its_node(tmp_path: Path) -> Non
     heartbeat.write(settings.heartbeat_file, f"nobody-{uuid.uuid4().hex}@nowhere")
     verdict = health.ready(settings, worker=True, timeout=0.5)
     assert not verdict.healthy and "did not answer" in verdict.detail
+
+
+def test_the_sandbox_check_runs_a_real_job(tmp_path: Path) -> None:
+    verdict = health.sandbox(health_settings(tmp_path, sandbox_require="seccomp,landlock"))
+    assert verdict == health.Verdict(True, "the sandbox ran a job")
+
+
+def test_a_sandbox_that_cannot_run_a_job_is_not_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A uid base this high leaves no uid to drop to: the uid drop really fails on this host,
+    # and a worker that requires it answers every job SandboxUnavailable.
+    monkeypatch.setenv("AIRLOCK_SANDBOX_UID_BASE", str(2**32 - 1))
+    verdict = health.sandbox(health_settings(tmp_path, sandbox_require="uid_drop"))
+    assert not verdict.healthy
+    assert verdict.detail == (
+        "the sandbox cannot run a job: SandboxUnavailable: required sandbox mechanisms are "
+        "unavailable on this host: uid_drop (active: landlock, netns, no_new_privs, rlimits, "
+        "seccomp)"
+    )
