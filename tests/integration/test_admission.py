@@ -6,6 +6,7 @@ is in it.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from contextlib import closing
 from pathlib import Path
@@ -15,10 +16,11 @@ from redis import Redis
 
 from bridge.attachments import AttachmentRef
 from bridge.celery_queue import CeleryQueue
+from bridge.cli import _CLI_DEADLINE_SECONDS
 from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue import gather
 from bridge.reconcile import UNACKED_KEY
-from tests.integration.conftest import WorkerFactory
+from tests.integration.conftest import AIRLOCK, WorkerFactory, worker_env
 from tests.integration.test_chaos import counted_ref, local, runs
 from tests.redis_server import RedisServer
 
@@ -90,3 +92,22 @@ def test_past_the_bound_jobs_are_answered_queue_full_and_expired_jobs_leave_noth
     log = worker.log()  # revoked by their caller's withdrawal, or expired: either way unrun
     assert log.count("Discarding revoked task") + log.count("expired") >= 5
     redis.close()
+
+
+def test_queue_mode_extract_with_no_worker_says_so_at_once(
+    own_redis: RedisServer, tmp_path: Path
+) -> None:
+    """``airlock extract`` against a broker no worker consumes: not its 300 s deadline in
+    silence, but the reason, at once."""
+    note = tmp_path / "note.txt"
+    note.write_text("is anybody there?\n")
+    env = worker_env(own_redis.url(), tmp_path, {})
+    started = time.monotonic()
+    run = subprocess.run(
+        [str(AIRLOCK), "extract", str(note)],
+        env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.strip().endswith("NoWorkers: no worker is consuming airlock.light")
+    assert elapsed < _CLI_DEADLINE_SECONDS / 10
