@@ -100,8 +100,8 @@ def pod(image: str, redis_image: str) -> Iterator[Pod]:
 def hardened(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
     """How the OCR worker's manifest runs its container (uid 10001, read-only root, no
     capability, no_new_privs, its limits, /tmp in memory), without its environment."""
-    spec = workload(manifests(), "airlock-ocr-worker", {"airlock-redis": {"password": "-"}},
-                    tmp_path_factory.mktemp("hardened"))  # fmt: skip
+    secret = {"airlock-redis": {"password": "-", "result-cache-key": "-"}}
+    spec = workload(manifests(), "airlock-ocr-worker", secret, tmp_path_factory.mktemp("hardened"))
     return spec.flags
 
 
