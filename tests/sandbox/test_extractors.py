@@ -407,20 +407,6 @@ def test_pdf_scanned_page_image_over_the_pixel_ceiling_is_refused() -> None:
     assert peak < 50 * 2**20
 
 
-@pytest.mark.timeout(60)
-def test_pdf_ocr_runs_count_against_the_page_ceiling() -> None:
-    names = [b"/Im%d" % index for index in range(3)]
-    drawing = _stream(b" ".join(b"q 20 0 0 20 0 0 cm %s Do Q" % name for name in names))
-    resources = b"/XObject << %s >>" % b" ".join(
-        b"%s %d 0 R" % (name, 5 + index) for index, name in enumerate(names)
-    )
-    blank = _image_xobject(24, 24, bytes([255]) * 24 * 24)
-    payload = _pdf([CATALOG, ONE_PAGE, _page(resources), drawing, blank, blank, blank])
-    with pytest.raises(Refusal) as refused:
-        extract_pdf("application/pdf", payload, ParseLimits(max_pages=2))
-    assert refused.value.reason == ("more than 2 embedded images to OCR exceeds the 2-page ceiling")
-
-
 def _pdf_with_image(data: bytes, image_filter: bytes) -> bytes:
     """A one-page PDF without a text layer whose only content is a 64x64 image in ``data``."""
     image = _stream(
