@@ -57,6 +57,11 @@ class OcrFailed(RuntimeError):
     """tesseract did not read an image it was given; the runner reports it as a parser error."""
 
 
+class EmptyPage(OcrFailed):
+    """tesseract found no text to read ("Empty page!!"): a failure for an image sent on its
+    own, an empty page for a rendered PDF page that has ink but no writing (a rule, a logo)."""
+
+
 def _restrict_pillow() -> dict[str, Callable[[bytes], bool | str] | None]:
     """Load every plugin once, then forget all openers but the accepted six; return the
     forgotten formats with their signature checks.
@@ -220,7 +225,7 @@ def _run_tesseract(png: bytes, language: str) -> str:
             f"{_complaint(completed.stderr, _LEPTONICA_ERROR)}"
         )
     if _EMPTY_PAGE in completed.stderr and not text:
-        raise OcrFailed("tesseract exited 0 but did not read the image: Empty page!!")
+        raise EmptyPage("tesseract exited 0 but did not read the image: Empty page!!")
     return text
 
 

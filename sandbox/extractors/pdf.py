@@ -17,7 +17,7 @@ from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject
 
-from sandbox.extractors.ocr import damage_is_unreadable, decoding_under, ocr_image
+from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.pdf_forms import FieldValue, Fragment, field_values, fragment, place
 from sandbox.extractors.pdf_text import repair, unmapped_share
 from sandbox.extractors.pdfium import PdfiumDocument, has_ink
@@ -167,7 +167,10 @@ def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Pars
         return ""
     if not limits.ocr:
         raise Refusal("needs_ocr", "a page has no text layer and needs OCR")
-    return ocr_image(picture, limits)
+    try:
+        return ocr_image(picture, limits)
+    except EmptyPage:
+        return ""  # one page without writing must not fail the document
 
 
 def check_page_images(page: PageObject) -> None:

@@ -456,7 +456,8 @@ def test_pdf_page_image_the_sandbox_cannot_decode_is_unreadable(
 
 
 def test_pdf_page_image_that_decodes_is_still_read() -> None:
-    """The same page with its image as a plain JPEG reaches OCR (which finds no text in it)."""
+    """The same page with its image as a plain JPEG is rendered and OCR'd; tesseract finds no
+    text in a square ("Empty page!!"), and that page is empty, not a failed document."""
     assert (
         extract_pdf(
             "application/pdf", _pdf_with_image(_encoded(_scan(), "JPEG"), b"/DCTDecode"), LIMITS
