@@ -18,7 +18,13 @@ from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject
 
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
-from sandbox.extractors.pdf_forms import FieldValue, Fragment, field_values, fragment, place
+from sandbox.extractors.pdf_forms import field_values, value_edits
+from sandbox.extractors.pdf_layout import (
+    apply,
+    line_number_edits,
+    may_have_numbered_lines,
+    positioned_text,
+)
 from sandbox.extractors.pdf_text import repair, unmapped_share
 from sandbox.extractors.pdfium import PdfiumDocument, has_ink
 from sandbox.extractors.registry import Refusal, extractor, report_progress
@@ -117,10 +123,9 @@ def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> st
 
 
 def _page_text(page: PageObject, index: int, pdfium: PdfiumDocument, limits: ParseLimits) -> str:
-    """The page's text layer as pypdf reads it, repaired, with its form values in place; the
-    text PDFium reads where pypdf's is broken; OCR of the rendered page where there is none."""
-    values = field_values(page)
-    text = _text_with_values(page, values) if values else page.extract_text()
+    """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
+    where pypdf's is broken; OCR of the rendered page where there is none."""
+    text = _laid_out_text(page)
     share = unmapped_share(text)
     if share > BROKEN_SHARE:
         replacement = pdfium.text(index)
@@ -131,23 +136,16 @@ def _page_text(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Par
     return text if text else _ocr_page(page, index, pdfium, limits)
 
 
-def _text_with_values(page: PageObject, values: list[FieldValue]) -> str:
-    """pypdf's text of the page with the form values placed at their fields; at the end if
-    the visitor's pieces do not add up to the text (positions would then be wrong)."""
-    fragments: list[Fragment] = []
-    offset = 0
-
-    def visit(piece: str, cm: list[float], tm: list[float], *_: object) -> None:
-        nonlocal offset
-        found = fragment(offset, piece, cm, tm)
-        if found is not None:
-            fragments.append(found)
-        offset += len(piece)
-
-    text = page.extract_text(visitor_text=visit)
-    if offset != len(text):
-        fragments = []
-    return place(text, fragments, values)
+def _laid_out_text(page: PageObject) -> str:
+    """pypdf's text of the page, with its form values placed and its margin line numbers moved
+    to their lines; positions are extracted (a second pass) only on pages that have either."""
+    values = field_values(page)
+    text = None if values else page.extract_text()
+    if text is not None and not may_have_numbered_lines(text):
+        return text
+    text, fragments = positioned_text(page)
+    edits = line_number_edits(text, fragments) + value_edits(text, fragments, values)
+    return apply(text, edits)
 
 
 def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: ParseLimits) -> str:

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pypdf import PageObject
 from pypdf.generic import ArrayObject, DictionaryObject
 
+from sandbox.extractors.pdf_layout import Edit, Fragment
+
 # Field types whose /V is text a person typed or chose (buttons hold state names like /Off).
 _TEXT_FIELD_TYPES = ("/Tx", "/Ch")
 # Points of slack when matching a label's baseline to a field's box: labels sit a little below
@@ -30,16 +32,6 @@ class FieldValue:
     left: float
     bottom: float
     top: float
-
-
-@dataclass(frozen=True)
-class Fragment:
-    """A piece of pypdf's page text, its offset in that text and where it starts on the page."""
-
-    start: int
-    end: int
-    x: float
-    y: float
 
 
 def field_values(page: PageObject) -> list[FieldValue]:
@@ -87,39 +79,23 @@ def _value_text(value: object) -> str:
     return ""
 
 
-def fragment(start: int, piece: str, cm: list[float], tm: list[float]) -> Fragment | None:
-    """The fragment for a piece of text pypdf's visitor hands over, positioned through the text
-    and current transformation matrices; None for a piece that is only whitespace."""
-    if not piece.strip():
-        return None
-    x = tm[4] * cm[0] + tm[5] * cm[2] + cm[4]
-    y = tm[4] * cm[1] + tm[5] * cm[3] + cm[5]
-    return Fragment(start, start + len(piece), x, y)
-
-
-def place(text: str, fragments: list[Fragment], values: list[FieldValue]) -> str:
-    """``text`` with each value inserted at its reading position (see the module docstring)."""
-    insertions: list[tuple[int, str]] = []
+def value_edits(text: str, fragments: list[Fragment], values: list[FieldValue]) -> list[Edit]:
+    """Insertions placing each value at its reading position (see the module docstring)."""
+    edits: list[Edit] = []
     for value in values:
         label = _label_left_of(fragments, value)
         if label is not None:
             end = label.end
             while end > label.start and text[end - 1].isspace():
                 end -= 1  # after the label's words, before the break that ends its line
-            insertions.append((end, " " + value.text))
+            edits.append(Edit(end, 0, " " + value.text))
             continue
         below = next((piece for piece in fragments if piece.y < value.bottom - _SLACK), None)
         if below is None:
-            insertions.append((len(text), "\n" + value.text))
+            edits.append(Edit(len(text), 0, "\n" + value.text))
         else:
-            line_start = text.rfind("\n", 0, below.start) + 1
-            insertions.append((line_start, value.text + "\n"))
-    # Inserting from the end keeps the earlier offsets valid; at one offset, the field that
-    # comes first in the page's /Annots is inserted last, so it reads first.
-    ordered = sorted(enumerate(insertions), key=lambda item: (item[1][0], item[0]), reverse=True)
-    for _, (offset, addition) in ordered:
-        text = text[:offset] + addition + text[offset:]
-    return text
+            edits.append(Edit(text.rfind("\n", 0, below.start) + 1, 0, value.text + "\n"))
+    return edits
 
 
 def _label_left_of(fragments: list[Fragment], value: FieldValue) -> Fragment | None:

@@ -21,7 +21,7 @@ from sandbox.extractors.pdfium import render_scale
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 from tests.cer import cer
-from tests.sandbox.test_extractors import CATALOG, _pdf, _stream
+from tests.sandbox.test_extractors import CATALOG, FONT, _pdf, _stream
 
 LIMITS = ParseLimits()
 WORDS = "Quarterly report on the harbour"
@@ -285,3 +285,50 @@ def test_a_value_typed_into_a_form_appears_in_its_reading_position(corpus_dir: P
     writer.write(buffer)
     lines = extract_pdf("application/pdf", buffer.getvalue(), LIMITS).splitlines()
     assert lines[:2] == ["Name bar", "Check"]
+
+
+# --- margin line numbers -----------------------------------------------------------------------
+
+TRANSCRIPT = [
+    "THE COURT: Please be seated.",
+    "MR. SMITH: Thank you, Your Honor.",
+    "THE COURT: Call your first",
+    "witness.",
+]
+
+
+def _numbered_page(numbers_x: int, numbers_y_offset: int = 0, count: int = 5) -> bytes:
+    """A transcript page that draws its line numbers in one text block before the lines, as
+    court reporters' software does; ``count`` numbers, one more than there are lines."""
+    numbers = b" ".join(
+        b"1 0 0 1 %d %d Tm (%d) Tj" % (numbers_x, 700 - 20 * index + numbers_y_offset, index + 1)
+        for index in range(count)
+    )
+    lines = b" ".join(
+        b"1 0 0 1 80 %d Tm (%s) Tj" % (700 - 20 * index, line.encode())
+        for index, line in enumerate(TRANSCRIPT)
+    )
+    content = _stream(b"BT /F1 12 Tf %s ET\nBT /F1 12 Tf %s ET" % (numbers, lines))
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+    )
+    return _pdf([CATALOG, _pages_tree(1), page, content, FONT])
+
+
+def test_margin_line_numbers_are_kept_with_their_lines() -> None:
+    text = extract_pdf("application/pdf", _numbered_page(numbers_x=40), LIMITS)
+    numbered = [f"{index} {line}" for index, line in enumerate(TRANSCRIPT, start=1)]
+    assert text.splitlines() == ["5", *numbered]  # line 5 is blank: its number stays alone
+
+
+@pytest.mark.parametrize(
+    ("numbers_x", "offset"),
+    [(500, 0), (40, 10)],
+    ids=["numbers-right-of-the-text", "numbers-off-the-baselines"],
+)
+def test_numbers_the_layout_does_not_tie_to_lines_stay_where_they_are(
+    numbers_x: int, offset: int
+) -> None:
+    text = extract_pdf("application/pdf", _numbered_page(numbers_x, offset), LIMITS)
+    assert text.splitlines() == ["1", "2", "3", "4", "5", *TRANSCRIPT]
