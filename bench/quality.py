@@ -1,6 +1,6 @@
 """Extraction quality side by side: airlock and the peers it can run, on the corpus, in one run.
 
-    .venv/bin/python bench/quality.py [--in-process]
+    .venv/bin/python bench/quality.py [--in-process] [--speed-only]
 
 For every corpus document with an ``expected`` ground truth, prints the CER (tests/cer.py,
 normalised as the corpus's SOURCES.md says) of airlock and of each peer that handles its kind,
@@ -14,7 +14,11 @@ Peers, each skipped (and said so) when missing:
   tesseract  images        apt-get install tesseract-ocr (the CLI, --psm 3, like airlock)
   pandoc     DOCX          apt-get install pandoc (-t plain)
 
-The machine is shared: read the speed column as a ratio between tools on the same run.
+The last table (also alone with ``--speed-only``) is the cost of the text-layer repairs: the
+PDF extractor in-process against pypdf's bare ``extract_text`` of every page (the path before
+them) on the corpus PDFs that have a text layer, interleaved, median of rounds.
+
+The machine is shared: read the speed columns as ratios between tools on the same run.
 """
 
 from __future__ import annotations
@@ -125,8 +129,41 @@ def _airlock(in_process: bool) -> tuple[Callable[[str, Path], str], Callable[[],
     return jailed, runner.close
 
 
+def _text_layer_speed(documents: list[dict[str, object]], rounds: int = 7) -> None:
+    """Seconds per page, bare pypdf against airlock's text path, on text-layer PDFs."""
+    function = lookup("pdf")
+    assert function is not None
+    print(f"{'document':48} {'pages':>5} {'pypdf s/page':>12} {'airlock':>8} {'ratio':>6}")
+    bare_total = airlock_total = 0.0
+    for document in documents:
+        if document["category"] not in ("pdf-text", "pdf-form"):
+            continue
+        path = CORPUS / str(document["file"])
+        payload = path.read_bytes()
+        pages = _pages(path, "pdf")
+        bare, ours = [], []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            "\n\n".join(page.extract_text().strip() for page in PdfReader(path).pages)
+            bare.append(time.perf_counter() - started)
+            started = time.perf_counter()
+            function("application/pdf", payload, LIMITS)
+            ours.append(time.perf_counter() - started)
+        bare_page, ours_page = statistics.median(bare) / pages, statistics.median(ours) / pages
+        bare_total += statistics.median(bare)
+        airlock_total += statistics.median(ours)
+        print(
+            f"{path.name:48} {pages:5} {bare_page:12.4f} {ours_page:8.4f} "
+            f"{ours_page / bare_page:6.2f}"
+        )
+    print(f"{'all':48} {'':5} {'':12} {'':8} {airlock_total / bare_total:6.2f}")
+
+
 def main() -> None:
     documents = json.loads((CORPUS / "manifest.json").read_text())["documents"]
+    if "--speed-only" in sys.argv:
+        _text_layer_speed(documents)
+        return
     peers = _peers()
     airlock, close = _airlock("--in-process" in sys.argv)
     scores: dict[tuple[str, str], list[float]] = {}
@@ -172,6 +209,29 @@ def main() -> None:
             f"{kind:6} {name:10} {len(values):5} {statistics.mean(values):9.3f} "
             f"{max(values):8.3f} {speed:7.3f}"
         )
+    print()
+    _target(scores, documents)
+    print()
+    _text_layer_speed(documents)
+
+
+def _target(scores: dict[tuple[str, str], list[float]], documents: list[dict[str, object]]) -> None:
+    """Per PDF: airlock's CER against the best of pdftotext and pypdfium2 plus 0.01."""
+    order = [
+        str(document["file"])
+        for document in documents
+        if KIND[str(document["category"])] == "pdf"
+        and any(truth["role"] == "expected" for truth in document["ground_truth"])
+    ]
+    peers = [name for kind, name in scores if kind == "pdf" and name != "airlock"]
+    if not peers:
+        return
+    print(f"{'PDF':48} {'airlock':>7} {'best peer':>9} {'target':>6}")
+    for index, name in enumerate(order):
+        ours = scores[("pdf", "airlock")][index]
+        best = min(scores[("pdf", peer)][index] for peer in peers)
+        verdict = "met" if ours <= best + 0.01 else "MISSED"
+        print(f"{name:48} {ours:7.3f} {best:9.3f} {verdict:>6}")
 
 
 if __name__ == "__main__":

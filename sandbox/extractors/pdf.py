@@ -22,7 +22,6 @@ from sandbox.extractors.pdf_forms import field_values, value_edits
 from sandbox.extractors.pdf_layout import (
     apply,
     line_number_edits,
-    may_have_numbered_lines,
     positioned_text,
 )
 from sandbox.extractors.pdf_text import repair, unmapped_share
@@ -111,21 +110,26 @@ def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> st
     """Join the pages' text in order, a blank line between pages."""
     budget = TextBudget(limits)
     pdfium = PdfiumDocument(payload, len(reader.pages))
+    # Field values live in the catalog's form; a document without one has none to place, and
+    # skips resolving every link annotation of every page to find that out.
+    has_form = "/AcroForm" in reader.root_object
     texts = []
     total = len(reader.pages)
     try:
         for index, page in enumerate(reader.pages):
-            texts.append(budget.spend(_page_text(page, index, pdfium, limits)))
+            texts.append(budget.spend(_page_text(page, index, pdfium, has_form, limits)))
             report_progress(index + 1, total)
     finally:
         pdfium.close()
     return "\n\n".join(texts)
 
 
-def _page_text(page: PageObject, index: int, pdfium: PdfiumDocument, limits: ParseLimits) -> str:
+def _page_text(
+    page: PageObject, index: int, pdfium: PdfiumDocument, has_form: bool, limits: ParseLimits
+) -> str:
     """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
     where pypdf's is broken; OCR of the rendered page where there is none."""
-    text = _laid_out_text(page)
+    text = _laid_out_text(page, has_form)
     share = unmapped_share(text)
     if share > BROKEN_SHARE:
         replacement = pdfium.text(index)
@@ -136,14 +140,11 @@ def _page_text(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Par
     return text if text else _ocr_page(page, index, pdfium, limits)
 
 
-def _laid_out_text(page: PageObject) -> str:
+def _laid_out_text(page: PageObject, has_form: bool) -> str:
     """pypdf's text of the page, with its form values placed and its margin line numbers moved
-    to their lines; positions are extracted (a second pass) only on pages that have either."""
-    values = field_values(page)
-    text = None if values else page.extract_text()
-    if text is not None and not may_have_numbered_lines(text):
-        return text
+    to their lines (positions come with the text in the same pass: measured at no extra cost)."""
     text, fragments = positioned_text(page)
+    values = field_values(page) if has_form else []
     edits = line_number_edits(text, fragments) + value_edits(text, fragments, values)
     return apply(text, edits)
 

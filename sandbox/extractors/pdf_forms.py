@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pypdf import PageObject
 from pypdf.generic import ArrayObject, DictionaryObject
 
-from sandbox.extractors.pdf_layout import Edit, Fragment
+from sandbox.extractors.pdf_layout import Edit, Fragment, PageIndex
 
 # Field types whose /V is text a person typed or chose (buttons hold state names like /Off).
 _TEXT_FIELD_TYPES = ("/Tx", "/Ch")
@@ -81,16 +81,17 @@ def _value_text(value: object) -> str:
 
 def value_edits(text: str, fragments: list[Fragment], values: list[FieldValue]) -> list[Edit]:
     """Insertions placing each value at its reading position (see the module docstring)."""
+    index = PageIndex(fragments)
     edits: list[Edit] = []
     for value in values:
-        label = _label_left_of(fragments, value)
+        label = _label_left_of(index, value)
         if label is not None:
             end = label.end
             while end > label.start and text[end - 1].isspace():
                 end -= 1  # after the label's words, before the break that ends its line
             edits.append(Edit(end, 0, " " + value.text))
             continue
-        below = next((piece for piece in fragments if piece.y < value.bottom - _SLACK), None)
+        below = index.first_below(value.bottom - _SLACK)
         if below is None:
             edits.append(Edit(len(text), 0, "\n" + value.text))
         else:
@@ -98,11 +99,8 @@ def value_edits(text: str, fragments: list[Fragment], values: list[FieldValue]) 
     return edits
 
 
-def _label_left_of(fragments: list[Fragment], value: FieldValue) -> Fragment | None:
+def _label_left_of(index: PageIndex, value: FieldValue) -> Fragment | None:
     """The last text on the field's line that starts left of the field."""
-    on_line = [
-        piece
-        for piece in fragments
-        if value.bottom - _SLACK <= piece.y <= value.top + _SLACK and piece.x < value.left
-    ]
-    return max(on_line, key=lambda piece: piece.x, default=None)
+    on_line = index.between(value.bottom - _SLACK, value.top + _SLACK)
+    left = [piece for piece in on_line if piece.x < value.left]
+    return max(left, key=lambda piece: piece.x, default=None)

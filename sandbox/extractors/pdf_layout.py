@@ -8,6 +8,8 @@ visitor, whose pieces add up to the text it returns, so every edit is an offset 
 
 from __future__ import annotations
 
+import bisect
+import math
 import re
 from dataclasses import dataclass
 
@@ -65,26 +67,69 @@ def may_have_numbered_lines(text: str) -> bool:
     return numbers >= _MIN_NUMBERED_LINES
 
 
+class PageIndex:
+    """Fragments found by baseline in time proportional to the answer, not to the page: a
+    hostile page of a hundred thousand pieces must not make placing each one quadratic."""
+
+    def __init__(self, fragments: list[Fragment]) -> None:
+        self.fragments = fragments
+        self._by_row: dict[int, list[Fragment]] = {}
+        for piece in fragments:
+            self._by_row.setdefault(math.floor(piece.y), []).append(piece)
+        self._rows = sorted(self._by_row)
+        # The lowest baseline among the first i fragments, negated so bisect sees it ascending.
+        lowest, running = [], math.inf
+        for piece in fragments:
+            running = min(running, piece.y)
+            lowest.append(-running)
+        self._lowest = lowest
+
+    def between(self, bottom: float, top: float) -> list[Fragment]:
+        """The fragments whose baseline lies in [bottom, top], in text order."""
+        if not (math.isfinite(bottom) and math.isfinite(top)):
+            return []
+        start = bisect.bisect_left(self._rows, math.floor(bottom))
+        end = bisect.bisect_right(self._rows, math.floor(top))
+        found = [
+            piece
+            for row in self._rows[start:end]
+            for piece in self._by_row[row]
+            if bottom <= piece.y <= top
+        ]
+        return sorted(found, key=lambda piece: piece.start)
+
+    def first_below(self, y: float) -> Fragment | None:
+        """The first fragment in text order whose baseline is below ``y``."""
+        index = bisect.bisect_right(self._lowest, -y)
+        return self.fragments[index] if index < len(self.fragments) else None
+
+
 def line_number_edits(text: str, fragments: list[Fragment]) -> list[Edit]:
     """Move each margin line number to the start of the line on its baseline.
 
     A number counts when it stands alone on its line of pypdf's text, lies left of all other
     text, and a line of other text shares its baseline; a number without one stays where it is.
     """
-    numbers = [
-        piece for piece in fragments if _LINE_NUMBER.fullmatch(text[piece.start : piece.end])
-    ]
-    others = [piece for piece in fragments if piece not in numbers]
+    if not may_have_numbered_lines(text):
+        return []  # the cheap check first: most pages have no line of a bare number
+    numbers: list[Fragment] = []
+    others: list[Fragment] = []
+    for piece in fragments:
+        is_number = _LINE_NUMBER.fullmatch(text[piece.start : piece.end])
+        (numbers if is_number else others).append(piece)
     if len(numbers) < _MIN_NUMBERED_LINES or not others:
         return []
     margin = min(piece.x for piece in others)
+    index = PageIndex(others)
     edits: list[Edit] = []
     for number in numbers:
         alone = number.start == 0 or text[number.start - 1] == "\n"
-        line = next((piece for piece in others if abs(piece.y - number.y) <= _BASELINE_SLACK), None)
-        if not alone or number.x >= margin or line is None:
+        if not alone or number.x >= margin:
             continue
-        line_start = text.rfind("\n", 0, line.start) + 1
+        on_baseline = index.between(number.y - _BASELINE_SLACK, number.y + _BASELINE_SLACK)
+        if not on_baseline:
+            continue
+        line_start = text.rfind("\n", 0, on_baseline[0].start) + 1
         if line_start == number.start:
             continue  # pypdf already put the number at the start of its line
         end = number.end
