@@ -56,8 +56,8 @@ class PdfiumDocument:
                 document.close()
                 raise Refusal(
                     "unreadable",
-                    f"the PDF's page tree reads as {self._page_count} pages to pypdf and "
-                    f"{pages} to PDFium",
+                    f"pypdf and PDFium count different pages in the PDF's page tree "
+                    f"({self._page_count} and {pages})",
                 )
             self._document = document
         return self._document

@@ -60,14 +60,18 @@ def _pages_tree(count: int) -> bytes:
     return b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, count)
 
 
-def _scanned_pdf(with_text: list[bool]) -> bytes:
+def _scanned_pdf(with_text: list[bool], missing_kid: bool = False) -> bytes:
     """A scan, one page per entry: each a full-page background JPEG, and where the entry is
     True a CCITT image mask of :data:`WORDS` painted in black over it (a scanner's MRC output).
+    ``missing_kid`` adds a page-tree entry that points to no object.
     """
     count = len(with_text)
     background_number = 3 + 2 * count
     mask_number = background_number + 1
-    objects = [CATALOG, _pages_tree(count)]
+    tree = _pages_tree(count)
+    if missing_kid:
+        tree = tree.replace(b"] /Count %d" % count, b" 999 0 R] /Count %d" % (count + 1))
+    objects = [CATALOG, tree]
     for has_text in with_text:
         drawing = b"q %d 0 0 %d 0 0 cm /Bg Do Q" % (WIDTH, HEIGHT)
         if has_text:
@@ -171,6 +175,15 @@ def test_a_page_of_many_images_is_one_ocr_run_within_a_one_page_ceiling() -> Non
         )
     payload = _pdf([CATALOG, _pages_tree(1), page, _stream(drawing), *images])
     assert extract_pdf("application/pdf", payload, ParseLimits(max_pages=1)).split() == words
+
+
+def test_page_tree_the_two_parsers_count_differently_is_unreadable() -> None:
+    """pypdf skips a page-tree entry that points to nothing and PDFium counts it: page 1 of
+    one need not be page 1 of the other, so no page is rendered in place of another."""
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", _scanned_pdf([True], missing_kid=True), LIMITS)
+    assert refused.value.code == "unreadable"
+    assert refused.value.reason.endswith("count different pages in the PDF's page tree (1 and 2)")
 
 
 def test_render_scale_is_300_dpi_and_fits_a_huge_page_in_the_pixel_ceiling() -> None:
@@ -332,3 +345,30 @@ def test_numbers_the_layout_does_not_tie_to_lines_stay_where_they_are(
 ) -> None:
     text = extract_pdf("application/pdf", _numbered_page(numbers_x, offset), LIMITS)
     assert text.splitlines() == ["1", "2", "3", "4", "5", *TRANSCRIPT]
+
+
+def _form_pdf(widget: bytes) -> bytes:
+    """A one-page form whose page says 'Name' and holds the widget ``widget`` (object 6)."""
+    catalog = b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [6 0 R] >> >>"
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [6 0 R] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+    )
+    content = _stream(b"BT /F1 12 Tf 1 0 0 1 40 700 Tm (Name) Tj ET")
+    return _pdf([catalog, _pages_tree(1), page, content, FONT, widget])
+
+
+@pytest.mark.parametrize(
+    ("widget", "expected"),
+    [
+        (b"<< /Subtype /Widget /FT /Tx /T (n) /V (bar) /Rect [100 695 300 715] >>", "Name bar"),
+        (b"<< /Subtype /Widget /Parent 6 0 R /V (bar) /Rect [100 695 300 715] >>", "Name"),
+        (b"<< /Subtype /Widget /FT /Tx /V (bar) /Rect [(a) 695 300 715] >>", "Name"),
+        (b"<< /Subtype /Widget /FT /Btn /V /Yes /Rect [100 695 300 715] >>", "Name"),
+    ],
+    ids=["text-field", "parent-cycle-without-type", "rect-not-numbers", "checkbox-state"],
+)
+def test_form_fields_are_read_only_for_text_values_and_never_loop(
+    widget: bytes, expected: str
+) -> None:
+    assert extract_pdf("application/pdf", _form_pdf(widget), LIMITS) == expected
