@@ -12,7 +12,10 @@ rendering and text once there so nothing loads lazily inside the jail.
 
 from __future__ import annotations
 
+import itertools
 import math
+import statistics
+from dataclasses import dataclass
 
 import pypdfium2
 from PIL import Image
@@ -29,6 +32,8 @@ _POINTS_PER_INCH = 72
 # pixels of a letter page at 300 dpi, less than three full stops) is blank.
 _INK_LEVEL = 128
 _INK_SHARE = 100_000
+# A page with fewer characters than this has too few steps to tell its writing direction.
+_MIN_VERTICAL_STEPS = 8
 
 
 class PdfiumDocument:
@@ -84,11 +89,15 @@ class PdfiumDocument:
             page.close()
 
     def text(self, index: int) -> str:
-        """Page ``index``'s text as PDFium maps its glyphs, in content order."""
+        """Page ``index``'s text as PDFium maps its glyphs: in content order, or column by
+        column when the page is written vertically."""
         page = self._open()[index]
         try:
             text_page = page.get_textpage()
             try:
+                glyphs = _glyphs(text_page)
+                if _is_vertical(glyphs):
+                    return _by_columns(glyphs)
                 return str(text_page.get_text_range()).replace("\r\n", "\n")
             finally:
                 text_page.close()
@@ -99,6 +108,51 @@ class PdfiumDocument:
         if self._document is not None:
             self._document.close()
             self._document = None
+
+
+@dataclass(frozen=True)
+class _Glyph:
+    char: str
+    x: float  # the centre of its box, in points
+    y: float
+    width: float
+
+
+def _glyphs(text_page: pypdfium2.PdfTextPage) -> list[_Glyph]:
+    """The page's visible characters in content order, each with the centre of its box."""
+    glyphs = []
+    for index in range(text_page.count_chars()):
+        char = str(text_page.get_text_range(index, 1))
+        if not char.strip():
+            continue
+        left, bottom, right, top = text_page.get_charbox(index)
+        glyphs.append(_Glyph(char, (left + right) / 2, (bottom + top) / 2, abs(right - left)))
+    return glyphs
+
+
+def _is_vertical(glyphs: list[_Glyph]) -> bool:
+    """Whether most steps from one character to the next go down a column, not along a line:
+    CJK set vertically, whose content order PDFium keeps, reads as scrambled lines."""
+    steps = list(itertools.pairwise(glyphs))
+    down = sum(1 for one, two in steps if abs(two.y - one.y) > abs(two.x - one.x))
+    return len(steps) >= _MIN_VERTICAL_STEPS and down > len(steps) * 0.5
+
+
+def _by_columns(glyphs: list[_Glyph]) -> str:
+    """Vertical text read as it is written: columns from right to left, each top to bottom,
+    one line per column; characters whose centres lie within half a character's width of
+    each other share a column."""
+    tolerance = statistics.median(glyph.width for glyph in glyphs) / 2
+    columns: list[list[_Glyph]] = []
+    for glyph in sorted(glyphs, key=lambda glyph: -glyph.x):
+        if columns and columns[-1][-1].x - glyph.x <= tolerance:
+            columns[-1].append(glyph)
+        else:
+            columns.append([glyph])
+    return "\n".join(
+        "".join(glyph.char for glyph in sorted(column, key=lambda glyph: -glyph.y))
+        for column in columns
+    )
 
 
 def has_ink(picture: Image.Image) -> bool:

@@ -69,10 +69,10 @@ CER_EXCEPTIONS = {
     # 0.538: pypdf emits the Arabic word twice around the Latin one (a 13-character GT).
     "pypdf-samples_habibi-arabic.pdf": 0.60,
 }
-# 0.851: vertical CID fonts without a usable ToUnicode map; pypdf outputs glyph codes (0.997),
-# so the page is PDFium's text, whose characters are right but whose vertical columns come out
-# in content order (pdftotext 0.830, pypdfium2 0.865). Strict, so a reader that learns the
-# columns makes this test fail and the list be updated.
+# 0.826: vertical CID fonts without a usable ToUnicode map; pypdf outputs glyph codes (0.997),
+# so the page is PDFium's text read column by column; the poem's two blocks of columns still
+# interleave (pdftotext 0.830, pypdfium2 0.865). Strict, so a reader that separates the blocks
+# makes this test fail and the list be updated.
 CER_KNOWN_FAILURES = {"pdfminer_jo-japanese.pdf"}
 # SOURCES.md: the Japanese reference uses full-width brackets where the PDF has vertical
 # presentation forms; compare after NFKC.
@@ -98,7 +98,7 @@ SCORED = [
         document["category"],
         _expected_file(document),
         id=str(document["file"]),
-        marks=[pytest.mark.xfail(strict=True, reason="vertical columns read out of order")]
+        marks=[pytest.mark.xfail(strict=True, reason="blocks of vertical columns interleave")]
         if document["file"] in CER_KNOWN_FAILURES
         else [],
     )
