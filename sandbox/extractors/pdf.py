@@ -21,6 +21,7 @@ from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_und
 from sandbox.extractors.pdf_forms import field_values, value_edits
 from sandbox.extractors.pdf_layout import (
     apply,
+    image_coverage,
     line_number_edits,
     positioned_text,
 )
@@ -38,6 +39,11 @@ _BYTES_PER_PIXEL = 4
 # A page whose text has more than one character in a hundred outside every script is read with
 # a font map that does not hold (see pdf_text.unmapped_share); honest text has next to none.
 BROKEN_SHARE = 0.01
+# A page with fewer visible characters than this in its text layer, drawing one image over at
+# least half of it, is a scan with a stamp (a Bates number, "CONFIDENTIAL") and is OCR'd: the
+# rendering holds the stamp too.
+SCAN_STAMP_CHARS = 40
+SCAN_COVERAGE = 0.5
 # The line that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md).
 PDFIUM_MARKER = "[page {page}: text read by PDFium; pypdf's had {share:.0%} unmapped characters]"
 
@@ -137,7 +143,11 @@ def _page_text(
             marker = PDFIUM_MARKER.format(page=index + 1, share=share)
             return f"{marker}\n{repair(replacement).strip()}".strip()
     text = repair(text).strip()
-    return text if text else _ocr_page(page, index, pdfium, limits)
+    if not text:
+        return _ocr_page(page, index, pdfium, limits)
+    if len("".join(text.split())) < SCAN_STAMP_CHARS and image_coverage(page) >= SCAN_COVERAGE:
+        return _ocr_page(page, index, pdfium, limits) or text
+    return text
 
 
 def _laid_out_text(page: PageObject, has_form: bool) -> str:

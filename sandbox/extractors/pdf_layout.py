@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from pypdf import PageObject
+from pypdf.generic import DictionaryObject, PdfObject
 
 # A piece that is only a line number: a transcript numbers up to a few dozen lines a page.
 _LINE_NUMBER = re.compile(r"\s*(\d{1,3})\s*")
@@ -58,6 +59,38 @@ def positioned_text(page: PageObject) -> tuple[str, list[Fragment]]:
 
     text = page.extract_text(visitor_text=visit)
     return text, fragments if offset == len(text) else []
+
+
+def image_coverage(page: PageObject) -> float:
+    """The largest share of the page's area that one image drawn by its content stream covers
+    (an image placed by the page's own resources; 0.0 for a page without area).
+
+    A scan whose page carries a few characters of real text (a Bates number, a stamp) has a
+    text layer, but its content is in the picture.
+    """
+    box = page.cropbox
+    page_area = abs(float(box.width) * float(box.height))
+    xobjects = _dictionary(_dictionary(page).get("/Resources")).get("/XObject")
+    xobjects = _dictionary(xobjects)
+    largest = 0.0
+
+    def visit(operator: bytes, arguments: list[object], cm: list[float], *_: object) -> None:
+        nonlocal largest
+        if operator != b"Do" or not arguments or arguments[0] not in xobjects:
+            return
+        if _dictionary(xobjects[arguments[0]]).get("/Subtype") == "/Image":
+            largest = max(largest, abs(cm[0] * cm[3] - cm[1] * cm[2]))
+
+    page.extract_text(visitor_operand_before=visit)
+    return min(1.0, largest / page_area) if page_area > 0 else 0.0
+
+
+def _dictionary(value: object) -> DictionaryObject:
+    """``value`` resolved if it is a dictionary, else an empty one: a hostile page may put any
+    object where resources belong."""
+    if isinstance(value, PdfObject):
+        value = value.get_object()
+    return value if isinstance(value, DictionaryObject) else DictionaryObject()
 
 
 def may_have_numbered_lines(text: str) -> bool:

@@ -60,10 +60,11 @@ def _pages_tree(count: int) -> bytes:
     return b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, count)
 
 
-def _scanned_pdf(with_text: list[bool], missing_kid: bool = False) -> bytes:
+def _scanned_pdf(with_text: list[bool], missing_kid: bool = False, stamp: bytes = b"") -> bytes:
     """A scan, one page per entry: each a full-page background JPEG, and where the entry is
     True a CCITT image mask of :data:`WORDS` painted in black over it (a scanner's MRC output).
-    ``missing_kid`` adds a page-tree entry that points to no object.
+    ``missing_kid`` adds a page-tree entry that points to no object; ``stamp`` is drawn as
+    real text (Helvetica) at the foot of each page.
     """
     count = len(with_text)
     background_number = 3 + 2 * count
@@ -76,10 +77,12 @@ def _scanned_pdf(with_text: list[bool], missing_kid: bool = False) -> bytes:
         drawing = b"q %d 0 0 %d 0 0 cm /Bg Do Q" % (WIDTH, HEIGHT)
         if has_text:
             drawing += b" q 0 g 480 0 0 48 60 600 cm /Mk Do Q"
+        if stamp:
+            drawing += b" BT /F1 14 Tf 400 40 Td (%s) Tj ET" % stamp
         objects.append(
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << /XObject "
-            b"<< /Bg %d 0 R /Mk %d 0 R >> >> /Contents %d 0 R >>"
-            % (WIDTH, HEIGHT, background_number, mask_number, len(objects) + 2)
+            b"<< /Bg %d 0 R /Mk %d 0 R >> /Font << /F1 %d 0 R >> >> /Contents %d 0 R >>"
+            % (WIDTH, HEIGHT, background_number, mask_number, mask_number + 1, len(objects) + 2)
         )
         objects.append(_stream(drawing))
     objects.append(
@@ -98,6 +101,7 @@ def _scanned_pdf(with_text: list[bool], missing_kid: bool = False) -> bytes:
             % (picture.width, picture.height, picture.width, picture.height),
         )
     )
+    objects.append(FONT)
     return _pdf(objects)
 
 
@@ -123,6 +127,14 @@ def _inline_image_pdf() -> bytes:
 def test_scanned_page_of_a_background_and_a_text_mask_is_read() -> None:
     """Each image alone is a blank sheet or an inverted stencil; only the page as drawn reads."""
     assert extract_pdf("application/pdf", _scanned_pdf([True]), LIMITS) == WORDS
+
+
+@pytest.mark.timeout(120)
+def test_scanned_page_with_a_stamp_of_real_text_is_still_read() -> None:
+    """A Bates number in the text layer does not make a scanned page a text page: the page
+    is OCR'd, and the rendering holds the stamp too."""
+    text = extract_pdf("application/pdf", _scanned_pdf([True], stamp=b"ABC-000123"), LIMITS)
+    assert text.split() == [*WORDS.split(), "ABC-000123"]
 
 
 @pytest.mark.timeout(120)
