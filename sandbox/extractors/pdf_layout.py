@@ -72,6 +72,8 @@ def image_coverage(page: PageObject) -> float:
     page_area = abs(float(box.width) * float(box.height))
     xobjects = _dictionary(_dictionary(page).get("/Resources")).get("/XObject")
     xobjects = _dictionary(xobjects)
+    if not xobjects:
+        return 0.0  # nothing to draw an image with: spare the page a second pass
     largest = 0.0
 
     def visit(operator: bytes, arguments: list[object], cm: list[float], *_: object) -> None:
