@@ -130,6 +130,16 @@ def test_scanned_page_of_a_background_and_a_text_mask_is_read() -> None:
 
 
 @pytest.mark.timeout(120)
+def test_scan_encrypted_with_an_empty_password_is_rendered_too() -> None:
+    """PDFium opens what pypdf opened: an empty user password (AES-256 here)."""
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(_scanned_pdf([True]))))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="AES-256")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    assert extract_pdf("application/pdf", buffer.getvalue(), LIMITS) == WORDS
+
+
+@pytest.mark.timeout(120)
 def test_scanned_page_with_a_stamp_of_real_text_is_still_read() -> None:
     """A Bates number in the text layer does not make a scanned page a text page: the page
     is OCR'd, and the rendering holds the stamp too."""
