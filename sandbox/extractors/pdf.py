@@ -44,8 +44,13 @@ BROKEN_SHARE = 0.01
 # rendering holds the stamp too.
 SCAN_STAMP_CHARS = 40
 SCAN_COVERAGE = 0.5
-# The line that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md).
-PDFIUM_MARKER = "[page {page}: text read by PDFium; pypdf's had {share:.0%} unmapped characters]"
+# The line that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md). Both
+# counts are given because PDFium skips glyphs it cannot map: a reader must see when the page's
+# text is a fraction of what is drawn.
+PDFIUM_MARKER = (
+    "[page {page}: text read by PDFium, {pdfium} characters; pypdf read {pypdf}, "
+    "{share:.0%} of them unmapped]"
+)
 
 
 @extractor("pdf")
@@ -138,16 +143,25 @@ def _page_text(
     text = _laid_out_text(page, has_form)
     share = unmapped_share(text)
     if share > BROKEN_SHARE:
-        replacement = pdfium.text(index)
+        replacement = repair(pdfium.text(index)).strip()
         if unmapped_share(replacement) < share:
-            marker = PDFIUM_MARKER.format(page=index + 1, share=share)
-            return f"{marker}\n{repair(replacement).strip()}".strip()
+            marker = PDFIUM_MARKER.format(
+                page=index + 1,
+                pdfium=_visible(replacement),
+                pypdf=_visible(text),
+                share=share,
+            )
+            return f"{marker}\n{replacement}".strip()
     text = repair(text).strip()
     if not text:
         return _ocr_page(page, index, pdfium, limits)
-    if len("".join(text.split())) < SCAN_STAMP_CHARS and image_coverage(page) >= SCAN_COVERAGE:
+    if _visible(text) < SCAN_STAMP_CHARS and image_coverage(page) >= SCAN_COVERAGE:
         return _ocr_page(page, index, pdfium, limits) or text
     return text
+
+
+def _visible(text: str) -> int:
+    return len("".join(text.split()))
 
 
 def _laid_out_text(page: PageObject, has_form: bool) -> str:

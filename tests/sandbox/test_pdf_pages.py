@@ -268,12 +268,12 @@ def test_unmapped_share_counts_what_no_script_uses() -> None:
 
 def test_page_pypdf_misreads_is_read_by_pdfium_and_says_so(corpus_dir: Path) -> None:
     """pypdf reads this vertical Japanese poem as unassigned code points (12% of them);
-    PDFium maps its glyphs, its columns are read right to left as lines of the poem, and the
-    page says whose text it is."""
+    PDFium maps the glyphs it can (a third of them), its columns are read right to left as
+    lines of the poem, and the page says whose text it is and how much of the page it holds."""
     payload = (corpus_dir / "pdfminer_jo-japanese.pdf").read_bytes()
     text = extract_pdf("application/pdf", payload, LIMITS)
     first, _, body = text.partition("\n")
-    assert first == PDFIUM_MARKER.format(page=1, share=0.12)
+    assert first == PDFIUM_MARKER.format(page=1, pdfium=262, pypdf=898, share=0.12)
     lines = body.splitlines()
     first_line = lines.index("（あらゆる透明な幽霊の複合体）")
     assert lines[first_line + 1] == "風景やみんなといっしょに"
