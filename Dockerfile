@@ -10,30 +10,48 @@
 # Operations guide: docs/operations.md.
 
 # --- stage 1: wheels of airlock and every dependency, installed into a virtual environment ---
-# Debian 12 with CPython 3.11, as on the test machines (both stages: the venv's interpreter
-# path must exist in the runtime stage).
-FROM python:3.11-slim-bookworm AS build
+# Debian 12 with Debian's own CPython 3.11, in both stages (the venv's interpreter path must
+# exist in the runtime stage). Not python:3.11-slim-bookworm: that interpreter is built by the
+# Docker Official Images and can only be pulled from a registry, while debian:bookworm-slim can
+# also be made on any Debian host from Debian's packages alone (scripts/image does, for hosts
+# without registry access), and Debian's python3 is the interpreter the tests run on.
+FROM debian:bookworm-slim AS build
 
 ENV PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    # pip trusts the system's bundle, which a build may replace with a read-only mount of the
+    # host's (scripts/image does: a host behind a TLS-inspecting proxy needs its CA).
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt
+
+# Versions are not pinned: the base image tag pins the Debian release.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates \
+    && rm -rf /var/lib/apt/lists/* \
+    && python3 -m venv /opt/airlock
 
 WORKDIR /src
-# Only what the wheel is built from: tests, docs and deploy files stay out of the image.
+# The dependencies first, from pyproject.toml alone (no package is found yet, so the airlock
+# wheel built here is empty and dropped): a change to airlock's code then rebuilds only the
+# layers below, without fetching every dependency again.
+# No compiler in this stage either: every dependency ships binary wheels for amd64 and arm64,
+# and one that would need compiling fails the build here instead of pulling in a toolchain.
 COPY pyproject.toml README.md ./
+RUN /opt/airlock/bin/pip wheel --wheel-dir /wheels . \
+    && rm /wheels/airlock-*.whl
+
+# Only what the wheel is built from: tests, docs and deploy files stay out of the image.
 COPY bridge ./bridge
 COPY sandbox ./sandbox
 COPY worker ./worker
 
-# No compiler in this stage either: every dependency ships binary wheels for amd64 and arm64,
-# and one that would need compiling fails the build here instead of pulling in a toolchain.
-RUN pip wheel --wheel-dir /wheels . \
-    && python -m venv /opt/airlock \
-    && /opt/airlock/bin/pip install --no-index --find-links /wheels /wheels/airlock-*.whl \
+RUN /opt/airlock/bin/pip wheel --no-deps --wheel-dir /airlock-wheel . \
+    && /opt/airlock/bin/pip install --no-index --find-links /wheels /airlock-wheel/airlock-*.whl \
     # pip is not needed at run time: nothing in a running container should install code.
     && /opt/airlock/bin/pip uninstall --yes pip
 
 # --- stage 2: runtime, slim ---
-FROM python:3.11-slim-bookworm AS runtime
+FROM debian:bookworm-slim AS runtime
 
 # Extra tesseract language packs, tesseract names separated by spaces ("deu fra chi_sim").
 ARG OCR_LANGUAGES=""

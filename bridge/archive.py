@@ -43,7 +43,19 @@ from bridge.errors import KnowledgeBridgeError
 
 
 class ArchiveLimitExceeded(KnowledgeBridgeError):
-    """A zip container was refused before any parser opened it; the message says why."""
+    """A zip container was refused before any parser opened it; the message says why.
+
+    When a configurable ceiling refused it, ``ceiling`` names the ``ExtractionLimits`` field and
+    ``needed`` the least value that could admit the archive (``None``: not known), so the
+    refusal can say what to raise and to what.
+    """
+
+    def __init__(
+        self, message: str, ceiling: str | None = None, needed: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.ceiling = ceiling
+        self.needed = needed
 
 
 # Record layouts, spelled as zipfile spells them so both read the same fields.
@@ -263,7 +275,7 @@ def inspect_zip_limits(
             if not archive.path:
                 raise
             where = "".join(f"inside member {label}: " for label in archive.path)
-            raise ArchiveLimitExceeded(f"{where}{exc}") from exc
+            raise ArchiveLimitExceeded(f"{where}{exc}", exc.ceiling, exc.needed) from exc
 
 
 def _inspect(archive: _Archive, limits: _Limits) -> list[_Archive]:
@@ -273,7 +285,9 @@ def _inspect(archive: _Archive, limits: _Limits) -> list[_Archive]:
     if directory.entries > limits.max_members:
         raise ArchiveLimitExceeded(
             f"the archive declares {directory.entries:,} members, over the limit of "
-            f"{limits.max_members:,}"
+            f"{limits.max_members:,}",
+            "max_members",
+            directory.entries,
         )
     members = _walk(archive.data, directory)
     _check_sizes(members, archive.end - archive.start, limits)
@@ -566,24 +580,44 @@ def _check_sizes(members: list[_Member], payload_length: int, limits: _Limits) -
                 if member.compressed
                 else "an unbounded"
             )
-            raise ArchiveLimitExceeded(
+            raise _ratio_exceeded(
                 f"member {name} declares {member.uncompressed:,} bytes from "
                 f"{member.compressed:,} compressed, {steepness} expansion over the "
-                f"{ratio:g}:1 limit"
+                f"{ratio:g}:1 limit",
+                members,
+                payload_length,
             )
         total += member.uncompressed
         if total > limits.max_uncompressed_bytes:
             raise ArchiveLimitExceeded(
                 f"declared uncompressed size {total:,} bytes exceeds the "
-                f"{limits.max_uncompressed_bytes:,}-byte ceiling (reached at member {name})"
+                f"{limits.max_uncompressed_bytes:,}-byte ceiling (reached at member {name})",
+                "max_uncompressed_bytes",
+                sum(member.uncompressed for member in members),
             )
     # Implied by the member ratios while members do not share bytes; checked anyway because it
     # also refuses, before any local header is read, members that all claim the same data.
     if total > ratio * payload_length:
-        raise ArchiveLimitExceeded(
+        raise _ratio_exceeded(
             f"the archive declares {total:,} bytes uncompressed from a {payload_length:,}-byte "
-            f"payload, {total / payload_length:,.1f}:1 expansion over the {ratio:g}:1 limit"
+            f"payload, {total / payload_length:,.1f}:1 expansion over the {ratio:g}:1 limit",
+            members,
+            payload_length,
         )
+
+
+def _ratio_exceeded(
+    message: str, members: list[_Member], payload_length: int
+) -> ArchiveLimitExceeded:
+    """The refusal, with the ratio that admits every member and the archive as a whole; none
+    when a member claims bytes from no compressed bytes, which no ratio admits."""
+    if any(member.uncompressed and not member.compressed for member in members):
+        return ArchiveLimitExceeded(message)
+    ratios = [member.uncompressed / member.compressed for member in members if member.compressed]
+    total = sum(member.uncompressed for member in members)
+    return ArchiveLimitExceeded(
+        message, "max_expansion_ratio", max([*ratios, total / max(payload_length, 1)])
+    )
 
 
 def _read_local_header(payload: bytes, member: _Member, directory: _Directory) -> _Span:
@@ -686,7 +720,9 @@ def _nested_archive(
     if archive.depth >= limits.max_nesting_depth:
         raise ArchiveLimitExceeded(
             f"member {span.label} is itself a zip archive; nesting depth {archive.depth + 1:,} "
-            f"exceeds the limit of {limits.max_nesting_depth:,}"
+            f"exceeds the limit of {limits.max_nesting_depth:,}",
+            "max_nesting_depth",
+            archive.depth + 1,
         )
     if member.method != _STORED:
         raise ArchiveLimitExceeded(

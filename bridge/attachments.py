@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from bridge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
+from bridge.ceilings import EXTRACTION_SETTINGS, explain_failure
 from bridge.contracts import (
     BLOCK_SEPARATOR,
     ContextContribution,
@@ -25,6 +26,7 @@ from bridge.contracts import (
 )
 from bridge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
 from bridge.labels import safe_label, strip_invisible
+from bridge.markers import escape_markers
 
 #: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
 #: container is not handed to a parser "to find out what it is".
@@ -35,7 +37,13 @@ _ZIP_PARSED_KINDS = frozenset({"docx"})
 
 # C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in
 # extracted text reach a model (and an operator's terminal) as instructions, not as content.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Also the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which make
+# text display in another order than it is read (U+202E shows "txt.exe" as "exe.txt"), and
+# U+FEFF, a byte-order mark that is invisible inside text and splits a word for a matcher.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
+# The Unicode line and paragraph separators break a line for a reader and for str.splitlines();
+# left in, a body line could begin with a block heading that no "\n"-based check sees.
+_LINE_SEPARATORS = re.compile("[\u2028\u2029]")
 
 # How much of an untrusted string (a kind, a media type, a parser's message) a reason quotes:
 # enough to recognise it, too little to carry a payload of its own into a log or a prompt.
@@ -119,8 +127,9 @@ class TextExtractor(Protocol):
 
 
 def normalise_extracted(text: str) -> str:
-    """Unix line endings, no control characters but tab and newline, no trailing spaces."""
-    unified = text.replace("\r\n", "\n").replace("\r", "\n")
+    """Unix line endings (U+2028 and U+2029 included), no control characters but tab and
+    newline, no bidi controls or byte-order marks, no trailing spaces."""
+    unified = _LINE_SEPARATORS.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
     stripped = _CONTROL.sub("", unified)
     return "\n".join(line.rstrip() for line in stripped.split("\n"))
 
@@ -155,7 +164,8 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
         raise IngestionRejected(
             f"attachment {label!r} is {len(ref.payload)} bytes, which exceeds the "
             f"{limits.max_bytes}-byte raw-input ceiling checked before dispatch (AS-ING-6); "
-            "archive expansion is bounded separately."
+            "archive expansion is bounded separately. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_bytes'].to_admit(len(ref.payload))}."
         )
     # A docx is opened by zipfile whatever its declared media type says, so it is inspected
     # even when the type and the leading bytes hide that it is an archive.
@@ -169,8 +179,13 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
                 max_nesting_depth=limits.max_nesting_depth,
             )
         except ArchiveLimitExceeded as exc:
+            hint = (
+                "; " + EXTRACTION_SETTINGS[exc.ceiling].to_admit(exc.needed, at_least=True)
+                if exc.ceiling is not None
+                else ""
+            )
             raise IngestionRejected(
-                f"attachment {label!r} was rejected before dispatch: {exc}"
+                f"attachment {label!r} was rejected before dispatch: {exc}{hint}"
             ) from exc
 
 
@@ -194,7 +209,8 @@ def admit_text(
         raise IngestionRejected(
             f"attachment {label!r} extracted to {len(text)} characters, which exceeds the "
             f"{limits.max_text_chars}-character ceiling; extracted text is dropped, never "
-            "truncated — a cut fact reads as a complete one."
+            "truncated — a cut fact reads as a complete one. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_text_chars'].to_admit(len(text))}."
         )
     return ExtractedAttachment(
         label=label,
@@ -206,11 +222,16 @@ def admit_text(
 
 
 def extraction_failure(ref: AttachmentRef, exc_type: str, message: str) -> ExtractionFailed:
-    """The one wording of "the parser lost on this attachment", whichever path saw it lose."""
+    """The one wording of "the parser lost on this attachment", whichever path saw it lose.
+
+    A sandbox ceiling's or limit's reason ends with the setting that raises it, after the
+    quoted message so a long message cannot cut it off.
+    """
+    hint = explain_failure(exc_type, message)
     return ExtractionFailed(
         f"extraction of attachment {safe_label(ref.label)!r} "
         f"({quoted(ref.kind)}/{quoted(ref.media_type)}) failed: "
-        f"{quoted(exc_type)}: {quoted(message, _QUOTED_MESSAGE_CHARS)}"
+        f"{quoted(exc_type)}: {quoted(message, _QUOTED_MESSAGE_CHARS)}{hint}"
     )
 
 
@@ -259,20 +280,23 @@ def assemble_selection(
         if not outcome.text.strip():
             dropped.append((outcome.label, "the extractor returned nothing but whitespace"))
             continue
-        block = f"ATTACHMENT [{outcome.label}]\n{outcome.text}"
+        # The body is escaped here, where both the local and the queued path end, so no
+        # attachment can render a line that reads as another block's heading or a role.
+        block = f"ATTACHMENT [{outcome.label}]\n{escape_markers(outcome.text)}"
         cost = len(block) + (len(BLOCK_SEPARATOR) if blocks else 0)
         if used + cost > limits.max_total_chars:
+            admit = EXTRACTION_SETTINGS["max_total_chars"].to_admit(used + cost)
             if on_rejection == "raise":
                 raise IngestionRejected(
                     f"attachment {outcome.label!r} would take the assembled block past the "
                     f"{limits.max_total_chars}-character ceiling; the per-attachment cap "
-                    "bounds one file, this one bounds the set."
+                    f"bounds one file, this one bounds the set. To admit it, {admit}."
                 )
             dropped.append(
                 (
                     outcome.label,
                     "would take the assembled block past the "
-                    f"{limits.max_total_chars}-character ceiling",
+                    f"{limits.max_total_chars}-character ceiling; {admit}",
                 )
             )
             continue

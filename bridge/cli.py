@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -24,6 +24,7 @@ from redis import Redis
 
 from bridge import __version__
 from bridge.attachments import (
+    DEFAULT_LIMITS,
     AttachmentRef,
     ExtractionLimits,
     Outcome,
@@ -31,6 +32,7 @@ from bridge.attachments import (
     assemble_selection,
     extraction_outcome,
 )
+from bridge.ceilings import EXTRACTION_SETTINGS
 from bridge.celery_queue import CeleryQueue
 from bridge.contracts import IngestSelection
 from bridge.errors import BridgeContractError
@@ -79,14 +81,17 @@ def _parser() -> argparse.ArgumentParser:
     extract.add_argument("files", nargs="+", metavar="FILE", type=Path)
     extract.add_argument("--json", action="store_true", help="print the whole selection as JSON")
     extract.add_argument("--kind", help="declare every FILE as this kind instead of guessing")
-    defaults = ExtractionLimits()
-    for name in ("max_bytes", "max_pages", "max_text_chars", "max_total_chars"):
+    for name, setting in EXTRACTION_SETTINGS.items():
+        default = getattr(DEFAULT_LIMITS, name)
+        # --max-chars is the name the refusals of other tools taught people to look for.
+        aliases = ["--max-chars"] if name == "max_text_chars" else []
         extract.add_argument(
-            "--" + name.replace("_", "-"),
-            type=int,
-            default=getattr(defaults, name),
+            str(setting.flag),
+            *aliases,
+            dest=name,
+            type=type(default),
             metavar="N",
-            help=f"ceiling (default {getattr(defaults, name)})",
+            help=f"ceiling: {setting.help} (default ${setting.variable}, else {default})",
         )
 
     extract.add_argument(
@@ -217,21 +222,20 @@ def _print_selection(selection: IngestSelection, as_json: bool) -> None:
 
 
 def _extract(args: argparse.Namespace) -> int:
-    limits = ExtractionLimits(
-        max_bytes=args.max_bytes,
-        max_pages=args.max_pages,
-        max_text_chars=args.max_text_chars,
-        max_total_chars=args.max_total_chars,
-    )
-    refs = _read_refs(args.files, args.kind)
     env = dict(os.environ)
     if args.broker:
         env["AIRLOCK_BROKER_URL"] = args.broker
     settings = Settings.from_env(env)
+    flags = {name: getattr(args, name) for name in EXTRACTION_SETTINGS}
+    limits = replace(
+        settings.extraction_limits,
+        **{name: value for name, value in flags.items() if value is not None},
+    )
+    refs = _read_refs(args.files, args.kind)
     if settings.broker_configured:
         selection = _extract_queued(refs, limits, settings, args)
     else:
-        extractor = SandboxExtractor(settings.sandbox, settings.parse_limits)
+        extractor = SandboxExtractor(settings.sandbox, settings.parse_limits_for(limits))
         progress = _Progress(len(refs), sys.stderr)
         selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
     _print_selection(selection, args.json)

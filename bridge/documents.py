@@ -33,6 +33,7 @@ from bridge.contracts import (
 )
 from bridge.errors import BridgeContractError, IngestionRejected
 from bridge.labels import safe_source
+from bridge.markers import escape_markers
 from bridge.retrieval import check_positive_ints
 
 #: What a document id may look like. ASCII only (``[0-9]`` is not ``\d``, which would admit
@@ -98,7 +99,8 @@ DEFAULT_DOCUMENT_POLICY = DocumentPolicy()
 
 def _render(document_id: str, document: StoredDocument) -> str:
     name = safe_source(document.title) or document_id
-    return f"DOCUMENT [{name}] (id: {document_id})\n{document.text}"
+    # A stored document's text is as untrusted as an attachment's: it may not forge a block.
+    return f"DOCUMENT [{name}] (id: {document_id})\n{escape_markers(document.text)}"
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,7 @@ class BridgeService:
             return
         try:
             untrusted_raw = request_bytes(entry.untrusted_fields, self._config.max_request_bytes)
-            request = parse_request(untrusted_raw)
+            request = parse_request(untrusted_raw, self._config.limits)
         except InvalidRequest as exc:
             if exc.request_id is None:
                 self._streams.dead_letter(entry.entry_id, exc.reason)

@@ -11,6 +11,8 @@ import os
 import socket
 from dataclasses import dataclass, field
 
+from bridge.attachments import DEFAULT_LIMITS, ExtractionLimits
+
 _MIB = 1024 * 1024
 
 
@@ -42,6 +44,8 @@ class ServiceConfig:
     concurrency: int = 4
     #: Entries larger than this are refused before they are parsed.
     max_request_bytes: int = 12 * _MIB
+    #: The limits a request gets, and the most it may ask for (AIRLOCK_MAX_PAGES, ...).
+    limits: ExtractionLimits = DEFAULT_LIMITS
 
     @property
     def dead_letter_stream(self) -> str:

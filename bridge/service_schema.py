@@ -173,24 +173,25 @@ def _attachment(untrusted: object, index: int) -> AttachmentRef | ClaimCheck:
     return AttachmentRef(label, kind, media_type, payload)
 
 
-def _limits(untrusted: object) -> ExtractionLimits:
-    """The request's limits: a subset of the fields, each at most the service's default.
+def _limits(untrusted: object, ceilings: ExtractionLimits) -> ExtractionLimits:
+    """The request's limits: a subset of the fields, each at most the service's ceiling.
 
-    A request may tighten a ceiling, never loosen it: the defaults are what the bridge's memory
-    and the workers' time limits were sized for.
+    A request may tighten a ceiling, never loosen it: the service's ceilings (the defaults, or
+    the deployment's AIRLOCK_MAX_* variables) are what the bridge's memory and the workers'
+    time limits were sized for.
     """
     if type(untrusted) is not dict or not set(untrusted) <= set(_LIMIT_NAMES):
         raise InvalidRequest(f"limits must be an object with some of the keys {list(_LIMIT_NAMES)}")
     chosen: dict[str, int | float] = {}
     for name, untrusted_value in untrusted.items():
-        ceiling = getattr(DEFAULT_LIMITS, name)
+        ceiling = getattr(ceilings, name)
         is_ratio = isinstance(ceiling, float)
         value = _number(untrusted_value) if is_ratio else _integer(untrusted_value)
         if value is None or not 0 < value <= ceiling:
             kind = "a number" if is_ratio else "an integer"
             raise InvalidRequest(f"limits.{name} must be {kind} above 0 and at most {ceiling:g}")
         chosen[name] = value
-    return replace(DEFAULT_LIMITS, **chosen)  # type: ignore[arg-type]
+    return replace(ceilings, **chosen)  # type: ignore[arg-type]
 
 
 def _request_id(untrusted_doc: dict[str, object]) -> str:
@@ -200,7 +201,9 @@ def _request_id(untrusted_doc: dict[str, object]) -> str:
     return untrusted_id
 
 
-def _validated(untrusted_doc: dict[str, object], request_id: str) -> ServiceRequest:
+def _validated(
+    untrusted_doc: dict[str, object], request_id: str, ceilings: ExtractionLimits
+) -> ServiceRequest:
     if _integer(untrusted_doc.get("v")) != SCHEMA_VERSION:
         raise InvalidRequest(f"v must be {SCHEMA_VERSION}: this bridge speaks version 1 only")
     keys = set(untrusted_doc)
@@ -215,7 +218,7 @@ def _validated(untrusted_doc: dict[str, object], request_id: str) -> ServiceRequ
     ):
         raise InvalidRequest(f"attachments must be a list of 1 to {MAX_ATTACHMENTS} attachments")
     attachments = tuple(_attachment(item, i) for i, item in enumerate(untrusted_attachments))
-    limits = _limits(untrusted_doc["limits"]) if "limits" in keys else DEFAULT_LIMITS
+    limits = _limits(untrusted_doc["limits"], ceilings) if "limits" in keys else ceilings
     untrusted_mode = untrusted_doc.get("on_rejection", "omit")
     if untrusted_mode not in ("omit", "raise"):
         raise InvalidRequest("on_rejection must be 'omit' or 'raise'")
@@ -228,14 +231,20 @@ def _validated(untrusted_doc: dict[str, object], request_id: str) -> ServiceRequ
     return ServiceRequest(request_id, attachments, limits, on_rejection, deadline)
 
 
-def parse_request(untrusted_raw: bytes) -> ServiceRequest:
-    """Validate a request document, or raise :class:`InvalidRequest` saying what is wrong."""
+def parse_request(
+    untrusted_raw: bytes, ceilings: ExtractionLimits = DEFAULT_LIMITS
+) -> ServiceRequest:
+    """Validate a request document, or raise :class:`InvalidRequest` saying what is wrong.
+
+    ``ceilings`` are the service's limits: a request without limits gets them, and one with
+    limits may only tighten them.
+    """
     untrusted_doc = _document(untrusted_raw)
     if type(untrusted_doc) is not dict:
         raise InvalidRequest("a request must be a JSON object")
     request_id = _request_id(untrusted_doc)
     try:
-        return _validated(untrusted_doc, request_id)
+        return _validated(untrusted_doc, request_id, ceilings)
     except InvalidRequest as exc:
         raise InvalidRequest(exc.reason, request_id) from None
 

@@ -70,11 +70,14 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
 
     Arguments after ``airlock worker`` go to Celery unchanged; a ``-Q`` among them overrides
     the configured queues, as a later option does on Celery's own command line. Logs are JSON
-    unless ``AIRLOCK_LOG_FORMAT`` says otherwise: this is how deployments run workers.
+    unless ``AIRLOCK_LOG_FORMAT`` says otherwise: this is how deployments run workers. The level
+    is INFO unless a ``-l`` says otherwise: at Celery's own default (WARNING) the line each
+    finished task writes, the one operators follow a request by, would never be written.
     """
     app = create_app(replace(settings, log_format=settings.log_format or LogFormat.JSON))
+    queues = ",".join(settings.queues)
     try:
-        app.worker_main(["worker", "--queues", ",".join(settings.queues), *celery_args])
+        app.worker_main(["worker", "--queues", queues, "--loglevel", "INFO", *celery_args])
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     return 0

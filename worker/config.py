@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
+from bridge.attachments import DEFAULT_LIMITS, ExtractionLimits
+from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS
+from bridge.errors import BridgeContractError
 from bridge.jobs import QUEUES
 from bridge.logs import LogFormat, requested_log_format
 from bridge.metrics import metrics_port
@@ -94,9 +97,24 @@ def _sandbox_require(env: Mapping[str, str]) -> frozenset[str]:
         raise ConfigurationError(str(exc)) from None
 
 
-def _bridge_service(env: Mapping[str, str]) -> ServiceConfig:
+def _extraction_limits(env: Mapping[str, str]) -> ExtractionLimits:
+    """AIRLOCK_MAX_PAGES and the other ``ExtractionLimits`` variables (bridge.ceilings names
+    them, and a refusal by a ceiling quotes the same names)."""
+    values: dict[str, float] = {}
+    for name, setting in EXTRACTION_SETTINGS.items():
+        default = getattr(DEFAULT_LIMITS, name)
+        read = _number if isinstance(default, float) else _integer
+        values[name] = read(env, setting.variable, default)
+    try:
+        return ExtractionLimits(**values)  # type: ignore[arg-type]
+    except BridgeContractError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def _bridge_service(env: Mapping[str, str], limits: ExtractionLimits) -> ServiceConfig:
     defaults = ServiceConfig(consumer="")
     return ServiceConfig(
+        limits=limits,
         request_stream=_text(env, "AIRLOCK_REQUEST_STREAM", defaults.request_stream),
         result_stream=_text(env, "AIRLOCK_RESULT_STREAM", defaults.result_stream),
         group=_text(env, "AIRLOCK_BRIDGE_GROUP", defaults.group),
@@ -142,6 +160,11 @@ class Settings:
     concurrency: int = _CORES
     sandbox: SandboxLimits = _SANDBOX_DEFAULTS
     ocr_language: str = "eng"
+    #: ParseLimits.max_pixels: the largest decoded image, a memory budget of the deployment.
+    max_pixels: int = ParseLimits().max_pixels
+    #: AIRLOCK_MAX_PAGES and the other ExtractionLimits variables: the defaults of
+    #: ``airlock extract``'s flags and the ceilings of ``airlock bridge``'s requests.
+    extraction_limits: ExtractionLimits = DEFAULT_LIMITS
     soft_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 30
     hard_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 60
     visibility_timeout: float = _SANDBOX_DEFAULTS.wall_seconds + 120
@@ -193,7 +216,17 @@ class Settings:
 
     @property
     def parse_limits(self) -> ParseLimits:
-        return ParseLimits(ocr_language=self.ocr_language)
+        return self.parse_limits_for(self.extraction_limits)
+
+    def parse_limits_for(self, limits: ExtractionLimits) -> ParseLimits:
+        """The parse limits of a call with ``limits``: the parser's text budget follows the
+        call's text ceiling, so raising ``max_text_chars`` (--max-chars, a job's limits)
+        raises both; a budget left at the deployment's value would refuse the text anyway."""
+        return ParseLimits(
+            ocr_language=self.ocr_language,
+            max_pixels=self.max_pixels,
+            max_text_chars=limits.max_text_chars,
+        )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -202,6 +235,7 @@ class Settings:
         wall = _number(env, "AIRLOCK_SANDBOX_WALL_SECONDS", _SANDBOX_DEFAULTS.wall_seconds)
         soft = _number(env, "AIRLOCK_TASK_SOFT_TIME_LIMIT", wall + 30)
         hard = _number(env, "AIRLOCK_TASK_TIME_LIMIT", soft + 30)
+        limits = _extraction_limits(env)
         queues = tuple(
             name.strip()
             for name in _text(env, "AIRLOCK_QUEUES", ",".join(QUEUES)).split(",")
@@ -227,6 +261,8 @@ class Settings:
                 ),
             ),
             ocr_language=_text(env, "AIRLOCK_OCR_LANGUAGE", "eng"),
+            max_pixels=_integer(env, PIXELS.variable, ParseLimits().max_pixels),
+            extraction_limits=limits,
             soft_time_limit=soft,
             hard_time_limit=hard,
             visibility_timeout=_number(env, "AIRLOCK_VISIBILITY_TIMEOUT", hard + 60),
@@ -240,6 +276,6 @@ class Settings:
             log_format=_shared(requested_log_format, env),
             heartbeat_file=Path(_text(env, "AIRLOCK_HEARTBEAT_FILE", str(_DEFAULT_HEARTBEAT_FILE))),
             heartbeat_seconds=_number(env, "AIRLOCK_HEARTBEAT_SECONDS", 10.0),
-            bridge_service=_bridge_service(env),
+            bridge_service=_bridge_service(env, limits),
             sandbox_require=_sandbox_require(env),
         )

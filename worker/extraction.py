@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from redis import Redis
 
-from bridge.attachments import TextExtractor
+from bridge.attachments import ExtractionLimits, TextExtractor
 from bridge.jobs import Stage
 from sandbox.errors import OcrRequired
 from sandbox.extractor import SandboxExtractor
@@ -23,11 +23,10 @@ from worker.config import Settings
 from worker.metrics import MeteredExtractor
 
 
-def stage_parse_limits(settings: Settings, stage: Stage) -> ParseLimits:
-    """The parse limits a stage runs with: the light stage never runs tesseract."""
-    if stage is Stage.LIGHT:
-        return replace(settings.parse_limits, ocr=False)
-    return settings.parse_limits
+def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
+    """The parse limits a stage runs a job with: the light stage never runs tesseract."""
+    parse = settings.parse_limits_for(limits)
+    return replace(parse, ocr=False) if stage is Stage.LIGHT else parse
 
 
 def needs_ocr(failure: BaseException | None) -> bool:
@@ -36,11 +35,14 @@ def needs_ocr(failure: BaseException | None) -> bool:
 
 
 def sandbox_extractor(
-    settings: Settings, stage: Stage, on_progress: ProgressCallback | None = None
+    settings: Settings,
+    stage: Stage,
+    limits: ExtractionLimits,
+    on_progress: ProgressCallback | None = None,
 ) -> TextExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server."""
     return SandboxExtractor(
-        settings.sandbox, stage_parse_limits(settings, stage), on_progress=on_progress
+        settings.sandbox, stage_parse_limits(settings, stage, limits), on_progress=on_progress
     )
 
 
@@ -48,6 +50,8 @@ def extractor_for(
     settings: Settings,
     redis: Redis,
     stage: Stage,
+    limits: ExtractionLimits,
+    *,
     payload_sha256: str | None,
     on_progress: ProgressCallback | None = None,
 ) -> TextExtractor:
@@ -57,13 +61,13 @@ def extractor_for(
     cache; ``on_progress(done, total)`` hears how many pages or frames the sandbox has
     finished, at most once a second and always further along.
     """
-    extractor = MeteredExtractor(sandbox_extractor(settings, stage, on_progress))
+    extractor = MeteredExtractor(sandbox_extractor(settings, stage, limits, on_progress))
     if not settings.result_cache or payload_sha256 is None:
         return extractor
     return CachedExtractor(
         extractor,
         redis,
-        cache_namespace(stage_parse_limits(settings, stage)),
+        cache_namespace(stage_parse_limits(settings, stage, limits)),
         settings.result_cache_ttl,
         payload_sha256,
     )

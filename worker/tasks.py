@@ -108,8 +108,9 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         settings,
         runtime.redis,
         job.stage,
-        job.sha256 if job.use_cache else None,  # fetch_payload verified it
-        _progress_reporter(task, job.stage),
+        job.limits,
+        payload_sha256=job.sha256 if job.use_cache else None,  # fetch_payload verified it
+        on_progress=_progress_reporter(task, job.stage),
     )
     outcome = extraction_outcome(ref, extractor, job.limits)
     if isinstance(outcome, ExtractionFailed):

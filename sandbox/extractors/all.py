@@ -98,11 +98,19 @@ def _warm_pdf(limits: ParseLimits) -> None:
 
 
 def _warm_docx(limits: ParseLimits) -> None:
-    """Read a DOCX with a table and a header, as python-docx's own template writes it."""
+    """Read a DOCX with a table, numbered and bulleted lists, a heading, first-page and default
+    headers and a footer, as python-docx's own template writes it (with its numbering.xml)."""
     document = python_docx.Document()
+    document.add_heading("warm", level=1)
     document.add_paragraph("warm")
+    document.add_paragraph("step", style="List Number")
+    document.add_paragraph("point", style="List Bullet 2")
     document.add_table(rows=1, cols=2).cell(0, 1).text = "cell"
-    document.sections[0].header.paragraphs[0].text = "header"
+    section = document.sections[0]
+    section.different_first_page_header_footer = True
+    section.first_page_header.paragraphs[0].text = "first"
+    section.header.paragraphs[0].text = "header"
+    section.footer.paragraphs[0].text = "footer"
     buffer = io.BytesIO()
     document.save(buffer)
     docx.extract_docx("application/octet-stream", buffer.getvalue(), limits)

@@ -1,4 +1,4 @@
-"""DOCX: body text in document order, then headers and footers, then footnotes and endnotes.
+"""DOCX: headers, body text in document order, footnotes and endnotes, then footers.
 
 python-docx opens the package and parses every XML part with its own lxml parser, built with
 ``resolve_entities=False`` (lxml's defaults add ``load_dtd=False``, ``no_network=True`` and
@@ -8,7 +8,11 @@ reaches the output. The tests check this on hostile documents rather than trusti
 
 The text is read from the WordprocessingML elements directly rather than through python-docx's
 ``Paragraph.text``, which leaves out text boxes, content controls, tracked insertions and field
-results. Reviewer comments are left out: they are not part of the document's text.
+results. List numbers and bullets, which Word draws rather than stores, are computed from
+numbering.xml (:mod:`sandbox.extractors.docx_numbering`). Headers and footers are laid out as
+on a page, each under a marker line (``[first-page header]``, ``[footer]``): at the top and at
+the end, so the running text a page repeats is neither mistaken for the body nor lost. Reviewer
+comments are left out: they are not part of the document's text.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from docx.oxml.parser import parse_xml
 from docx.package import Package
 from lxml import etree
 
+from sandbox.extractors.docx_numbering import Numbering
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -38,13 +43,15 @@ _BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
 # Subtrees whose text must not be read inside a paragraph: mc:Fallback repeats mc:Choice (a
 # text box would appear twice), w:moveFrom is text tracked as moved away (it appears again at
 # its w:moveTo), and w:txbxContent is read separately, as paragraphs of its own.
-_SKIPPED_INLINE = frozenset({_MC + "Fallback", _W + "moveFrom"})
+# w:pPr and w:rPr are properties: a w:tab inside them is a tab stop, not a tab character.
+_SKIPPED_INLINE = frozenset({_MC + "Fallback", _W + "moveFrom", _W + "pPr", _W + "rPr"})
 _TEXT_BOX = _W + "txbxContent"
 _NOTE_REFERENCES = {_W + "footnoteReference": "footnote", _W + "endnoteReference": "endnote"}
 _NOTE_PARTS = {RELATIONSHIP_TYPE.FOOTNOTES: "footnote", RELATIONSHIP_TYPE.ENDNOTES: "endnote"}
 # Separator "notes" hold the line drawn above the notes, not text.
 _SEPARATOR_NOTE_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
-_HEADER_FOOTER_TYPES = ("default", "first", "even")
+# In the order a reader meets them: the first page's, then every page's, then even pages'.
+_HEADER_FOOTER_TYPES = {"first": "first-page ", "default": "", "even": "even-page "}
 # Every OOXML package has this member; an archive without it is some other kind of ZIP.
 _CONTENT_TYPES = "[Content_Types].xml"
 _MAX_MEDIA_TYPE = 100
@@ -55,11 +62,13 @@ _MEDIA_TYPE = re.compile(rb"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
 @extractor("docx")
 def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     document_part = _main_part(payload)
-    walker = _Walker(TextBudget(limits))
-    lines = walker.blocks(document_part.element.body)
-    lines += _header_footer_lines(document_part, walker)
-    lines += _note_lines(document_part, walker)
-    return "\n".join(lines)
+    walker = _Walker(TextBudget(limits), _numbering(document_part))
+    # Walked in reading order, so list counters and note numbers advance as a reader's would.
+    body = walker.blocks(document_part.element.body)
+    headers = _header_footer_lines(document_part, walker, "header")
+    footers = _header_footer_lines(document_part, walker, "footer")
+    notes = _note_lines(document_part, walker)
+    return "\n".join(headers + body + notes + footers)
 
 
 def _main_part(payload: bytes) -> XmlPart:
@@ -123,8 +132,9 @@ class _Walker:
     one way a DOCX can produce more text than its XML contains.
     """
 
-    def __init__(self, budget: TextBudget) -> None:
+    def __init__(self, budget: TextBudget, numbering: Numbering) -> None:
         self._budget = budget
+        self._numbering = numbering
         self.note_numbers: dict[tuple[str, str], int] = {}
 
     def blocks(self, container: etree._Element) -> list[str]:
@@ -140,11 +150,15 @@ class _Walker:
         return lines
 
     def _paragraph(self, paragraph: etree._Element) -> list[str]:
-        """The paragraph's own text, then the paragraphs of any text boxes anchored in it."""
+        """The paragraph's own text after its list number, then the paragraphs of any text
+        boxes anchored in it. A nested list item is indented two spaces per level."""
+        number, level = self._numbering.prefix(paragraph)
         pieces: list[str] = []
         boxes: list[etree._Element] = []
         self._inline(paragraph, pieces, boxes)
         text = "".join(pieces)
+        if number and text.strip():
+            text = self._budget.spend("  " * level + number) + text.lstrip()
         lines = text.split("\n") if text.strip() else []
         for box in boxes:
             lines += self.blocks(box)
@@ -218,8 +232,9 @@ def _grid_value(element: etree._Element | None, default: int) -> int:
     return int(value) if value is not None and value.isdigit() else default
 
 
-def _header_footer_lines(document_part: XmlPart, walker: _Walker) -> list[str]:
-    """Each section's headers and footers (default, first-page, even-page), each part once.
+def _header_footer_lines(document_part: XmlPart, walker: _Walker, role: str) -> list[str]:
+    """Each section's headers (or footers), first-page, then default, then even-page, each
+    part once and under a marker line naming which it is, e.g. ``[first-page header]``.
 
     A section that links to the previous one's header has no reference of its own; sections
     that reference the same part, or parts with identical text, contribute it once.
@@ -228,21 +243,34 @@ def _header_footer_lines(document_part: XmlPart, walker: _Walker) -> list[str]:
     seen_parts: set[int] = set()
     seen_texts: set[str] = set()
     for section in document_part.element.body.iter(_W + "sectPr"):
-        for reference_tag in (_W + "headerReference", _W + "footerReference"):
-            references = {
-                reference.get(_W + "type"): reference.get(_R + "id")
-                for reference in section.iterchildren(reference_tag)
-            }
-            for kind in _HEADER_FOOTER_TYPES:
-                part = document_part.related_parts.get(references.get(kind))
-                if not isinstance(part, XmlPart) or id(part) in seen_parts:
-                    continue
-                seen_parts.add(id(part))
-                block = walker.blocks(part.element)
-                if block and "\n".join(block) not in seen_texts:
-                    seen_texts.add("\n".join(block))
-                    lines += block
+        references = {
+            reference.get(_W + "type"): reference.get(_R + "id")
+            for reference in section.iterchildren(f"{_W}{role}Reference")
+        }
+        for kind, name in _HEADER_FOOTER_TYPES.items():
+            part = document_part.related_parts.get(references.get(kind))
+            if not isinstance(part, XmlPart) or id(part) in seen_parts:
+                continue
+            seen_parts.add(id(part))
+            block = walker.blocks(part.element)
+            if block and "\n".join(block) not in seen_texts:
+                seen_texts.add("\n".join(block))
+                lines += [f"[{name}{role}]", *block]
     return lines
+
+
+def _numbering(document_part: XmlPart) -> Numbering:
+    """The document's numbering definitions and the styles that point paragraphs at them.
+
+    Read through the relationships, not python-docx's ``numbering_part``, which invents an
+    empty part from its template file when the package has none.
+    """
+    roots: dict[str, etree._Element] = {}
+    for relationship in document_part.rels.values():
+        kinds = (RELATIONSHIP_TYPE.NUMBERING, RELATIONSHIP_TYPE.STYLES)
+        if relationship.reltype in kinds and not relationship.is_external:
+            roots.setdefault(relationship.reltype, _part_root(relationship.target_part))
+    return Numbering(roots.get(RELATIONSHIP_TYPE.NUMBERING), roots.get(RELATIONSHIP_TYPE.STYLES))
 
 
 def _note_lines(document_part: XmlPart, walker: _Walker) -> list[str]:

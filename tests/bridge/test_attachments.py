@@ -208,9 +208,11 @@ def test_aggregate_ceiling_refuses_whole_and_admits_later_smaller() -> None:
     assert selection.dropped == (
         (
             "b.txt",
-            f"would take the assembled block past the {limits.max_total_chars}-character ceiling",
+            f"would take the assembled block past the {limits.max_total_chars}-character "
+            "ceiling; raise max_total_chars (--max-total-chars 100, AIRLOCK_MAX_TOTAL_CHARS=100)",
         ),
     )
+    assert block_one + 2 + len("ATTACHMENT [b.txt]\n" + "b" * 50) == 100  # what admits b.txt
     raising = AttachmentSource(source.refs, Utf8Extractor(), limits, on_rejection="raise")
     with pytest.raises(IngestionRejected, match="the per-attachment cap bounds one file"):
         raising.select(REQUEST)

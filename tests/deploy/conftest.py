@@ -73,12 +73,16 @@ def _helper(*args: str, stdin: str | None = None) -> Any:
     return json.loads(result.stdout)
 
 
-@pytest.fixture(scope="session")
-def yaml_docs() -> dict[Path, list[Any]]:
-    """Every YAML file under deploy/, parsed once (PyYAML lives in .venv-tools)."""
-    files = [*COMPOSE_FILES, *MANIFESTS]
+def load_yaml(*files: Path) -> dict[Path, list[Any]]:
+    """The documents of each YAML file (PyYAML lives in .venv-tools)."""
     loaded = _helper("load", *(str(path) for path in files))
     return {Path(name): docs for name, docs in loaded.items()}
+
+
+@pytest.fixture(scope="session")
+def yaml_docs() -> dict[Path, list[Any]]:
+    """Every YAML file under deploy/, parsed once."""
+    return load_yaml(*COMPOSE_FILES, *MANIFESTS)
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,7 @@ import signal
 import time
 from pathlib import Path
 
-from bridge.attachments import TextExtractor
+from bridge.attachments import ExtractionLimits, TextExtractor
 from bridge.jobs import Stage
 from sandbox.runner import ProgressCallback
 from worker import extraction
@@ -56,9 +56,12 @@ class HookedExtractor:
 
 
 def _hooked(
-    settings: Settings, stage: Stage, on_progress: ProgressCallback | None = None
+    settings: Settings,
+    stage: Stage,
+    limits: ExtractionLimits,
+    on_progress: ProgressCallback | None = None,
 ) -> TextExtractor:
-    return HookedExtractor(_real_sandbox_extractor(settings, stage, on_progress))
+    return HookedExtractor(_real_sandbox_extractor(settings, stage, limits, on_progress))
 
 
 extraction.sandbox_extractor = _hooked

@@ -11,6 +11,7 @@ import pytest
 
 from bridge import cli
 from bridge.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
+from tests.sandbox.test_extractors import CATALOG, FONT, TEXT_CONTENT, _page, _pdf
 from worker.config import Settings
 
 UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
@@ -73,6 +74,58 @@ def test_unparseable_arguments_exit_2(note: Path) -> None:
 def test_an_impossible_configuration_exits_2(note: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRLOCK_VISIBILITY_TIMEOUT", "1")
     assert main(["extract", "--broker", UNREACHABLE, str(note)]) == EXIT_USAGE
+
+
+def _pdf_of(pages: int) -> bytes:
+    kids = b"3 0 R " * pages
+    pages_node = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages)
+    return _pdf([CATALOG, pages_node, _page(), TEXT_CONTENT, FONT])
+
+
+def test_a_page_ceiling_names_the_flag_and_variable_that_admit_the_file(
+    note: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    book = tmp_path / "book.pdf"
+    book.write_bytes(_pdf_of(25))
+    assert main(["extract", str(book)]) == EXIT_OMITTED
+    assert capsys.readouterr().err.endswith(
+        "CeilingExceeded: 25 pages exceeds the 20-page ceiling; "
+        "raise max_pages (--max-pages 25, AIRLOCK_MAX_PAGES=25)\n"
+    )
+    assert main(["extract", "--max-pages", "25", str(book)]) == EXIT_OK
+    assert capsys.readouterr().out.count("Hello") == 25
+    monkeypatch.setenv("AIRLOCK_MAX_PAGES", "25")
+    assert main(["extract", str(book)]) == EXIT_OK
+    assert main(["extract", "--max-pages", "24", str(book)]) == EXIT_OMITTED  # the flag wins
+
+
+def test_each_text_ceiling_names_the_value_that_admits_the_file(
+    note: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A register of 250,000 characters meets three ceilings in turn; each refusal names the
+    next step, and following them admits it (the parser's own budget follows --max-chars)."""
+    register = tmp_path / "register.txt"
+    register.write_text("x" * 250_000)
+    assert main(["extract", str(register)]) == EXIT_OMITTED
+    assert capsys.readouterr().err.endswith(
+        "more than 200000 characters of text exceeds the 50000-character ceiling; raise "
+        "max_text_chars to at least 200001 (--max-text-chars 200001, "
+        "AIRLOCK_MAX_TEXT_CHARS=200001)\n"
+    )
+    assert main(["extract", "--max-chars", "200001", str(register)]) == EXIT_OMITTED
+    assert capsys.readouterr().err.endswith(
+        "extracted to 250000 characters, which exceeds the 200001-character ceiling; extracted "
+        "text is dropped, never truncated — a cut fact reads as a complete one. To admit it, "
+        "raise max_text_chars (--max-text-chars 250000, AIRLOCK_MAX_TEXT_CHARS=250000).\n"
+    )
+    assert main(["extract", "--max-chars", "250000", str(register)]) == EXIT_OMITTED
+    block = len("ATTACHMENT [register.txt]\n") + 250_000
+    assert capsys.readouterr().err.endswith(
+        "would take the assembled block past the 120000-character ceiling; raise "
+        f"max_total_chars (--max-total-chars {block}, AIRLOCK_MAX_TOTAL_CHARS={block})\n"
+    )
+    arguments = ["extract", "--max-chars", "250000", "--max-total-chars", str(block)]
+    assert main([*arguments, str(register)]) == EXIT_OK
 
 
 def test_worker_hands_every_argument_to_celery(monkeypatch: pytest.MonkeyPatch) -> None:

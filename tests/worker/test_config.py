@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from bridge.attachments import ExtractionLimits
+from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
 from bridge.jobs import QUEUES
 from sandbox.limits import MIB
 from worker.config import DEFAULT_BROKER_URL, ConfigurationError, Settings
@@ -54,6 +56,49 @@ def test_every_variable_is_read() -> None:
     assert (settings.result_expires, settings.payload_ttl) == (600, 900)
     assert settings.max_deliveries == 5
     assert not settings.result_cache and settings.result_cache_ttl == 60
+
+
+def test_the_ceilings_a_refusal_names_are_the_variables_read() -> None:
+    """Each ExtractionLimits variable (the names bridge.ceilings puts in refusals) is read into
+    the CLI's defaults and the bridge service's ceilings; AIRLOCK_MAX_PIXELS and the text
+    ceiling reach the sandbox's parse limits."""
+    values = {
+        "max_bytes": 9,
+        "max_uncompressed_bytes": 8,
+        "max_expansion_ratio": 7.5,
+        "max_members": 6,
+        "max_nesting_depth": 2,
+        "max_pages": 117,
+        "max_text_chars": 58_000,
+        "max_total_chars": 200_000,
+    }
+    env = {EXTRACTION_SETTINGS[name].variable: str(value) for name, value in values.items()}
+    settings = Settings.from_env({**env, PIXELS.variable: "1234"})
+    assert settings.extraction_limits == ExtractionLimits(**values)  # type: ignore[arg-type]
+    assert settings.bridge_service.limits == settings.extraction_limits
+    assert settings.parse_limits.max_pixels == 1234
+    assert settings.parse_limits.max_text_chars == 58_000
+
+
+@pytest.mark.parametrize("type_name", sorted(SANDBOX_SETTINGS))
+def test_the_sandbox_limits_a_refusal_names_are_the_variables_read(type_name: str) -> None:
+    setting = SANDBOX_SETTINGS[type_name]
+    settings = Settings.from_env({setting.variable: "7"})
+    scale = MIB if setting.field == "memory_bytes" else 1  # the variable is in MiB
+    assert getattr(settings.sandbox, setting.field) == 7 * scale
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("AIRLOCK_MAX_PAGES", "0"),
+        ("AIRLOCK_MAX_PAGES", "lots"),
+        ("AIRLOCK_MAX_EXPANSION_RATIO", "-1"),
+    ],
+)
+def test_an_impossible_ceiling_is_refused_naming_it(name: str, value: str) -> None:
+    with pytest.raises(ConfigurationError, match=name):
+        Settings.from_env({name: value})
 
 
 def test_the_result_backend_defaults_to_the_broker() -> None:

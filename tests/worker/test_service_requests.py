@@ -97,6 +97,17 @@ def test_inline_and_claim_check_attachments_with_defaults() -> None:
     assert (request.on_rejection, request.deadline_seconds) == ("omit", 30.0)
 
 
+def test_the_deployments_ceilings_are_the_default_and_the_most_a_request_gets() -> None:
+    """AIRLOCK_MAX_PAGES=117 lets a request ask for 117 pages (the refusal of a 117-page book
+    names that variable), and a request without limits gets the deployment's."""
+    ceilings = ExtractionLimits(max_pages=117)
+    assert parse_request(raw(request_doc()), ceilings).limits == ceilings
+    asked = parse_request(raw(request_doc(limits={"max_pages": 117})), ceilings)
+    assert asked.limits.max_pages == 117
+    with pytest.raises(InvalidRequest, match="at most 117"):
+        parse_request(raw(request_doc(limits={"max_pages": 118})), ceilings)
+
+
 def test_limits_may_tighten_and_integers_are_json_schema_integers() -> None:
     doc = request_doc(limits={"max_pages": 5.0, "max_expansion_ratio": 50}, deadline_seconds=2)
     request = parse_request(raw({**doc, "on_rejection": "raise"}))

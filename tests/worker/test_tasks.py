@@ -73,7 +73,7 @@ class Scripted:
 def parser(monkeypatch: pytest.MonkeyPatch) -> Scripted:
     scripted = Scripted("extracted\r\ntext")
     monkeypatch.setattr(
-        extraction, "sandbox_extractor", lambda settings, stage, on_progress=None: scripted
+        extraction, "sandbox_extractor", lambda settings, stage, limits, on_progress=None: scripted
     )
     return scripted
 

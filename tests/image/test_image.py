@@ -1,0 +1,169 @@
+"""The image built from the Dockerfile, run the way deploy/kubernetes runs it: the sandbox's
+own check passes with the image's environment, extraction gives what the embedded path gives,
+and a pod of Redis, a worker and the bridge answers a job and loses none when the worker is
+stopped in the middle of one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from tests.image import bridge_client
+from tests.image.conftest import SMOKE_FILES, embedded_selection
+from tests.image.pod import Pod, podman, wait_until
+
+pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
+
+#: The layers every deployment requires (the image's AIRLOCK_SANDBOX_REQUIRE).
+REQUIRED = ["landlock", "no_new_privs", "rlimits", "seccomp"]
+#: One worker takes both stages' jobs: two in one pod would share its network namespace and
+#: both bind the metrics port. Everything else is the OCR worker's manifest.
+BOTH_QUEUES = ["worker", "-Q", "airlock.light,airlock.ocr"]
+_ANSWER_SECONDS = 300.0
+
+
+def run(image: str, hardened: tuple[str, ...], *args: str, extra: tuple[str, ...] = ()) -> Any:
+    return podman("run", "--rm", "--network", "none", "--no-healthcheck", *hardened, *extra,
+                  image, *args, check=False, timeout=600)  # fmt: skip
+
+
+def test_doctor_passes_with_the_images_own_environment(
+    image: str, hardened: tuple[str, ...]
+) -> None:
+    result = run(image, hardened, "doctor", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["required"] == REQUIRED
+    assert report["missing_required"] == []
+    assert set(REQUIRED) <= set(report["active"])
+    # What an unprivileged container cannot have (docs/operations.md#sandbox-inside-a-container).
+    assert report["missing"] == ["netns", "uid_drop"]
+    assert report["tcp_blocked"], report["tcp_outcome"]
+    assert "eng" in report["tesseract"]["languages"]
+
+
+def test_extract_in_the_container_gives_the_embedded_selection(
+    image: str, hardened: tuple[str, ...], corpus_dir: Path, embedded: dict[str, Any]
+) -> None:
+    files = [f"/in/{name}" for name in SMOKE_FILES]
+    result = run(image, hardened, "extract", "--json", *files,
+                 extra=("-v", f"{corpus_dir}:/in:ro"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == embedded
+    for name in SMOKE_FILES:
+        assert f"ATTACHMENT [{name}]" in embedded["text"]
+
+
+@pytest.fixture(scope="module")
+def worker(pod: Pod) -> str:
+    spec = pod.workload("airlock-ocr-worker")
+    name = pod.start(spec, "worker", args=BOTH_QUEUES)
+    pod.wait_ready(name, spec)
+    return name
+
+
+@pytest.fixture(scope="module")
+def bridge(pod: Pod) -> str:
+    spec = pod.workload("airlock-bridge")
+    name = pod.start(spec, "bridge")
+    pod.wait_ready(name, spec)
+    return name
+
+
+def task_log_lines(log: str) -> list[dict[str, Any]]:
+    """The JSON lines the worker writes for each finished task (docs/operations.md#logs)."""
+    lines = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    return [line for line in lines if line.get("logger") == "worker.tasks"]
+
+
+def test_a_job_through_the_bridge_and_a_worker_in_a_pod(
+    pod: Pod, worker: str, bridge: str, corpus_dir: Path, embedded: dict[str, Any]
+) -> None:
+    redis = pod.redis()
+    bridge_client.send(
+        redis, bridge_client.request("smoke", [corpus_dir / name for name in SMOKE_FILES])
+    )
+    answer = bridge_client.answer(redis, "smoke", _ANSWER_SECONDS)
+    assert answer is not None, pod.logs(bridge)[-3000:]
+    assert answer["selection"] == embedded
+    # Every probe of the manifests passes in the containers they are written for.
+    for container, name in ((worker, "airlock-ocr-worker"), (bridge, "airlock-bridge")):
+        spec = pod.workload(name)
+        for probe in (spec.readiness, spec.liveness):
+            result = pod.probe(container, probe)
+            assert result.returncode == 0, f"{container} {probe}: {result.stderr}"
+    # The worker logs the line operators follow a request by, one per finished task.
+    logged = task_log_lines(pod.logs(worker))
+    assert {line["label"] for line in logged} >= set(SMOKE_FILES), logged
+    assert {line["outcome"] for line in logged} <= {"admitted", "handed_on"}
+
+
+def three_page_scan(corpus_dir: Path, directory: Path) -> Path:
+    """A three-page TIFF of the corpus's 300 dpi letter page: seconds of OCR per page."""
+    page = Image.open(corpus_dir / "tesseract_unlv_8087_054.3B.tif")
+    path = directory / "three-pages.tif"
+    page.save(path, save_all=True, append_images=[page, page])
+    return path
+
+
+def progress(redis: Any) -> list[dict[str, Any]]:
+    """The PROGRESS states tasks published (pages done / total) in the result backend."""
+    states = [json.loads(redis.get(key) or b"{}") for key in redis.scan_iter("celery-task-meta-*")]
+    return [state["result"] for state in states if state.get("status") == "PROGRESS"]
+
+
+@pytest.fixture
+def restarted_worker(pod: Pod) -> Iterator[list[str]]:
+    started: list[str] = []
+    yield started
+    for name in started:
+        podman("rm", "--force", "--time", "0", name, check=False)
+
+
+def test_sigterm_of_the_worker_mid_job_loses_nothing(
+    pod: Pod,
+    worker: str,
+    bridge: str,
+    corpus_dir: Path,
+    tmp_path: Path,
+    restarted_worker: list[str],
+) -> None:
+    """A rollout stops a worker with SIGTERM: it finishes the job it runs (Celery's warm
+    shutdown), and the job queued behind it waits in Redis for the next worker."""
+    redis = pod.redis()
+    scan = three_page_scan(corpus_dir, tmp_path)
+    bridge_client.send(redis, bridge_client.request("long", [scan]))
+    wait_until(
+        lambda: any(0 < state["done"] < state["total"] for state in progress(redis)),
+        lambda: f"the three-page job never ran:\n{pod.logs(worker)[-3000:]}",
+    )
+    short = tmp_path / "short.txt"
+    short.write_text("queued behind the long job\n")
+    bridge_client.send(redis, bridge_client.request("queued", [short]))
+    # The worker holds no job but the one it runs: the next one waits in its queue.
+    wait_until(lambda: redis.llen("airlock.light") == 1, lambda: "the second job was not queued")
+
+    podman("kill", "--signal", "TERM", worker)
+    exit_code = podman("wait", worker, timeout=300).stdout.strip()
+    assert exit_code == "0", pod.logs(worker)[-3000:]
+    long = bridge_client.answer(redis, "long", _ANSWER_SECONDS)
+    assert long is not None, pod.logs(bridge)[-3000:]
+    assert long["selection"] == embedded_selection([scan])
+    assert bridge_client.answer(redis, "queued", 0) is None
+    assert redis.llen("airlock.light") == 1
+
+    spec = pod.workload("airlock-ocr-worker")
+    restarted_worker.append(pod.start(spec, "worker-2", args=BOTH_QUEUES))
+    queued = bridge_client.answer(redis, "queued", _ANSWER_SECONDS)
+    assert queued is not None, pod.logs(restarted_worker[0])[-3000:]
+    assert queued["selection"]["text"] == "ATTACHMENT [short.txt]\nqueued behind the long job\n"
+    # Nothing left: every request answered once, none pending, no task waiting.
+    assert redis.xlen(bridge_client.REQUEST_STREAM) == 0
+    assert redis.xpending(bridge_client.REQUEST_STREAM, "airlock-bridge")["pending"] == 0
+    assert redis.llen("airlock.light") == redis.llen("airlock.ocr") == 0
