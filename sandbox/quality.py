@@ -138,11 +138,11 @@ def _text_problems(text: str) -> list[str]:
     characters = broken = non_ascii = pairs = changes = 0
     previous: str | None = None
     for char in text:
+        non_ascii += not char.isascii()  # a no-break space too: "à" read as cp1252 ends in one
         if char.isspace():
             previous = None
             continue
         characters += 1
-        non_ascii += not char.isascii()
         category = unicodedata.category(char)
         if char == _REPLACEMENT or category in _BROKEN_CATEGORIES:
             broken += 1
