@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from sandbox import scripts
 from sandbox.extractors.registry import Refusal
+from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
 
 #: The first line of admitted unreadable text; the reasons follow, then "]".
@@ -111,8 +112,13 @@ def record_ocr(language: str, words: Iterable[tuple[float, str]]) -> None:
 
 
 def judged(text: str, limits: ParseLimits) -> str:
-    """``text`` when it is readable; otherwise refuse it, or flag it when the job admits it."""
-    problems = _text_problems(text) + _ocr_problems(_readings)
+    """``text`` when it is readable; otherwise refuse it, or flag it when the job admits it.
+
+    Only the first :func:`allowance` characters are judged (~0.2 s here at the default): no
+    extractor produces more, and a parser that returns 100 MB must meet the output cap, not
+    spend its CPU budget in this check.
+    """
+    problems = _text_problems(text[: allowance(limits)]) + _ocr_problems(_readings)
     if not problems:
         return text
     reasons = "; ".join(problems)
