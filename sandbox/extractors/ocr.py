@@ -272,10 +272,11 @@ def _tsv_words(tsv: str) -> list[_Word]:
     """The recognised words of tesseract's TSV output, with their confidences.
 
     TSV instead of plain text because only TSV carries the confidence the quality check needs;
-    rows of other levels and words that are only whitespace carry no text.
+    rows of other levels and words that are only whitespace carry no text. Rows end at "\n"
+    only: ``splitlines`` would also cut a word at a U+2028 or a form feed in it.
     """
     words = []
-    for row in tsv.splitlines()[1:]:
+    for row in tsv.split("\n")[1:]:
         cells = row.split("\t")
         if len(cells) == _TSV_COLUMNS and cells[0] == _WORD_LEVEL and cells[11].strip():
             page, block, paragraph, line = cells[1:5]
