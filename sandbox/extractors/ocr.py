@@ -183,9 +183,10 @@ def _choose_language(png: bytes, languages: tuple[str, ...]) -> str:
     """The first of ``languages`` that reads the script tesseract's script detection sees.
 
     A model reads only its own script: a Hindi page read with ``eng`` comes out as Latin junk.
-    Detection (``--psm 0``, the ``osd`` model, ~0.3 s a page) runs only when there is a choice;
-    when it cannot tell (too little text) or no language reads the script, the first language
-    is used and the quality check judges the result.
+    Detection (``--psm 0``, the ``osd`` model: 0.46 CPU-s on a 300-dpi letter page, a quarter
+    of reading it) runs only when there is a choice; when it cannot tell (too little text) or
+    no language reads the script, the first language is used and the quality check judges the
+    result.
     """
     if len(languages) == 1:
         return languages[0]
