@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sandbox import scripts
@@ -83,6 +83,8 @@ class OcrReading:
     letters: int
     #: Letters outside every script of ``language``; None when its scripts are not known.
     foreign_letters: int | None
+    #: The script tesseract's script detection saw, when it was asked.
+    detected_script: str | None
 
 
 _readings: list[OcrReading] = []
@@ -93,8 +95,16 @@ def start_job() -> None:
     _readings.clear()
 
 
-def record_ocr(language: str, words: Iterable[tuple[float, str]]) -> None:
-    """Note one tesseract run: the language it read with, and each word with its confidence."""
+def doubtful(words: Sequence[tuple[float, str]]) -> bool:
+    """True when one image's words, each with its confidence, would fail the confidence check."""
+    return bool(words) and sum(confidence for confidence, _ in words) / len(words) < _MIN_CONFIDENCE
+
+
+def record_ocr(
+    language: str, words: Iterable[tuple[float, str]], detected_script: str | None = None
+) -> None:
+    """Note one tesseract run: the language it read with, each word with its confidence, and
+    the script detection saw if it ran."""
     expected = scripts.language_scripts(language)
     count = letters = foreign = 0
     confidence = 0.0
@@ -107,7 +117,14 @@ def record_ocr(language: str, words: Iterable[tuple[float, str]]) -> None:
                 letters += 1
                 foreign += expected is not None and script not in expected
     _readings.append(
-        OcrReading(language, count, confidence, letters, None if expected is None else foreign)
+        OcrReading(
+            language,
+            count,
+            confidence,
+            letters,
+            None if expected is None else foreign,
+            detected_script,
+        )
     )
 
 
@@ -220,5 +237,16 @@ def _ocr_problems(readings: list[OcrReading]) -> list[str]:
         problems.append(
             f"tesseract's mean word confidence is {confidence:.0f} of 100, under "
             f"{_MIN_CONFIDENCE}: the image is not text in the OCR language ({languages})"
+            + _unread_scripts(readings)
         )
     return problems
+
+
+def _unread_scripts(readings: list[OcrReading]) -> str:
+    """Name the scripts detection saw that the language read with does not: the pack to add."""
+    unread = set()
+    for reading in readings:
+        known = scripts.language_scripts(reading.language)
+        if reading.detected_script is not None and known is not None:
+            unread |= {reading.detected_script} - known
+    return f"; tesseract's script detection sees {', '.join(sorted(unread))}" if unread else ""

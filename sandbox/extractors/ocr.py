@@ -176,23 +176,35 @@ def ocr_image(image: Image.Image, limits: ParseLimits) -> str:
     """Return the text tesseract reads in one decoded image (one frame, one page image)."""
     check_pixels(image.size, limits)
     png = encode_for_tesseract(image)
-    return _run_tesseract(png, _choose_language(png, limits.ocr_languages))
+    languages = limits.ocr_languages
+    seen = detect_script(png) if len(languages) > 1 else None
+    language = _reader(seen, languages)
+    text, words = _run_tesseract(png, language)
+    if seen is None and quality.doubtful(words):
+        # Naming the script the page is written in tells an operator which pack it needs.
+        seen = detect_script(png)
+    quality.record_ocr(language, words, seen)
+    return text
 
 
-def _choose_language(png: bytes, languages: tuple[str, ...]) -> str:
-    """The first of ``languages`` that reads the script tesseract's script detection sees.
+def detect_script(png: bytes) -> str | None:
+    """The script tesseract's script detection sees in the image, or None when it cannot tell
+    (too little text: it exits 1) or sees one no language in :mod:`sandbox.scripts` uses.
 
-    A model reads only its own script: a Hindi page read with ``eng`` comes out as Latin junk.
-    Detection (``--psm 0``, the ``osd`` model: 0.46 CPU-s on a 300-dpi letter page, a quarter
-    of reading it) runs only when there is a choice; when it cannot tell (too little text) or
-    no language reads the script, the first language is used and the quality check judges the
-    result.
+    ``--psm 0`` with the ``osd`` model: 0.46 CPU-s on a 300-dpi letter page, a quarter of
+    reading it, so it runs only when there is a language to choose or a doubtful page.
     """
-    if len(languages) == 1:
-        return languages[0]
     completed = _tesseract(png, ["--psm", "0"])
     match = _OSD_SCRIPT.search(completed.stdout) if completed.returncode == 0 else None
-    seen = scripts.osd_script(match.group(1).decode("ascii")) if match else None
+    return scripts.osd_script(match.group(1).decode("ascii")) if match else None
+
+
+def _reader(seen: str | None, languages: tuple[str, ...]) -> str:
+    """The first of ``languages`` that reads the script ``seen``, else the first language.
+
+    A model reads only its own script: a Hindi page read with ``eng`` comes out as Latin junk.
+    When nothing reads the script, the quality check judges what the first language made of it.
+    """
     readers = [lang for lang in languages if seen in (scripts.language_scripts(lang) or ())]
     return (readers or languages)[0]
 
@@ -223,12 +235,13 @@ def encode_for_tesseract(image: Image.Image) -> bytes:
     return buffer.getvalue()
 
 
-def _run_tesseract(png: bytes, language: str) -> str:
+def _run_tesseract(png: bytes, language: str) -> tuple[str, list[tuple[float, str]]]:
     """Run tesseract on one image and fail loudly when it did not read it.
 
     ``OMP_THREAD_LIMIT=1``: a job uses one core; with OpenMP's default a 300-dpi page took 18 s
     instead of 2.5 s on two shared cores. stderr is read whole: its size is bounded by
-    tesseract's CPU limit, and a flood would end the child as a typed memory failure.
+    tesseract's CPU limit, and a flood would end the child as a typed memory failure. Returns
+    the text and each word with its confidence.
     """
     completed = _tesseract(png, ["-l", language, "--psm", "3", "tsv"])
     words = _tsv_words(completed.stdout.decode("utf-8", errors="replace"))
@@ -245,8 +258,7 @@ def _run_tesseract(png: bytes, language: str) -> str:
         )
     if _EMPTY_PAGE in completed.stderr and not text:
         raise EmptyPage("tesseract exited 0 but did not read the image: Empty page!!")
-    quality.record_ocr(language, ((word.confidence, word.text) for word in words))
-    return text
+    return text, [(word.confidence, word.text) for word in words]
 
 
 def _tesseract(png: bytes, arguments: list[str]) -> subprocess.CompletedProcess[bytes]:

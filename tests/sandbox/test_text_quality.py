@@ -9,6 +9,7 @@ the input (letters outside the language's scripts).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,8 +81,14 @@ def test_mojibake_from_a_pdf_without_a_usable_font_map_is_refused(runner: Sandbo
 def test_hindi_ocrd_with_the_english_model_is_refused_for_its_confidence(
     runner: SandboxRunner,
 ) -> None:
-    with pytest.raises(UnreadableText, match=r"mean word confidence is \d+ of 100, under 65"):
+    with pytest.raises(UnreadableText) as refused:
         runner.run("image", "image/png", _corpus(HINDI), ParseLimits(ocr_language="eng"))
+    # The doubtful page is shown to script detection, so the reason names the pack to add.
+    assert re.fullmatch(
+        r"tesseract's mean word confidence is \d+ of 100, under 65: the image is not text in "
+        r"the OCR language \(eng\); tesseract's script detection sees Devanagari",
+        str(refused.value),
+    )
 
 
 @pytest.mark.parametrize(
@@ -197,10 +204,13 @@ def test_script_detection_picks_the_language_that_reads_the_page(runner: Sandbox
     assert english.startswith("This is a lot of 12 point text to test the")
 
 
-def test_without_a_detectable_script_the_first_language_is_used() -> None:
-    """A blank image has too few characters for script detection (tesseract exits 1)."""
-    png = ocr.encode_for_tesseract(Image.new("L", (200, 100), 255))
-    assert ocr._choose_language(png, ("hin", "eng")) == "hin"
+def test_script_detection_without_enough_text_sees_nothing() -> None:
+    """A blank image has too few characters for script detection (tesseract exits 1); the
+    first language is then used."""
+    assert ocr.detect_script(ocr.encode_for_tesseract(Image.new("L", (200, 100), 255))) is None
+    hindi = CORPUS_DIR / HINDI
+    with Image.open(hindi) as image:
+        assert ocr.detect_script(ocr.encode_for_tesseract(image)) == scripts.DEVANAGARI
 
 
 def test_ocr_text_from_tsv_is_laid_out_as_tesseracts_plain_output() -> None:
