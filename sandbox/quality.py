@@ -9,8 +9,8 @@ Unreadable text is refused as ``unreadable_text``, or, when the job's ``admit_un
 set, handed on under a first line that says so (:data:`FLAG_PREFIX`).
 
 The thresholds come from the corpus (../shared/corpus): every document with real text stays far
-below each one, and the unreadable ones (pdfminer_jo-japanese.pdf's mojibake, Hindi, Korean and
-Japanese pages OCR'd with ``eng``) are far above at least one.
+below each one, and the unreadable ones (pypdf's mojibake of pdfminer_jo-japanese.pdf; Hindi,
+Korean and Japanese pages OCR'd with ``eng``) are far above at least one.
 """
 
 from __future__ import annotations
@@ -32,11 +32,12 @@ FLAG_PREFIX = "[airlock: text quality low: "
 # a three-word text does not decide it; a text made only of broken characters still does.
 _MIN_SAMPLE = 20
 # Replacement, private-use, unassigned and surrogate code points among non-space characters.
-# Corpus: at most 0.4% in text with real content; 11.6% in pdfminer_jo-japanese.pdf.
+# Corpus: at most 0.4% in text with real content; 11.6% in pypdf's reading of
+# pdfminer_jo-japanese.pdf (the PDF extractor now reads that page with PDFium).
 _MAX_BROKEN_SHARE = 0.10
 # Adjacent letters (nothing but combining marks between them) whose scripts differ, Han, kana
 # and Hangul counting as one. Corpus: at most 0.7% (Korean and Arabic with Latin words); 46%
-# in pdfminer_jo-japanese.pdf, whose glyphs map to letters of twenty scripts.
+# in pypdf's reading of pdfminer_jo-japanese.pdf, whose glyphs map to letters of twenty scripts.
 _MAX_SCRIPT_CHANGE_SHARE = 0.15
 # Non-ASCII characters that are UTF-8 bytes read as Latin-1 or cp1252 ("Ã©" for "é"): in such
 # text nearly every one is; in real text almost none is.
