@@ -1141,10 +1141,12 @@ def _fake_tesseract(tmp_path: Path, script: str) -> str:
 def test_tesseract_gets_one_thread_the_language_and_the_image_on_stdin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = _fake_tesseract(tmp_path, 'echo "$OMP_THREAD_LIMIT $*"\n')
+    # One TSV word row (level 5, confidence 96) whose text is the environment and arguments.
+    row = r"5\t1\t1\t1\t1\t1\t0\t0\t1\t1\t96\t%s\n"
+    fake = _fake_tesseract(tmp_path, f'printf "header\\n{row}" "$OMP_THREAD_LIMIT $*"\n')
     monkeypatch.setattr(ocr, "TESSERACT", fake)
     text = ocr.ocr_image(Image.new("L", (32, 32), 255), ParseLimits(ocr_language="eng+deu"))
-    assert text == "1 stdin stdout -l eng+deu --psm 3"
+    assert text == "1 stdin stdout -l eng+deu --psm 3 tsv"
 
 
 @pytest.mark.parametrize(
