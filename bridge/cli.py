@@ -95,6 +95,19 @@ def _parser() -> argparse.ArgumentParser:
         )
 
     extract.add_argument(
+        "--admit-unreadable",
+        action="store_true",
+        help="admit text the sandbox finds unreadable (mojibake, OCR junk) under a first line "
+        "'[airlock: text quality low: ...]' instead of omitting the file "
+        "(local mode; default: $AIRLOCK_ADMIT_UNREADABLE)",
+    )
+    extract.add_argument(
+        "--ocr-language",
+        metavar="LANGS",
+        help="tesseract language(s): 'eng', 'eng+deu', or choices 'eng,hin,kor' picked per "
+        "image by script detection (local mode; default: $AIRLOCK_OCR_LANGUAGE or eng)",
+    )
+    extract.add_argument(
         "--broker",
         metavar="URL",
         help="extract through the queue at this broker (default: $AIRLOCK_BROKER_URL; "
@@ -225,7 +238,18 @@ def _extract(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.broker:
         env["AIRLOCK_BROKER_URL"] = args.broker
+    if args.admit_unreadable:
+        env["AIRLOCK_ADMIT_UNREADABLE"] = "1"
+    if args.ocr_language:
+        env["AIRLOCK_OCR_LANGUAGE"] = args.ocr_language
     settings = Settings.from_env(env)
+    if settings.broker_configured and (args.admit_unreadable or args.ocr_language):
+        # Queued jobs carry only ExtractionLimits; the workers parse with their own settings,
+        # and a flag that silently did nothing would be worse than a refusal.
+        raise ConfigurationError(
+            "--admit-unreadable and --ocr-language apply to local extraction; the queue's "
+            "workers use their own AIRLOCK_ADMIT_UNREADABLE and AIRLOCK_OCR_LANGUAGE"
+        )
     flags = {name: getattr(args, name) for name in EXTRACTION_SETTINGS}
     limits = replace(
         settings.extraction_limits,

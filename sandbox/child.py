@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import NoReturn
 
-from sandbox import protocol
+from sandbox import protocol, quality
 from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
@@ -19,7 +19,7 @@ from sandbox.jail import ANSWER_FD, JOB_FD
 _MEMORY_ANSWER = protocol.encode_error_answer(
     "memory", "MemoryError", "the parser ran out of memory under the address-space limit"
 )
-_REFUSAL_CODES = frozenset({"ceiling", "unreadable", "needs_ocr"})
+_REFUSAL_CODES = frozenset({"ceiling", "unreadable", "needs_ocr", "unreadable_text"})
 
 
 def _read_exact(count: int) -> bytes:
@@ -65,8 +65,12 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         return protocol.encode_error_answer(
             "no_extractor", "LookupError", f"no extractor is registered for kind {header.kind!r}"
         )
+    quality.start_job()
     try:
         text = parse(header.media_type, payload, header.limits)
+        if isinstance(text, str):
+            # Every kind's text is judged here, after its extractor, so none can skip it.
+            text = quality.judged(text, header.limits)
     except Refusal as refusal:
         code = refusal.code if refusal.code in _REFUSAL_CODES else "parser"
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)

@@ -65,6 +65,13 @@ class UnreadableInput(SandboxError):
     """The parser recognised the bytes as not a readable document of the declared kind."""
 
 
+class UnreadableText(SandboxError):
+    """The document was read, but its text is not readable: mojibake, broken glyph mappings,
+    or OCR junk (e.g. "94% of OCR'd letters are not in any script of the document's language
+    (eng)"). Refused rather than handed to a model as if it were the document; a job with
+    ``ParseLimits.admit_unreadable`` gets the text flagged instead."""
+
+
 class NoExtractor(SandboxError):
     """No parser is registered in the fork server for the requested kind."""
 

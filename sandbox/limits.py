@@ -23,6 +23,11 @@ class ParseLimits:
     a string the bridge will refuse anyway. With ``ocr`` off, a document that needs OCR is
     answered "needs OCR" instead of being read: a light worker hands it to the OCR queue rather
     than holding its slot for the minutes tesseract takes.
+
+    ``ocr_language`` is a tesseract language ("eng", or "eng+deu" to read with both models), or
+    several separated by commas ("eng,hin,kor"): tesseract's script detection then picks, for
+    each image, the first one that reads the script it sees. ``admit_unreadable`` hands on text
+    the quality check finds unreadable under a first line that says so, instead of refusing it.
     """
 
     max_pages: int = 20
@@ -30,17 +35,24 @@ class ParseLimits:
     max_text_chars: int = 50_000
     ocr_language: str = "eng"
     ocr: bool = True
+    admit_unreadable: bool = False
 
     def __post_init__(self) -> None:
         if self.max_pages < 1 or self.max_pixels < 1 or self.max_text_chars < 1:
             raise ValueError("parse limits must be positive")
-        if not self.ocr_language or not all(
+        if not all(
             part.isascii() and part.replace("_", "").isalnum()
-            for part in self.ocr_language.split("+")
+            for choice in self.ocr_languages
+            for part in choice.split("+")
         ):
             # The language travels to tesseract's command line; only names like 'eng' or
             # 'eng+deu' may, never an option or a path.
             raise ValueError(f"OCR language {self.ocr_language!r} is not a tesseract language name")
+
+    @property
+    def ocr_languages(self) -> tuple[str, ...]:
+        """The languages to choose among, in order of preference."""
+        return tuple(self.ocr_language.split(","))
 
 
 @dataclass(frozen=True)

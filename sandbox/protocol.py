@@ -32,7 +32,9 @@ _MAX_COUNT_DIGITS = len(str(MAX_COUNT))
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Error codes a child may answer with; the parent maps each one to an exception class.
-ERROR_CODES = frozenset({"ceiling", "unreadable", "needs_ocr", "parser", "memory", "no_extractor"})
+ERROR_CODES = frozenset(
+    {"ceiling", "unreadable", "needs_ocr", "unreadable_text", "parser", "memory", "no_extractor"}
+)
 
 
 def frame(body: bytes) -> bytes:

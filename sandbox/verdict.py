@@ -28,6 +28,7 @@ from sandbox.errors import (
     ProcessLimitExceeded,
     SandboxError,
     UnreadableInput,
+    UnreadableText,
 )
 from sandbox.fork_server import ExitNotice
 from sandbox.limits import MIB, SandboxLimits
@@ -45,6 +46,8 @@ def from_error_answer(answer: ErrorAnswer, limits: SandboxLimits) -> SandboxErro
         return UnreadableInput(answer.reason)
     if answer.code == "needs_ocr":
         return OcrRequired(answer.reason)
+    if answer.code == "unreadable_text":
+        return UnreadableText(answer.reason)
     if answer.code == "memory":
         return MemoryLimitExceeded(
             f"the parser ran out of memory under the {limits.memory_bytes // MIB} MiB "

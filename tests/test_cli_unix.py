@@ -98,10 +98,29 @@ def test_progress_is_shown_to_a_terminal(files: tuple[Path, Path]) -> None:
     assert b"extracting" not in stdout
 
 
+def test_unreadable_text_is_omitted_with_its_reason_or_admitted_flagged(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.txt"
+    broken.write_text("\ufffd" * 50, encoding="utf-8")
+    omitted = airlock("extract", str(broken))
+    assert omitted.returncode == 1 and omitted.stdout == ""
+    assert "omitted broken.txt: ExtractionFailed" in omitted.stderr
+    assert "UnreadableText: 100% of characters are replacement" in omitted.stderr
+    admitted = airlock("extract", "--admit-unreadable", str(broken))
+    assert admitted.returncode == 0 and admitted.stderr == ""
+    assert admitted.stdout.startswith(
+        "ATTACHMENT [broken.txt]\n[airlock: text quality low: 100% of characters"
+    )
+    by_env = airlock("extract", str(broken), env={"AIRLOCK_ADMIT_UNREADABLE": "1"})
+    assert by_env.stdout == admitted.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "env"),
     [
         (["extract", "missing.txt"], {}),
+        (["extract", "--ocr-language", "eng,--psm", "README.md"], {}),
+        # The queue's workers parse with their own settings: the flag would do nothing there.
+        (["extract", "--admit-unreadable", "--broker", "redis://127.0.0.1:1/0", "README.md"], {}),
         (["extract", "README.md"], {"AIRLOCK_SANDBOX_REQUIRE": "seccom"}),
         (["doctor"], {"AIRLOCK_SANDBOX_REQUIRE": "seccom"}),
         (["extract", "README.md"], {"AIRLOCK_SANDBOX_MEMORY_MB": "lots"}),

@@ -183,6 +183,8 @@ class Settings:
     #: AIRLOCK_MAX_PAGES and the other ExtractionLimits variables: the defaults of
     #: ``airlock extract``'s flags and the ceilings of ``airlock bridge``'s requests.
     extraction_limits: ExtractionLimits = DEFAULT_LIMITS
+    #: Hand on text the sandbox finds unreadable, flagged, instead of refusing it.
+    admit_unreadable: bool = False
     soft_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 30
     hard_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 60
     visibility_timeout: float = _SANDBOX_DEFAULTS.wall_seconds + 120
@@ -248,6 +250,7 @@ class Settings:
             ocr_language=self.ocr_language,
             max_pixels=self.max_pixels,
             max_text_chars=limits.max_text_chars,
+            admit_unreadable=self.admit_unreadable,
         )
 
     @classmethod
@@ -285,6 +288,7 @@ class Settings:
             ocr_language=_text(env, "AIRLOCK_OCR_LANGUAGE", "eng"),
             max_pixels=_integer(env, PIXELS.variable, ParseLimits().max_pixels),
             extraction_limits=limits,
+            admit_unreadable=_flag(env, "AIRLOCK_ADMIT_UNREADABLE", False),
             soft_time_limit=soft,
             hard_time_limit=hard,
             visibility_timeout=_number(env, "AIRLOCK_VISIBILITY_TIMEOUT", hard + 60),

@@ -21,7 +21,7 @@ from PIL import Image, ImageDraw
 from pypdf import PdfReader, PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, pdf, text
+from sandbox.extractors import docx, image, ocr, pdf, pdfium, text
 from sandbox.limits import ParseLimits
 
 __all__ = ["docx", "image", "pdf", "text", "warm_up"]
@@ -65,8 +65,9 @@ def _warm_images(limits: ParseLimits) -> None:
 
 
 def _warm_pdf(limits: ParseLimits) -> None:
-    """Read an encrypted (empty password) PDF with a compressed text page, and decode the
-    images of scanned pages as pypdf hands them to OCR (CCITT fax and JPEG)."""
+    """Read an encrypted (empty password) PDF with a compressed text page; decode the images
+    of scanned pages as pypdf checks them (CCITT fax and JPEG), render them with PDFium and
+    encode the rendering as OCR would."""
     writer = PdfWriter()
     page = writer.add_blank_page(width=200, height=200)
     font = DictionaryObject(
@@ -92,8 +93,8 @@ def _warm_pdf(limits: ParseLimits) -> None:
         scan = io.BytesIO()
         _sample_image(mode).save(scan, format="PDF")
         with ocr.decoding_under(limits):
-            for picture in pdf.scanned_images(PdfReader(scan).pages[0]):
-                ocr.encode_for_tesseract(picture)
+            pdf.check_page_images(PdfReader(scan).pages[0])
+        ocr.encode_for_tesseract(pdfium.warm_up(scan.getvalue(), limits))
 
 
 def _warm_docx(limits: ParseLimits) -> None:

@@ -1,4 +1,4 @@
-"""PDF: the text layer of every page, and OCR of the images on pages that have none.
+"""PDF: the text layer of every page, and OCR of the rendered page where there is none.
 
 pypdf 7 carries its own ceilings (decompressed stream length, page-tree size and depth, image
 buffer size, parsing work per content stream) and detects cycles in the page tree, the xref
@@ -13,12 +13,20 @@ import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject
 
-from sandbox.extractors.ocr import damage_is_unreadable, decoding_under, ocr_image
+from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
+from sandbox.extractors.pdf_forms import field_values, value_edits
+from sandbox.extractors.pdf_layout import (
+    apply,
+    image_coverage,
+    line_number_edits,
+    positioned_text,
+)
+from sandbox.extractors.pdf_text import repair, unmapped_share
+from sandbox.extractors.pdfium import PdfiumDocument, has_ink
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -26,11 +34,23 @@ from sandbox.limits import ParseLimits
 # Readers accept a header anywhere in the first kilobyte; anything without one is not a PDF.
 _HEADER = b"%PDF-"
 _HEADER_WINDOW = 1024
-# Images with a side this short hold no legible line of text (rules, bullets, dots); OCR'ing
-# each would cost a tesseract run for nothing.
-_MIN_OCR_SIDE = 16
 # pypdf sizes an image buffer at up to four bytes per pixel.
 _BYTES_PER_PIXEL = 4
+# A page whose text has more than one character in a hundred outside every script is read with
+# a font map that does not hold (see pdf_text.unmapped_share); honest text has next to none.
+BROKEN_SHARE = 0.01
+# A page with fewer visible characters than this in its text layer, drawing one image over at
+# least half of it, is a scan with a stamp (a Bates number, "CONFIDENTIAL") and is OCR'd: the
+# rendering holds the stamp too.
+SCAN_STAMP_CHARS = 40
+SCAN_COVERAGE = 0.5
+# The line that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md). Both
+# counts are given because PDFium skips glyphs it cannot map: a reader must see when the page's
+# text is a fraction of what is drawn.
+PDFIUM_MARKER = (
+    "[page {page}: text read by PDFium, {pdfium} characters; pypdf read {pypdf}, "
+    "{share:.0%} of them unmapped]"
+)
 
 
 @extractor("pdf")
@@ -50,7 +70,7 @@ def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
         reader = PdfReader(io.BytesIO(payload), strict=False)
         _open_with_empty_password(reader)
         _refuse_over_page_ceiling(reader, limits)
-        return _document_text(reader, limits)
+        return _document_text(reader, payload, limits)
 
 
 @contextmanager
@@ -97,28 +117,94 @@ def _declared_page_count(reader: PdfReader) -> object:
     return pages["/Count"]
 
 
-def _document_text(reader: PdfReader, limits: ParseLimits) -> str:
+def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> str:
     """Join the pages' text in order, a blank line between pages."""
     budget = TextBudget(limits)
-    ocr_runs = _OcrRuns(limits)
+    pdfium = PdfiumDocument(payload, len(reader.pages))
+    # Field values live in the catalog's form; a document without one has none to place, and
+    # skips resolving every link annotation of every page to find that out.
+    has_form = "/AcroForm" in reader.root_object
     texts = []
     total = len(reader.pages)
-    for done, page in enumerate(reader.pages, start=1):
-        text = page.extract_text().strip()
-        if not text:
-            text = "\n\n".join(filter(None, map(ocr_runs.read, scanned_images(page))))
-        texts.append(budget.spend(text))
-        report_progress(done, total)
+    try:
+        for index, page in enumerate(reader.pages):
+            texts.append(budget.spend(_page_text(page, index, pdfium, has_form, limits)))
+            report_progress(index + 1, total)
+    finally:
+        pdfium.close()
     return "\n\n".join(texts)
 
 
-def scanned_images(page: PageObject) -> Iterator[Image.Image]:
-    """Yield the decoded images of a page without a text layer, one at a time.
+def _page_text(
+    page: PageObject, index: int, pdfium: PdfiumDocument, has_form: bool, limits: ParseLimits
+) -> str:
+    """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
+    where pypdf's is broken; OCR of the rendered page where there is none."""
+    text = _laid_out_text(page, has_form)
+    share = unmapped_share(text)
+    if share > BROKEN_SHARE:
+        replacement = repair(pdfium.text(index)).strip()
+        if unmapped_share(replacement) < share:
+            marker = PDFIUM_MARKER.format(
+                page=index + 1,
+                pdfium=_visible(replacement),
+                pypdf=_visible(text),
+                share=share,
+            )
+            return f"{marker}\n{replacement}".strip()
+    text = repair(text).strip()
+    if not text:
+        return _ocr_page(page, index, pdfium, limits)
+    if _visible(text) < SCAN_STAMP_CHARS and image_coverage(page) >= SCAN_COVERAGE:
+        return _ocr_page(page, index, pdfium, limits) or text
+    return text
 
-    pypdf decodes each image only when it is reached, under its image buffer limit (set from
-    the pixel ceiling) and Pillow's bomb check; :func:`ocr_image` checks the pixel ceiling again.
-    An image that is damaged, or in a codec the sandbox does not decode, makes the page
-    unreadable: OCR'ing the page without it would pass off a partial page as the whole.
+
+def _visible(text: str) -> int:
+    return len("".join(text.split()))
+
+
+def _laid_out_text(page: PageObject, has_form: bool) -> str:
+    """pypdf's text of the page, with its form values placed and its margin line numbers moved
+    to their lines (positions come with the text in the same pass: measured at no extra cost)."""
+    text, fragments = positioned_text(page)
+    values = field_values(page) if has_form else []
+    edits = line_number_edits(text, fragments) + value_edits(text, fragments, values)
+    return apply(text, edits)
+
+
+def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: ParseLimits) -> str:
+    """OCR a page without a text layer as one picture, rendered the way a reader sees it.
+
+    Rendering the whole page counts everything it draws: text masks over a blank scanned
+    background, inline images, vector-drawn letters. Its images are first decoded by pypdf under
+    the sandbox's decoders and pixel ceiling (see :func:`check_page_images`), so PDFium never draws
+    an image the sandbox would refuse. A page with no ink is empty, not a failure.
+    """
+    contents = page.get_contents()
+    if contents is None or not contents.get_data().strip():
+        return ""  # nothing is drawn: a blank page, without rendering it
+    check_page_images(page)
+    picture = pdfium.render(index, limits)
+    if not has_ink(picture):
+        return ""
+    if not limits.ocr:
+        raise Refusal("needs_ocr", "a page has no text layer and needs OCR")
+    try:
+        return ocr_image(picture, limits)
+    except EmptyPage:
+        return ""  # one page without writing must not fail the document
+
+
+def check_page_images(page: PageObject) -> None:
+    """Decode every image of a page about to be rendered, one at a time, and refuse the page
+    if one does not decode.
+
+    pypdf decodes each image under its image buffer limit (set from the pixel ceiling) and
+    Pillow's bomb check and registry of six decoders, so an image over the ceiling, in a codec
+    the sandbox does not decode (JPEG 2000, JBIG2) or damaged is refused before PDFium, whose
+    own decoders would draw it, sees the page. A damaged image makes the page unreadable:
+    OCR'ing the page without it would pass off a partial page as the whole.
     """
     images = iter(page.images)
     while True:
@@ -127,10 +213,8 @@ def scanned_images(page: PageObject) -> Iterator[Image.Image]:
             if image_file is None:
                 return
             image = image_file.image
-            if image is None or min(image.size) < _MIN_OCR_SIDE:
-                continue
-            image.load()  # pypdf may hand over a lazily opened image
-        yield image
+            if image is not None:
+                image.load()  # pypdf may hand over a lazily opened image
 
 
 @contextmanager
@@ -146,25 +230,3 @@ def _page_image_is_unreadable() -> Iterator[None]:
             raise Refusal(
                 "unreadable", f"{what} needs a decoder the sandbox does not run: {exc}"
             ) from exc
-
-
-class _OcrRuns:
-    """OCR work counts against the page ceiling: a document may have tesseract read at most
-    ``max_pages`` images, so a textless page holding thousands of small images cannot turn one
-    page into thousands of OCR runs."""
-
-    def __init__(self, limits: ParseLimits) -> None:
-        self._limits = limits
-        self._runs = 0
-
-    def read(self, image: Image.Image) -> str:
-        if not self._limits.ocr:
-            raise Refusal("needs_ocr", "a page has no text layer and its images need OCR")
-        self._runs += 1
-        if self._runs > self._limits.max_pages:
-            ceiling = self._limits.max_pages
-            raise Refusal(
-                "ceiling",
-                f"more than {ceiling} embedded images to OCR exceeds the {ceiling}-page ceiling",
-            )
-        return ocr_image(image, self._limits)

@@ -31,6 +31,11 @@ _BYTE_ORDER_MARKS = (
 _CEILING_MARGIN = 4
 
 
+def allowance(limits: ParseLimits) -> int:
+    """The most characters an extractor may produce before the document is refused."""
+    return limits.max_text_chars * _CEILING_MARGIN
+
+
 class TextBudget:
     """Counts the characters an extractor produces and refuses the document once they run far
     past the text ceiling, so a page bomb or a table that repeats a merged cell a million
@@ -38,7 +43,7 @@ class TextBudget:
 
     def __init__(self, limits: ParseLimits) -> None:
         self._ceiling = limits.max_text_chars
-        self._allowance = limits.max_text_chars * _CEILING_MARGIN
+        self._allowance = allowance(limits)
         self._spent = 0
 
     def spend(self, text: str) -> str:

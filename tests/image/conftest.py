@@ -74,7 +74,10 @@ def image() -> str:
         if reason:
             _unavailable(reason)
         pytest.fail(f"scripts/image failed:\n{result.stderr[-6000:]}")
-    return result.stdout.split()[-1]
+    # The image by its id, not its tag: another checkout on this machine building the same tag
+    # must not swap the image under this session's containers.
+    tag = result.stdout.split()[-1]
+    return podman("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip()
 
 
 @pytest.fixture(scope="session")

@@ -64,7 +64,7 @@ def test_corpus_round_trip_matches_local_byte_for_byte(
     shared_worker: WorkerProcess, client: CeleryQueue, corpus_dir: Path
 ) -> None:
     refs = corpus_refs(corpus_dir) + hostile_refs()
-    limits = ExtractionLimits(max_text_chars=6_000, max_total_chars=2_500)
+    limits = ExtractionLimits(max_text_chars=6_000, max_total_chars=2_000)
     local = local_selection(refs, limits)
     queued = gather(refs, client, limits=limits, deadline=120, use_cache=False)
     assert queued.text == local.text
@@ -73,7 +73,7 @@ def test_corpus_round_trip_matches_local_byte_for_byte(
     # The set exercises admission, the total ceiling, and every kind of refusal.
     reasons = " ".join(reason for _, reason in local.dropped)
     for expected in ("empty payload", "not extractable", "ParserError", "6000-character",
-                     "whitespace", "2500-character"):  # fmt: skip
+                     "whitespace", "2000-character"):  # fmt: skip
         assert expected in reasons
     assert local.text.count("ATTACHMENT [") >= 3
     # Served from the result cache the second time, and still the same bytes.

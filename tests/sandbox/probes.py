@@ -217,6 +217,9 @@ def identity(media_type: str, payload: bytes, limits: ParseLimits) -> str:
             "no_new_privs": libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0),
             "capabilities": _capabilities(libc),
             "cwd": os.getcwd(),
+            # Seen from inside: the fork server removes the directory as soon as the job ends.
+            "cwd_mode": os.stat(".").st_mode & 0o777,
+            "cwd_uid": os.stat(".").st_uid,
             "cwd_listing": os.listdir("."),
             "tmpdir": os.environ.get("TMPDIR"),
             "environ": sorted(os.environ),

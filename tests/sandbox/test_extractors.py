@@ -70,8 +70,10 @@ CER_EXCEPTIONS = {
     # 0.538: pypdf emits the Arabic word twice around the Latin one (a 13-character GT).
     "pypdf-samples_habibi-arabic.pdf": 0.60,
 }
-# 0.997: vertical CID fonts without a usable ToUnicode map; pypdf outputs glyph codes.
-# Strict, so a pypdf that learns to read it makes this test fail and the list be updated.
+# 0.826: vertical CID fonts without a usable ToUnicode map; pypdf outputs glyph codes (0.997),
+# so the page is PDFium's text read column by column; the poem's two blocks of columns still
+# interleave (pdftotext 0.830, pypdfium2 0.865). Strict, so a reader that separates the blocks
+# makes this test fail and the list be updated.
 CER_KNOWN_FAILURES = {"pdfminer_jo-japanese.pdf"}
 # SOURCES.md: the Japanese reference uses full-width brackets where the PDF has vertical
 # presentation forms; compare after NFKC.
@@ -97,7 +99,7 @@ SCORED = [
         document["category"],
         _expected_file(document),
         id=str(document["file"]),
-        marks=[pytest.mark.xfail(strict=True, reason="pypdf cannot map these glyphs")]
+        marks=[pytest.mark.xfail(strict=True, reason="blocks of vertical columns interleave")]
         if document["file"] in CER_KNOWN_FAILURES
         else [],
     )
@@ -463,20 +465,6 @@ def test_pdf_scanned_page_image_over_the_pixel_ceiling_is_refused() -> None:
     assert peak < 50 * 2**20
 
 
-@pytest.mark.timeout(60)
-def test_pdf_ocr_runs_count_against_the_page_ceiling() -> None:
-    names = [b"/Im%d" % index for index in range(3)]
-    drawing = _stream(b" ".join(b"q 20 0 0 20 0 0 cm %s Do Q" % name for name in names))
-    resources = b"/XObject << %s >>" % b" ".join(
-        b"%s %d 0 R" % (name, 5 + index) for index, name in enumerate(names)
-    )
-    blank = _image_xobject(24, 24, bytes([255]) * 24 * 24)
-    payload = _pdf([CATALOG, ONE_PAGE, _page(resources), drawing, blank, blank, blank])
-    with pytest.raises(Refusal) as refused:
-        extract_pdf("application/pdf", payload, ParseLimits(max_pages=2))
-    assert refused.value.reason == ("more than 2 embedded images to OCR exceeds the 2-page ceiling")
-
-
 def _pdf_with_image(data: bytes, image_filter: bytes) -> bytes:
     """A one-page PDF without a text layer whose only content is a 64x64 image in ``data``."""
     image = _stream(
@@ -526,7 +514,8 @@ def test_pdf_page_image_the_sandbox_cannot_decode_is_unreadable(
 
 
 def test_pdf_page_image_that_decodes_is_still_read() -> None:
-    """The same page with its image as a plain JPEG reaches OCR (which finds no text in it)."""
+    """The same page with its image as a plain JPEG is rendered and OCR'd; tesseract finds no
+    text in a square ("Empty page!!"), and that page is empty, not a failed document."""
     assert (
         extract_pdf(
             "application/pdf", _pdf_with_image(_encoded(_scan(), "JPEG"), b"/DCTDecode"), LIMITS
@@ -1152,10 +1141,12 @@ def _fake_tesseract(tmp_path: Path, script: str) -> str:
 def test_tesseract_gets_one_thread_the_language_and_the_image_on_stdin(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake = _fake_tesseract(tmp_path, 'echo "$OMP_THREAD_LIMIT $*"\n')
+    # One TSV word row (level 5, confidence 96) whose text is the environment and arguments.
+    row = r"5\t1\t1\t1\t1\t1\t0\t0\t1\t1\t96\t%s\n"
+    fake = _fake_tesseract(tmp_path, f'printf "header\\n{row}" "$OMP_THREAD_LIMIT $*"\n')
     monkeypatch.setattr(ocr, "TESSERACT", fake)
     text = ocr.ocr_image(Image.new("L", (32, 32), 255), ParseLimits(ocr_language="eng+deu"))
-    assert text == "1 stdin stdout -l eng+deu --psm 3"
+    assert text == "1 stdin stdout -l eng+deu --psm 3 tsv"
 
 
 @pytest.mark.parametrize(

@@ -25,6 +25,7 @@ from sandbox.errors import (
     SandboxError,
     SandboxUnavailable,
     UnreadableInput,
+    UnreadableText,
 )
 from sandbox.extractor import SandboxExtractor
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS
@@ -181,7 +182,12 @@ def test_system_exit_from_a_parser_is_a_parser_error(runner: SandboxRunner) -> N
 
 @pytest.mark.parametrize(
     ("code", "error"),
-    [("ceiling", CeilingExceeded), ("unreadable", UnreadableInput), ("odd", ParserError)],
+    [
+        ("ceiling", CeilingExceeded),
+        ("unreadable", UnreadableInput),
+        ("unreadable_text", UnreadableText),
+        ("odd", ParserError),
+    ],
 )
 def test_refusals_map_to_their_types(
     runner: SandboxRunner, code: str, error: type[SandboxError]

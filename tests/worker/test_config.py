@@ -31,7 +31,8 @@ def test_every_variable_is_read() -> None:
             "AIRLOCK_SANDBOX_CPU_SECONDS": "20",
             "AIRLOCK_SANDBOX_WALL_SECONDS": "30",
             "AIRLOCK_SANDBOX_OUTPUT_BYTES": "1048576",
-            "AIRLOCK_OCR_LANGUAGE": "eng+deu",
+            "AIRLOCK_OCR_LANGUAGE": "eng+deu,hin",
+            "AIRLOCK_ADMIT_UNREADABLE": "yes",
             "AIRLOCK_TASK_SOFT_TIME_LIMIT": "40",
             "AIRLOCK_TASK_TIME_LIMIT": "50",
             "AIRLOCK_VISIBILITY_TIMEOUT": "70",
@@ -50,7 +51,8 @@ def test_every_variable_is_read() -> None:
     assert settings.sandbox.memory_bytes == 512 * MIB
     assert (settings.sandbox.cpu_seconds, settings.sandbox.wall_seconds) == (20, 30.0)
     assert settings.sandbox.output_bytes == 1048576
-    assert settings.parse_limits.ocr_language == "eng+deu"
+    assert settings.parse_limits.ocr_languages == ("eng+deu", "hin")
+    assert settings.parse_limits.admit_unreadable
     assert (settings.soft_time_limit, settings.hard_time_limit) == (40.0, 50.0)
     assert (settings.visibility_timeout, settings.restore_interval) == (70.0, 2.0)
     assert (settings.result_expires, settings.payload_ttl) == (600, 900)

@@ -1,0 +1,192 @@
+"""PDFium (through pypdfium2), for the pages pypdf cannot give text for: rendering a page for
+OCR, and the text of a page whose text layer pypdf reads as garbage.
+
+pypdf stays the first parser to touch a PDF's bytes, and the only one for a page whose text
+layer it reads: pure Python cannot corrupt memory. PDFium is C++, so it is opened only when a
+page needs it, inside the same jailed child, after pypdf has checked the document against the
+ceilings and decoded the page's images under the sandbox's decoders and pixel ceiling.
+libpdfium.so ships inside the pypdfium2 wheel in site-packages, which the jail keeps readable;
+it is loaded when this module is imported, in the fork server, and :func:`warm_up` exercises
+rendering and text once there so nothing loads lazily inside the jail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from dataclasses import dataclass
+
+import pypdfium2
+from PIL import Image
+
+from sandbox.extractors.ocr import check_pixels
+from sandbox.extractors.registry import Refusal
+from sandbox.limits import ParseLimits
+
+# tesseract reads body text best at 300 dpi; more costs time for nothing, less loses small
+# print. A page too large for 300 dpi within the pixel ceiling is rendered at the dpi that fits.
+OCR_DPI = 300
+_POINTS_PER_INCH = 72
+# A pixel darker than mid-grey is ink; a page with fewer than one in 100,000 of them (under 90
+# pixels of a letter page at 300 dpi, less than three full stops) is blank.
+_INK_LEVEL = 128
+_INK_SHARE = 100_000
+# A page with fewer characters than this has too few steps to tell its writing direction.
+_MIN_VERTICAL_STEPS = 8
+
+
+class PdfiumDocument:
+    """One PDF as PDFium reads it, opened on first use and closed with the job's document."""
+
+    def __init__(self, payload: bytes, page_count: int) -> None:
+        self._payload = payload
+        self._page_count = page_count
+        self._document: pypdfium2.PdfDocument | None = None
+
+    def _open(self) -> pypdfium2.PdfDocument:
+        """Open the document once; refuse it when PDFium sees other pages than pypdf.
+
+        Page ``i`` must be the same page for both parsers, or a page pypdf found empty would be
+        replaced by another page's picture: a damaged page tree that the two repair differently
+        is unreadable rather than guessed at.
+        """
+        if self._document is None:
+            try:
+                document = pypdfium2.PdfDocument(self._payload)
+            except pypdfium2.PdfiumError as exc:
+                raise Refusal("unreadable", f"PDFium cannot open the PDF: {exc}") from exc
+            if len(document) != self._page_count:
+                pages = len(document)
+                document.close()
+                raise Refusal(
+                    "unreadable",
+                    f"pypdf and PDFium count different pages in the PDF's page tree "
+                    f"({self._page_count} and {pages})",
+                )
+            self._document = document
+        return self._document
+
+    def render(self, index: int, limits: ParseLimits) -> Image.Image:
+        """Render page ``index`` in grey at :data:`OCR_DPI`, or at the dpi that keeps it
+        within the pixel ceiling.
+
+        The page is drawn in its content's own orientation: /Rotate is undone, as OCR of the
+        page's images read them before (tesseract reads upright lines; a scanner stores the
+        scan upright and /Rotate only turns the view).
+        """
+        page = self._open()[index]
+        try:
+            width, height = page.get_size()
+            scale = render_scale(width, height, limits)
+            check_pixels((math.ceil(width * scale), math.ceil(height * scale)), limits)
+            bitmap = page.render(
+                scale=scale, rotation=(360 - page.get_rotation()) % 360, grayscale=True
+            )
+            picture: Image.Image = bitmap.to_pil()
+            return picture
+        finally:
+            page.close()
+
+    def text(self, index: int) -> str:
+        """Page ``index``'s text as PDFium maps its glyphs: in content order, or column by
+        column when the page is written vertically."""
+        page = self._open()[index]
+        try:
+            text_page = page.get_textpage()
+            try:
+                glyphs = _glyphs(text_page)
+                if _is_vertical(glyphs):
+                    return _by_columns(glyphs)
+                return str(text_page.get_text_range()).replace("\r\n", "\n")
+            finally:
+                text_page.close()
+        finally:
+            page.close()
+
+    def close(self) -> None:
+        if self._document is not None:
+            self._document.close()
+            self._document = None
+
+
+@dataclass(frozen=True)
+class _Glyph:
+    char: str
+    x: float  # the centre of its box, in points
+    y: float
+    width: float
+
+
+def _glyphs(text_page: pypdfium2.PdfTextPage) -> list[_Glyph]:
+    """The page's visible characters in content order, each with the centre of its box."""
+    glyphs = []
+    for index in range(text_page.count_chars()):
+        char = str(text_page.get_text_range(index, 1))
+        if not char.strip():
+            continue
+        left, bottom, right, top = text_page.get_charbox(index)
+        glyphs.append(_Glyph(char, (left + right) / 2, (bottom + top) / 2, abs(right - left)))
+    return glyphs
+
+
+def _is_vertical(glyphs: list[_Glyph]) -> bool:
+    """Whether most steps from one character to the next go down a column, not along a line:
+    CJK set vertically, whose content order PDFium keeps, reads as scrambled lines."""
+    steps = list(itertools.pairwise(glyphs))
+    down = sum(1 for one, two in steps if abs(two.y - one.y) > abs(two.x - one.x))
+    return len(steps) >= _MIN_VERTICAL_STEPS and down > len(steps) * 0.5
+
+
+def _by_columns(glyphs: list[_Glyph]) -> str:
+    """Vertical text read as it is written: columns from right to left, each top to bottom,
+    one line per column; characters whose centres lie within half a character's width of
+    each other share a column."""
+    tolerance = statistics.median(glyph.width for glyph in glyphs) / 2
+    columns: list[list[_Glyph]] = []
+    for glyph in sorted(glyphs, key=lambda glyph: -glyph.x):
+        if columns and columns[-1][-1].x - glyph.x <= tolerance:
+            columns[-1].append(glyph)
+        else:
+            columns.append([glyph])
+    return "\n".join(
+        "".join(glyph.char for glyph in sorted(column, key=lambda glyph: -glyph.y))
+        for column in columns
+    )
+
+
+def has_ink(picture: Image.Image) -> bool:
+    """Whether a rendered grey page has anything dark enough to be writing on it.
+
+    A blank page of a scan is a light, noisy background; tesseract reports such a page as an
+    error ("Empty page!!", Leptonica's "Error in pixScanForForeground"), which would fail the
+    whole document for one blank page. Fewer dark pixels than a full stop or two is no text.
+    """
+    histogram = picture.convert("L").histogram()
+    dark = sum(histogram[:_INK_LEVEL])
+    return dark > picture.width * picture.height // _INK_SHARE
+
+
+def render_scale(width: float, height: float, limits: ParseLimits) -> float:
+    """Pixels per point: :data:`OCR_DPI`, lowered until the page fits the pixel ceiling.
+
+    A page without area (a zero or inverted box) has nothing to render and is unreadable.
+    """
+    if not (width > 0 and height > 0 and math.isfinite(width * height)):
+        raise Refusal("unreadable", f"a page of {width}x{height} points has no area to render")
+    scale = OCR_DPI / _POINTS_PER_INCH
+    fitting = math.sqrt(limits.max_pixels / (width * height))
+    # One pixel of slack each way: the bitmap's sides are rounded up.
+    return min(scale, fitting * 0.999)
+
+
+def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
+    """Open, render and read the first page of ``payload`` (a one-page PDF) so PDFium
+    initialises in the fork server (its font tables, its decoders, pypdfium2's ctypes
+    callbacks); return the rendering, for the caller to warm what OCR does with it."""
+    document = PdfiumDocument(payload, 1)
+    try:
+        document.text(0)
+        return document.render(0, limits)
+    finally:
+        document.close()

@@ -1,0 +1,253 @@
+"""Whether extracted text is readable, judged in the child after every extractor.
+
+The spec's rule is drop, never mislead: a language model handed mojibake or OCR junk with
+nothing to say so treats it as the document. Every kind's text is checked for what a broken
+text layer produces (replacement, private-use and unassigned characters; letters that change
+script inside words; UTF-8 read as Latin-1); text tesseract produced is also checked against
+the scripts of the language it was read with and against tesseract's own mean word confidence.
+Unreadable text is refused as ``unreadable_text``, or, when the job's ``admit_unreadable`` is
+set, handed on under a first line that says so (:data:`FLAG_PREFIX`).
+
+The thresholds come from the corpus (../shared/corpus): every document with real text stays far
+below each one, and the unreadable ones (pypdf's mojibake of pdfminer_jo-japanese.pdf; Hindi,
+Korean and Japanese pages OCR'd with ``eng``) are far above at least one.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sandbox import scripts
+from sandbox.extractors.registry import Refusal
+from sandbox.extractors.text import allowance
+from sandbox.limits import ParseLimits
+
+#: The first line of admitted unreadable text; the reasons follow, then "]".
+FLAG_PREFIX = "[airlock: text quality low: "
+
+# Shares are taken over at least this many characters (or letter pairs), so one broken glyph in
+# a three-word text does not decide it; a text made only of broken characters still does.
+_MIN_SAMPLE = 20
+# Replacement, private-use, unassigned and surrogate code points among non-space characters.
+# Corpus: at most 0.4% in text with real content; 11.6% in pypdf's reading of
+# pdfminer_jo-japanese.pdf (the PDF extractor now reads that page with PDFium).
+_MAX_BROKEN_SHARE = 0.10
+# Adjacent letters (nothing but combining marks between them) whose scripts differ, Han, kana
+# and Hangul counting as one. Corpus: at most 0.7% (Korean and Arabic with Latin words); 46%
+# in pypdf's reading of pdfminer_jo-japanese.pdf, whose glyphs map to letters of twenty scripts.
+_MAX_SCRIPT_CHANGE_SHARE = 0.15
+# Non-ASCII characters that are UTF-8 bytes read as Latin-1 or cp1252 ("Ã©" for "é"): in such
+# text nearly every one is; in real text almost none is.
+_MAX_MOJIBAKE_SHARE = 0.5
+# OCR'd letters outside every script of the OCR language.
+_MAX_FOREIGN_SHARE = 0.5
+# tesseract's mean word confidence (0-100). Corpus, read with the right language: 85 (Hindi,
+# hin) to 96; with the wrong one: 22 to 56 (Hindi, Korean, Japanese, Arabic pages read with
+# eng; English read with hin or kor).
+_MIN_CONFIDENCE = 65
+
+_BROKEN_CATEGORIES = frozenset({"Co", "Cn", "Cs"})
+_REPLACEMENT = "\ufffd"
+_CJK = frozenset({scripts.HAN, scripts.HIRAGANA, scripts.KATAKANA, scripts.HANGUL})
+
+
+def _continuation_chars() -> str:
+    """Every character a UTF-8 continuation byte (0x80-0xBF) becomes when read as cp1252 or
+    Latin-1."""
+    chars = set()
+    for value in range(0x80, 0xC0):
+        byte = bytes([value])
+        chars.add(byte.decode("latin-1"))
+        chars.add(byte.decode("cp1252", errors="ignore") or byte.decode("latin-1"))
+    return "".join(re.escape(char) for char in sorted(chars))
+
+
+_CONTINUATION = f"[{_continuation_chars()}]"
+# A UTF-8 lead byte read as Latin-1 followed by as many continuation bytes as it announces.
+_MOJIBAKE = re.compile(
+    f"[\u00c2-\u00df]{_CONTINUATION}"
+    f"|[\u00e0-\u00ef]{_CONTINUATION}{{2}}"
+    f"|[\u00f0-\u00f4]{_CONTINUATION}{{3}}"
+)
+
+
+@dataclass(frozen=True)
+class OcrReading:
+    """What the quality check needs from one tesseract run: counts, not the text."""
+
+    language: str
+    words: int
+    confidence_sum: float
+    letters: int
+    #: Letters outside every script of ``language``; None when its scripts are not known.
+    foreign_letters: int | None
+    #: The script tesseract's script detection saw, when it was asked.
+    detected_script: str | None
+
+
+_readings: list[OcrReading] = []
+
+
+def start_job() -> None:
+    """Forget the readings of anything run before this job (warm-up, an in-process caller)."""
+    _readings.clear()
+
+
+def doubtful(words: Sequence[tuple[float, str]]) -> bool:
+    """True when one image's words, each with its confidence, would fail the confidence check."""
+    return bool(words) and sum(confidence for confidence, _ in words) / len(words) < _MIN_CONFIDENCE
+
+
+def record_ocr(
+    language: str, words: Iterable[tuple[float, str]], detected_script: str | None = None
+) -> None:
+    """Note one tesseract run: the language it read with, each word with its confidence, and
+    the script detection saw if it ran."""
+    expected = scripts.language_scripts(language)
+    count = letters = foreign = 0
+    confidence = 0.0
+    for word_confidence, word in words:
+        count += 1
+        confidence += word_confidence
+        for char in word:
+            script = scripts.script_of(char)
+            if script is not None:
+                letters += 1
+                foreign += expected is not None and script not in expected
+    _readings.append(
+        OcrReading(
+            language,
+            count,
+            confidence,
+            letters,
+            None if expected is None else foreign,
+            detected_script,
+        )
+    )
+
+
+def judged(text: str, limits: ParseLimits) -> str:
+    """``text`` when it is readable; otherwise refuse it, or flag it when the job admits it.
+
+    Only the first :func:`allowance` characters are judged (~0.2 s here at the default): no
+    extractor produces more, and a parser that returns 100 MB must meet the output cap, not
+    spend its CPU budget in this check.
+    """
+    problems = _text_problems(text[: allowance(limits)]) + _ocr_problems(_readings)
+    if not problems:
+        return text
+    reasons = "; ".join(problems)
+    if not limits.admit_unreadable:
+        raise Refusal("unreadable_text", reasons)
+    return f"{FLAG_PREFIX}{reasons}]\n{text}"
+
+
+def _share(part: int, whole: int) -> float:
+    return part / max(whole, _MIN_SAMPLE)
+
+
+def _percent(share: float) -> str:
+    return f"{round(share * 100)}%"
+
+
+def _family(script: str) -> str:
+    """Japanese mixes Han and kana, Korean Hangul and Han, inside words: one family each."""
+    return "CJK" if script in _CJK else script
+
+
+def _text_problems(text: str) -> list[str]:
+    characters = broken = non_ascii = pairs = changes = 0
+    previous: str | None = None
+    for char in text:
+        non_ascii += not char.isascii()  # a no-break space too: "à" read as cp1252 ends in one
+        if char.isspace():
+            previous = None
+            continue
+        characters += 1
+        category = unicodedata.category(char)
+        if char == _REPLACEMENT or category in _BROKEN_CATEGORIES:
+            broken += 1
+        if category.startswith("M"):
+            continue  # a combining mark belongs to the letter before it
+        script = scripts.script_of(char)
+        family = None if script is None else _family(script)
+        if family is not None and previous is not None:
+            pairs += 1
+            changes += family != previous
+        previous = family
+    problems = []
+    broken_share = _share(broken, characters)
+    if broken_share > _MAX_BROKEN_SHARE:
+        problems.append(
+            f"{_percent(broken_share)} of characters are replacement, private-use or "
+            "unassigned code points (glyphs without a usable text mapping)"
+        )
+    change_share = _share(changes, pairs)
+    if change_share > _MAX_SCRIPT_CHANGE_SHARE:
+        problems.append(
+            f"the script changes between {_percent(change_share)} of adjacent letters "
+            "(mojibake: glyphs mapped to the wrong characters)"
+        )
+    if non_ascii:
+        mojibake = sum(len(match) for match in _MOJIBAKE.findall(text) if _is_utf8_as_latin1(match))
+        mojibake_share = _share(mojibake, non_ascii)
+        if mojibake_share > _MAX_MOJIBAKE_SHARE:
+            problems.append(
+                f"{_percent(mojibake_share)} of non-ASCII characters are UTF-8 read as "
+                "Latin-1 (mojibake such as 'Ã©' for 'é')"
+            )
+    return problems
+
+
+def _is_utf8_as_latin1(sequence: str) -> bool:
+    """True when ``sequence``, turned back into the bytes Latin-1 or cp1252 read, is UTF-8."""
+    raw = bytearray()
+    for char in sequence:
+        try:
+            raw += char.encode("cp1252")
+        except UnicodeEncodeError:
+            raw += char.encode("latin-1")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _ocr_problems(readings: list[OcrReading]) -> list[str]:
+    words = sum(reading.words for reading in readings)
+    if not words:
+        return []
+    languages = ", ".join(dict.fromkeys(reading.language for reading in readings))
+    problems = []
+    checked = [reading for reading in readings if reading.foreign_letters is not None]
+    foreign_share = _share(
+        sum(reading.foreign_letters or 0 for reading in checked),
+        sum(reading.letters for reading in checked),
+    )
+    if foreign_share > _MAX_FOREIGN_SHARE:
+        problems.append(
+            f"{_percent(foreign_share)} of OCR'd letters are not in any script of the "
+            f"document's language ({languages})"
+        )
+    confidence = sum(reading.confidence_sum for reading in readings) / words
+    if confidence < _MIN_CONFIDENCE:
+        problems.append(
+            f"tesseract's mean word confidence is {confidence:.0f} of 100, under "
+            f"{_MIN_CONFIDENCE}: the image is not text in the OCR language ({languages})"
+            + _unread_scripts(readings)
+        )
+    return problems
+
+
+def _unread_scripts(readings: list[OcrReading]) -> str:
+    """Name the scripts detection saw that the language read with does not: the pack to add."""
+    unread = set()
+    for reading in readings:
+        known = scripts.language_scripts(reading.language)
+        if reading.detected_script is not None and known is not None:
+            unread |= {reading.detected_script} - known
+    return f"; tesseract's script detection sees {', '.join(sorted(unread))}" if unread else ""

@@ -1,0 +1,127 @@
+"""Which writing system a letter belongs to, and which ones a tesseract language reads.
+
+The text-quality check needs both: text in none of the scripts of the language it was OCR'd
+with, and text whose letters change script inside words, are signs of nonsense, not of a
+document. The standard library has no Unicode Script property, so a letter's script is read
+from the first words of its Unicode name ("DEVANAGARI LETTER KA", "CJK UNIFIED IDEOGRAPH-4E00"),
+which every script named here uses for all of its letters.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+LATIN = "Latin"
+GREEK = "Greek"
+CYRILLIC = "Cyrillic"
+ARABIC = "Arabic"
+HEBREW = "Hebrew"
+DEVANAGARI = "Devanagari"
+HANGUL = "Hangul"
+HAN = "Han"
+HIRAGANA = "Hiragana"
+KATAKANA = "Katakana"
+
+# Unicode-name prefixes of each script's letters, compatibility forms included.
+_NAME_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("LATIN ", LATIN),
+    ("FULLWIDTH LATIN ", LATIN),
+    ("GREEK ", GREEK),
+    ("CYRILLIC ", CYRILLIC),
+    ("ARABIC ", ARABIC),
+    ("HEBREW ", HEBREW),
+    ("DEVANAGARI ", DEVANAGARI),
+    ("HANGUL ", HANGUL),
+    ("HALFWIDTH HANGUL ", HANGUL),
+    ("CJK UNIFIED IDEOGRAPH", HAN),
+    ("CJK COMPATIBILITY IDEOGRAPH", HAN),
+    ("HIRAGANA ", HIRAGANA),
+    ("KATAKANA ", KATAKANA),
+    ("HALFWIDTH KATAKANA ", KATAKANA),
+)
+
+_LATIN_LANGUAGES = (
+    "afr cat ces cym dan deu eng est eus fin fra gle glg hrv hun ind isl ita lav lit msa nld "
+    "nor pol por ron slk slv spa sqi swa swe tgl tur vie"
+)
+_JAPANESE = frozenset({HAN, HIRAGANA, KATAKANA})
+
+#: The scripts documents in each tesseract language are written in, for the language packs an
+#: image can install (Dockerfile OCR_LANGUAGES). A language not listed is not script-checked.
+LANGUAGE_SCRIPTS: dict[str, frozenset[str]] = {
+    **{name: frozenset({LATIN}) for name in _LATIN_LANGUAGES.split()},
+    **{name: frozenset({CYRILLIC}) for name in ("rus", "ukr", "bel", "bul", "mkd", "srp")},
+    "ell": frozenset({GREEK}),
+    "ara": frozenset({ARABIC}),
+    "fas": frozenset({ARABIC}),
+    "urd": frozenset({ARABIC}),
+    "heb": frozenset({HEBREW}),
+    "hin": frozenset({DEVANAGARI}),
+    "mar": frozenset({DEVANAGARI}),
+    "nep": frozenset({DEVANAGARI}),
+    "kor": frozenset({HANGUL, HAN}),
+    "jpn": _JAPANESE,
+    "jpn_vert": _JAPANESE,
+    "chi_sim": frozenset({HAN}),
+    "chi_sim_vert": frozenset({HAN}),
+    "chi_tra": frozenset({HAN}),
+    "chi_tra_vert": frozenset({HAN}),
+}
+
+# The script names tesseract's orientation and script detection (--psm 0) prints, for the
+# scripts above. It names a Korean or Japanese page by the language when it sees the mix.
+_OSD_SCRIPTS = {
+    "Latin": LATIN,
+    "Fraktur": LATIN,
+    "Greek": GREEK,
+    "Cyrillic": CYRILLIC,
+    "Arabic": ARABIC,
+    "Hebrew": HEBREW,
+    "Devanagari": DEVANAGARI,
+    "Hangul": HANGUL,
+    "Korean": HANGUL,
+    "Han": HAN,
+    "HanS": HAN,
+    "HanT": HAN,
+    "Japanese": HIRAGANA,
+    "Hiragana": HIRAGANA,
+    "Katakana": KATAKANA,
+}
+
+
+@lru_cache(maxsize=4096)
+def script_of(char: str) -> str | None:
+    """The script of a letter, or None for any other character.
+
+    Modifier letters (category Lm: the Japanese prolonged-sound mark, the Latin apostrophe-like
+    letters) belong to no one script and are treated like punctuation.
+
+    A letter of a script not named here is its name's first word ("THAI", "ARMENIAN"): enough to
+    tell scripts apart, which is all the checks need.
+    """
+    category = unicodedata.category(char)
+    if not category.startswith("L") or category == "Lm":
+        return None
+    name = unicodedata.name(char, "")
+    for prefix, script in _NAME_PREFIXES:
+        if name.startswith(prefix):
+            return script
+    return name.split(" ", 1)[0] or "UNNAMED"
+
+
+def language_scripts(language: str) -> frozenset[str] | None:
+    """The scripts of a tesseract language spec ("eng", "eng+hin"), or None when any part of it
+    is a language this table does not know (its text is then not script-checked)."""
+    scripts: set[str] = set()
+    for name in language.split("+"):
+        known = LANGUAGE_SCRIPTS.get(name)
+        if known is None:
+            return None
+        scripts |= known
+    return frozenset(scripts)
+
+
+def osd_script(name: str) -> str | None:
+    """The script tesseract's script detection names, or None for one no language here uses."""
+    return _OSD_SCRIPTS.get(name)

@@ -1,0 +1,399 @@
+"""PDF pages as a reader sees them: scanned pages rendered before OCR, blank pages in scans,
+repaired text layers, form values, and the pages whose text PDFium reads instead of pypdf.
+
+Documents are built here from drawn text (Pillow's own font) or taken from the corpus; every
+one goes through the real pypdf, PDFium and tesseract.
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image, ImageDraw, ImageFont
+from pypdf import PdfReader, PdfWriter
+
+from sandbox.extractors.pdf import PDFIUM_MARKER, extract_pdf
+from sandbox.extractors.pdf_text import repair, unmapped_share
+from sandbox.extractors.pdfium import render_scale
+from sandbox.extractors.registry import Refusal
+from sandbox.limits import ParseLimits
+from tests.cer import cer
+from tests.sandbox.test_extractors import CATALOG, FONT, _pdf, _stream
+
+LIMITS = ParseLimits()
+WORDS = "Quarterly report on the harbour"
+# A letter page, in points.
+WIDTH, HEIGHT = 612, 792
+
+
+def _text_picture(mode: str, text: str = WORDS) -> Image.Image:
+    """``text`` in black on white, large enough for tesseract at the rendering's dpi."""
+    font = ImageFont.load_default(size=56)
+    picture = Image.new(mode, (1600, 160), "white")
+    ImageDraw.Draw(picture).text((30, 40), text, font=font, fill="black")
+    return picture
+
+
+def _ccitt_mask(picture: Image.Image) -> bytes:
+    """The CCITT group 4 data of a bilevel picture, cut out of the one-strip TIFF Pillow
+    writes (its data codes black as 1, hence /BlackIs1 below)."""
+    buffer = io.BytesIO()
+    picture.save(buffer, format="TIFF", compression="group4")
+    tiff = Image.open(io.BytesIO(buffer.getvalue()))
+    (offset,), (length,) = tiff.tag_v2[273], tiff.tag_v2[279]
+    return buffer.getvalue()[offset : offset + length]
+
+
+def _background_jpeg() -> bytes:
+    """A blank sheet as a scanner sees it: light grey noise, no pixel near black."""
+    noise = Image.effect_noise((850, 1100), 6).point(lambda value: min(255, value + 140))
+    buffer = io.BytesIO()
+    noise.convert("L").save(buffer, format="JPEG", quality=70)
+    return buffer.getvalue()
+
+
+def _pages_tree(count: int) -> bytes:
+    kids = b" ".join(b"%d 0 R" % (3 + 2 * index) for index in range(count))
+    return b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, count)
+
+
+def _scanned_pdf(with_text: list[bool], missing_kid: bool = False, stamp: bytes = b"") -> bytes:
+    """A scan, one page per entry: each a full-page background JPEG, and where the entry is
+    True a CCITT image mask of :data:`WORDS` painted in black over it (a scanner's MRC output).
+    ``missing_kid`` adds a page-tree entry that points to no object; ``stamp`` is drawn as
+    real text (Helvetica) at the foot of each page.
+    """
+    count = len(with_text)
+    background_number = 3 + 2 * count
+    mask_number = background_number + 1
+    tree = _pages_tree(count)
+    if missing_kid:
+        tree = tree.replace(b"] /Count %d" % count, b" 999 0 R] /Count %d" % (count + 1))
+    objects = [CATALOG, tree]
+    for has_text in with_text:
+        drawing = b"q %d 0 0 %d 0 0 cm /Bg Do Q" % (WIDTH, HEIGHT)
+        if has_text:
+            drawing += b" q 0 g 480 0 0 48 60 600 cm /Mk Do Q"
+        if stamp:
+            drawing += b" BT /F1 14 Tf 400 40 Td (%s) Tj ET" % stamp
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << /XObject "
+            b"<< /Bg %d 0 R /Mk %d 0 R >> /Font << /F1 %d 0 R >> >> /Contents %d 0 R >>"
+            % (WIDTH, HEIGHT, background_number, mask_number, mask_number + 1, len(objects) + 2)
+        )
+        objects.append(_stream(drawing))
+    objects.append(
+        _stream(
+            _background_jpeg(),
+            b"/Type /XObject /Subtype /Image /Width 850 /Height 1100 /ColorSpace /DeviceGray "
+            b"/BitsPerComponent 8 /Filter /DCTDecode ",
+        )
+    )
+    picture = _text_picture("1")
+    objects.append(
+        _stream(
+            _ccitt_mask(picture),
+            b"/Type /XObject /Subtype /Image /Width %d /Height %d /ImageMask true "
+            b"/Filter /CCITTFaxDecode /DecodeParms << /K -1 /Columns %d /Rows %d /BlackIs1 true >> "
+            % (picture.width, picture.height, picture.width, picture.height),
+        )
+    )
+    objects.append(FONT)
+    return _pdf(objects)
+
+
+def _inline_image_pdf() -> bytes:
+    """One page whose only content is an inline image (BI ... ID ... EI) of :data:`WORDS`,
+    hex-encoded so no byte of the samples can read as the EI that ends it."""
+    picture = _text_picture("L")
+    inline = (
+        b"q 480 0 0 48 60 600 cm BI /W %d /H %d /CS /G /BPC 8 /F /AHx ID\n%s>\nEI Q"
+        % (picture.width, picture.height, picture.tobytes().hex().encode())
+    )
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << >> /Contents 4 0 R >>"
+        % (WIDTH, HEIGHT)
+    )
+    return _pdf([CATALOG, _pages_tree(1), page, _stream(inline)])
+
+
+# --- OCR of rendered pages ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_scanned_page_of_a_background_and_a_text_mask_is_read() -> None:
+    """Each image alone is a blank sheet or an inverted stencil; only the page as drawn reads."""
+    assert extract_pdf("application/pdf", _scanned_pdf([True]), LIMITS) == WORDS
+
+
+@pytest.mark.timeout(120)
+def test_scan_encrypted_with_an_empty_password_is_rendered_too() -> None:
+    """PDFium opens what pypdf opened: an empty user password (AES-256 here)."""
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(_scanned_pdf([True]))))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="AES-256")
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    assert extract_pdf("application/pdf", buffer.getvalue(), LIMITS) == WORDS
+
+
+@pytest.mark.timeout(120)
+def test_scanned_page_with_a_stamp_of_real_text_is_still_read() -> None:
+    """A Bates number in the text layer does not make a scanned page a text page: the page
+    is OCR'd, and the rendering holds the stamp too."""
+    text = extract_pdf("application/pdf", _scanned_pdf([True], stamp=b"ABC-000123"), LIMITS)
+    assert text.split() == [*WORDS.split(), "ABC-000123"]
+
+
+@pytest.mark.timeout(120)
+def test_page_whose_only_image_is_inline_is_read() -> None:
+    assert extract_pdf("application/pdf", _inline_image_pdf(), LIMITS) == WORDS
+
+
+@pytest.mark.timeout(180)
+def test_blank_page_of_a_scan_is_an_empty_page_not_a_failed_document() -> None:
+    text = extract_pdf("application/pdf", _scanned_pdf([True, False, True]), LIMITS)
+    assert text == f"{WORDS}\n\n\n\n{WORDS}"
+
+
+def test_blank_page_needs_no_ocr() -> None:
+    """With OCR off (the light queue) a page of only a scanned background is empty, not a
+    document to hand to the OCR queue; a page with writing on it is."""
+    no_ocr = ParseLimits(ocr=False)
+    assert extract_pdf("application/pdf", _scanned_pdf([False]), no_ocr) == ""
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", _scanned_pdf([False, True]), no_ocr)
+    assert refused.value.code == "needs_ocr"
+
+
+@pytest.mark.timeout(120)
+def test_a_page_of_many_images_is_one_ocr_run_within_a_one_page_ceiling() -> None:
+    """Rendering makes a page one picture: three images of words on one page are read
+    together under a one-page ceiling (OCR runs are bounded by the page ceiling)."""
+    words = ["harbour", "lighthouse", "quay"]
+    names = [b"/Im%d" % index for index in range(3)]
+    drawing = b" ".join(
+        b"q 480 0 0 48 60 %d cm %s Do Q" % (600 - 100 * index, name)
+        for index, name in enumerate(names)
+    )
+    resources = b"/XObject << %s >>" % b" ".join(
+        b"%s %d 0 R" % (name, 5 + index) for index, name in enumerate(names)
+    )
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << %s >> "
+        b"/Contents 4 0 R >>" % (WIDTH, HEIGHT, resources)
+    )
+    images = []
+    for word in words:
+        picture = _text_picture("L", word)
+        images.append(
+            _stream(
+                zlib.compress(picture.tobytes()),
+                b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
+                b"/BitsPerComponent 8 /Filter /FlateDecode " % (picture.width, picture.height),
+            )
+        )
+    payload = _pdf([CATALOG, _pages_tree(1), page, _stream(drawing), *images])
+    assert extract_pdf("application/pdf", payload, ParseLimits(max_pages=1)).split() == words
+
+
+def test_page_tree_the_two_parsers_count_differently_is_unreadable() -> None:
+    """pypdf skips a page-tree entry that points to nothing and PDFium counts it: page 1 of
+    one need not be page 1 of the other, so no page is rendered in place of another."""
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", _scanned_pdf([True], missing_kid=True), LIMITS)
+    assert refused.value.code == "unreadable"
+    assert refused.value.reason.endswith("count different pages in the PDF's page tree (1 and 2)")
+
+
+def test_render_scale_is_300_dpi_and_fits_a_huge_page_in_the_pixel_ceiling() -> None:
+    assert render_scale(WIDTH, HEIGHT, LIMITS) == 300 / 72
+    largest = 14_400.0  # the largest page side PDF allows, 200 inches
+    scale = render_scale(largest, largest, LIMITS)
+    assert (largest * scale + 1) ** 2 <= LIMITS.max_pixels
+
+
+@pytest.mark.parametrize(("width", "height"), [(0.0, 792.0), (612.0, -1.0), (float("inf"), 1.0)])
+def test_page_without_a_finite_area_is_unreadable(width: float, height: float) -> None:
+    """PDFium gives a page with an empty MediaBox a default size; a size it reports without
+    area never reaches the division that picks the dpi."""
+    with pytest.raises(Refusal) as refused:
+        render_scale(width, height, LIMITS)
+    assert refused.value.code == "unreadable" and "has no area to render" in refused.value.reason
+
+
+def test_scanned_corpus_pages_still_read_exactly(corpus_dir: Path) -> None:
+    """Rendering keeps the corpus scans at CER 0, the /Rotate'd one included."""
+    for name in ("docling_ocr_test-scanned", "docling_ocr_test_rotated_90-scanned"):
+        text = extract_pdf("application/pdf", (corpus_dir / f"{name}.pdf").read_bytes(), LIMITS)
+        assert cer((corpus_dir / f"{name}.expected.txt").read_text(), text) == 0.0
+
+
+# --- repaired text layers ----------------------------------------------------------------------
+
+
+def test_ligatures_are_spelled_out_and_nothing_else_is_folded() -> None:
+    assert repair("the ﬁrst eﬃcient ﬂow") == "the first efficient flow"
+    assert repair("x² ½ ＡＢ") == "x² ½ ＡＢ"  # NFKC would fold these, losing meaning
+
+
+@pytest.mark.parametrize(
+    ("broken", "joined"),
+    [
+        ("an exam-\nple of it", "an example\nof it"),
+        ("an exam-\nple\nnext", "an example\nnext"),
+        ("soft\u00ad\nhyphen", "softhyphen"),
+        ("well-\nKnown", "well-\nKnown"),  # a capital: more often a real hyphen
+        ("page 12-\n13", "page 12-\n13"),  # numbers are ranges, not words
+        ("a dash -\nthen", "a dash -\nthen"),  # not inside a word
+    ],
+)
+def test_line_end_hyphens_inside_words_are_joined(broken: str, joined: str) -> None:
+    assert repair(broken) == joined
+
+
+def test_corpus_text_has_no_ligature_characters_left(corpus_dir: Path) -> None:
+    payload = (corpus_dir / "pypdf-samples_multicolumn.pdf").read_bytes()
+    assert "ﬁ" in "".join(page.extract_text() for page in PdfReader(io.BytesIO(payload)).pages)
+    assert "ﬁ" not in extract_pdf("application/pdf", payload, LIMITS)
+
+
+def test_unmapped_share_counts_what_no_script_uses() -> None:
+    assert unmapped_share("") == 0.0
+    assert unmapped_share("plain words") == 0.0
+    assert unmapped_share("ab\ufffd\ue000\u0378\x01") == pytest.approx(4 / 6)
+
+
+def test_page_pypdf_misreads_is_read_by_pdfium_and_says_so(corpus_dir: Path) -> None:
+    """pypdf reads this vertical Japanese poem as unassigned code points (12% of them);
+    PDFium maps the glyphs it can (a third of them), its columns are read right to left as
+    lines of the poem, and the page says whose text it is and how much of the page it holds."""
+    payload = (corpus_dir / "pdfminer_jo-japanese.pdf").read_bytes()
+    text = extract_pdf("application/pdf", payload, LIMITS)
+    first, _, body = text.partition("\n")
+    assert first == PDFIUM_MARKER.format(page=1, pdfium=262, pypdf=898, share=0.12)
+    lines = body.splitlines()
+    first_line = lines.index("（あらゆる透明な幽霊の複合体）")
+    assert lines[first_line + 1] == "風景やみんなといっしょに"
+    assert unmapped_share(body) == 0.0
+
+
+def _private_use_pdf() -> bytes:
+    """A page whose font's ToUnicode map sends every glyph to the private use area: PDFium
+    honours the same map, so its text is no better and pypdf's stays."""
+    cmap = (
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /P def "
+        b"1 begincodespacerange <00> <FF> endcodespacerange "
+        b"1 beginbfrange <41> <5A> <E000> endbfrange endcmap "
+        b"CMapName currentdict /CMap defineresource pop end end"
+    )
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>"
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+    )
+    content = _stream(b"BT /F1 12 Tf 20 100 Td (ABCDEF) Tj ET")
+    return _pdf([CATALOG, _pages_tree(1), page, content, font, _stream(cmap)])
+
+
+def test_page_no_parser_reads_better_keeps_pypdfs_text() -> None:
+    text = extract_pdf("application/pdf", _private_use_pdf(), LIMITS)
+    assert text == "".join(chr(0xE000 + index) for index in range(6))
+
+
+# --- form fields -------------------------------------------------------------------------------
+
+
+def test_form_values_appear_after_their_labels(corpus_dir: Path) -> None:
+    form = extract_pdf(
+        "application/pdf",
+        (corpus_dir / "pypdf-samples_libreoffice-form.pdf").read_bytes(),
+        LIMITS,
+    ).splitlines()
+    assert "First Name Alice Last Name" in form
+    assert form[-1] == "Bob"  # a field without a label on its line, on a line of its own
+
+
+def test_a_value_typed_into_a_form_appears_in_its_reading_position(corpus_dir: Path) -> None:
+    writer = PdfWriter(clone_from=corpus_dir / "pypdf-samples_pdflatex-forms.pdf")
+    writer.update_page_form_field_values(writer.pages[0], {"Name": "bar"})
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    lines = extract_pdf("application/pdf", buffer.getvalue(), LIMITS).splitlines()
+    assert lines[:2] == ["Name bar", "Check"]
+
+
+# --- margin line numbers -----------------------------------------------------------------------
+
+TRANSCRIPT = [
+    "THE COURT: Please be seated.",
+    "MR. SMITH: Thank you, Your Honor.",
+    "THE COURT: Call your first",
+    "witness.",
+]
+
+
+def _numbered_page(numbers_x: int, numbers_y_offset: int = 0, count: int = 5) -> bytes:
+    """A transcript page that draws its line numbers in one text block before the lines, as
+    court reporters' software does; ``count`` numbers, one more than there are lines."""
+    numbers = b" ".join(
+        b"1 0 0 1 %d %d Tm (%d) Tj" % (numbers_x, 700 - 20 * index + numbers_y_offset, index + 1)
+        for index in range(count)
+    )
+    lines = b" ".join(
+        b"1 0 0 1 80 %d Tm (%s) Tj" % (700 - 20 * index, line.encode())
+        for index, line in enumerate(TRANSCRIPT)
+    )
+    content = _stream(b"BT /F1 12 Tf %s ET\nBT /F1 12 Tf %s ET" % (numbers, lines))
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+    )
+    return _pdf([CATALOG, _pages_tree(1), page, content, FONT])
+
+
+def test_margin_line_numbers_are_kept_with_their_lines() -> None:
+    text = extract_pdf("application/pdf", _numbered_page(numbers_x=40), LIMITS)
+    numbered = [f"{index} {line}" for index, line in enumerate(TRANSCRIPT, start=1)]
+    assert text.splitlines() == ["5", *numbered]  # line 5 is blank: its number stays alone
+
+
+@pytest.mark.parametrize(
+    ("numbers_x", "offset"),
+    [(500, 0), (40, 10)],
+    ids=["numbers-right-of-the-text", "numbers-off-the-baselines"],
+)
+def test_numbers_the_layout_does_not_tie_to_lines_stay_where_they_are(
+    numbers_x: int, offset: int
+) -> None:
+    text = extract_pdf("application/pdf", _numbered_page(numbers_x, offset), LIMITS)
+    assert text.splitlines() == ["1", "2", "3", "4", "5", *TRANSCRIPT]
+
+
+def _form_pdf(widget: bytes) -> bytes:
+    """A one-page form whose page says 'Name' and holds the widget ``widget`` (object 6)."""
+    catalog = b"<< /Type /Catalog /Pages 2 0 R /AcroForm << /Fields [6 0 R] >> >>"
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [6 0 R] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+    )
+    content = _stream(b"BT /F1 12 Tf 1 0 0 1 40 700 Tm (Name) Tj ET")
+    return _pdf([catalog, _pages_tree(1), page, content, FONT, widget])
+
+
+@pytest.mark.parametrize(
+    ("widget", "expected"),
+    [
+        (b"<< /Subtype /Widget /FT /Tx /T (n) /V (bar) /Rect [100 695 300 715] >>", "Name bar"),
+        (b"<< /Subtype /Widget /Parent 6 0 R /V (bar) /Rect [100 695 300 715] >>", "Name"),
+        (b"<< /Subtype /Widget /FT /Tx /V (bar) /Rect [(a) 695 300 715] >>", "Name"),
+        (b"<< /Subtype /Widget /FT /Btn /V /Yes /Rect [100 695 300 715] >>", "Name"),
+    ],
+    ids=["text-field", "parent-cycle-without-type", "rect-not-numbers", "checkbox-state"],
+)
+def test_form_fields_are_read_only_for_text_values_and_never_loop(
+    widget: bytes, expected: str
+) -> None:
+    assert extract_pdf("application/pdf", _form_pdf(widget), LIMITS) == expected

@@ -1,0 +1,254 @@
+"""Unreadable text is refused with its reason, or admitted flagged; readable text is untouched.
+
+Everything runs through the real sandbox (fork server, jailed child, real parsers and tesseract)
+on real corpus documents and on texts built here to be unreadable in one way each. The quality
+module's OCR arithmetic is also exercised directly where no installed language pack produces
+the input (letters outside the language's scripts).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PIL import Image
+from pypdf import PdfReader
+
+from bridge.attachments import AttachmentRef, AttachmentSource
+from bridge.contracts import ContextRequest
+from sandbox import quality, scripts
+from sandbox.errors import UnreadableText
+from sandbox.extractor import SandboxExtractor
+from sandbox.extractors import ocr
+from sandbox.extractors.registry import Refusal
+from sandbox.limits import ParseLimits
+from sandbox.runner import SandboxRunner
+from tests.conftest import CORPUS_DIR
+
+JAPANESE = "pdfminer_jo-japanese.pdf"
+HINDI = "tesseract_devatest-hindi.png"
+KOREAN = "docling_normal_4pages-korean.pdf"
+KIND_OF_SUFFIX = {".pdf": "pdf", ".docx": "docx", ".png": "image", ".tif": "image", ".jpg": "image"}
+ADMIT = ParseLimits(admit_unreadable=True)
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[SandboxRunner]:
+    with SandboxRunner() as sandbox:
+        yield sandbox
+
+
+def _corpus(name: str) -> bytes:
+    return (CORPUS_DIR / name).read_bytes()
+
+
+def _readable_corpus() -> list[str]:
+    documents = json.loads((CORPUS_DIR / "manifest.json").read_text())["documents"]
+    return [d["file"] for d in documents if d["file"] != HINDI]
+
+
+@pytest.fixture(scope="module")
+def mojibake() -> bytes:
+    """Real mojibake: what pypdf reads from the Japanese PDF's CID fonts, whose glyph codes map
+    to letters of twenty scripts and to unassigned code points. (The PDF extractor now reads
+    that page with PDFium instead, so the PDF itself passes; pypdf's reading is kept as text.)"""
+    page = PdfReader(io.BytesIO(_corpus(JAPANESE))).pages[0]
+    return page.extract_text().encode()
+
+
+# --- every real document with text passes ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", _readable_corpus())
+def test_every_readable_corpus_document_passes_unflagged(runner: SandboxRunner, name: str) -> None:
+    text = runner.run(
+        KIND_OF_SUFFIX[Path(name).suffix], "application/octet-stream", _corpus(name), ParseLimits()
+    ).text
+    assert text.strip() and not text.startswith(quality.FLAG_PREFIX)
+
+
+def test_a_korean_text_layer_passes_without_knowing_its_language(runner: SandboxRunner) -> None:
+    """The script check is for OCR only: a text layer does not say its language."""
+    text = runner.run("pdf", "application/pdf", _corpus(KOREAN), ParseLimits()).text
+    assert sum(scripts.script_of(char) == scripts.HANGUL for char in text) > 4000
+
+
+# --- unreadable text, real and built: refused with the reason ----------------------------------
+
+
+def test_mojibake_from_a_pdf_without_a_usable_font_map_is_refused(
+    runner: SandboxRunner, mojibake: bytes
+) -> None:
+    with pytest.raises(UnreadableText) as refused:
+        runner.run("text", "text/plain", mojibake, ParseLimits())
+    reason = str(refused.value)
+    assert "12% of characters are replacement, private-use or unassigned" in reason
+    assert "the script changes between 46% of adjacent letters" in reason
+
+
+def test_hindi_ocrd_with_the_english_model_is_refused_for_its_confidence(
+    runner: SandboxRunner,
+) -> None:
+    with pytest.raises(UnreadableText) as refused:
+        runner.run("image", "image/png", _corpus(HINDI), ParseLimits(ocr_language="eng"))
+    # The doubtful page is shown to script detection, so the reason names the pack to add.
+    assert re.fullmatch(
+        r"tesseract's mean word confidence is \d+ of 100, under 65: the image is not text in "
+        r"the OCR language \(eng\); tesseract's script detection sees Devanagari",
+        str(refused.value),
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        # 95% private-use: a font whose glyphs carry no Unicode meaning.
+        ("".join(chr(0xE000 + i % 900) for i in range(950)) + "x" * 50, "95% of characters"),
+        ("\ufffd" * 200, "100% of characters are replacement"),
+        # Unassigned code points (U+0378 and U+0379 are holes in the Greek block).
+        ("ab \u0378\u0379\u0378\u0379 " * 20, "67% of characters"),
+    ],
+)
+def test_broken_code_points_are_refused(runner: SandboxRunner, text: str, reason: str) -> None:
+    with pytest.raises(UnreadableText, match=reason):
+        runner.run("text", "text/plain", text.encode(), ParseLimits())
+
+
+def test_utf8_read_as_latin1_is_refused(runner: SandboxRunner) -> None:
+    french = "Le café à côté de l'église était fermé; la forêt, déjà gelée. " * 4
+    mojibake = french.encode().decode("cp1252")  # "cafÃ©", "Ã ", "Ã©glise"
+    with pytest.raises(UnreadableText, match=r"100% of non-ASCII characters are UTF-8 read as"):
+        runner.run("text", "text/plain", mojibake.encode(), ParseLimits())
+    assert runner.run("text", "text/plain", french.encode(), ParseLimits()).text == french
+
+
+def test_letters_changing_script_inside_words_are_refused(runner: SandboxRunner) -> None:
+    """Glyphs mapped to the wrong characters: each letter lands in some other script."""
+    soup = "".join("aбγאक"[i % 5] for i in range(300))
+    with pytest.raises(UnreadableText, match="the script changes between 100% of adjacent"):
+        runner.run("text", "text/plain", soup.encode(), ParseLimits())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Total: 5 \ufffd",  # one broken glyph in a short text
+        "\uf0b7 Wear sunglasses on sunny days\n" * 10,  # Symbol-font bullets, as Word maps them
+        "Die Straße heißt Größenweg; naïve café. Москва и Санкт-Петербург. 東京とソウル, 서울.",
+        "الكتاب habibi كتاب Python pandas",
+    ],
+)
+def test_readable_text_with_a_few_odd_characters_passes(runner: SandboxRunner, text: str) -> None:
+    assert runner.run("text", "text/plain", text.encode(), ParseLimits()).text == text
+
+
+def test_ocr_letters_outside_the_languages_scripts_are_refused() -> None:
+    """No installed model writes outside its own scripts, so the counts are given directly."""
+    quality.start_job()
+    quality.record_ocr("hin", [(90.0, "Hello"), (91.0, "World"), (92.0, "नमस्ते"), (90.0, "again")])
+    with pytest.raises(Refusal) as refused:
+        quality.judged("Hello World नमस्ते again", ParseLimits(ocr_language="hin"))
+    assert refused.value.code == "unreadable_text"
+    assert refused.value.reason == (
+        "75% of OCR'd letters are not in any script of the document's language (hin)"
+    )
+    quality.start_job()
+    quality.record_ocr("xyz", [(90.0, "Hello")])  # a language without a script entry
+    assert quality.judged("Hello", ParseLimits()) == "Hello"
+
+
+# --- admitted flagged, end to end --------------------------------------------------------------
+
+
+def test_admitted_unreadable_text_carries_the_flag_first(
+    runner: SandboxRunner, mojibake: bytes
+) -> None:
+    text = runner.run("text", "text/plain", mojibake, ADMIT).text
+    first, _, rest = text.partition("\n")
+    assert first.startswith(quality.FLAG_PREFIX) and first.endswith("]")
+    assert "46% of adjacent letters" in first
+    assert rest.strip()
+    hindi = runner.run("image", "image/png", _corpus(HINDI), ADMIT).text
+    assert hindi.startswith(f"{quality.FLAG_PREFIX}tesseract's mean word confidence is ")
+
+
+def test_attachment_source_drops_or_flags_unreadable_text(
+    runner: SandboxRunner, mojibake: bytes
+) -> None:
+    refs = [
+        AttachmentRef("jo.txt", "text", "text/plain", mojibake),
+        AttachmentRef("notes.txt", "text", "text/plain", b"plain words"),
+    ]
+    request = ContextRequest(contribution_id="attachments")
+    strict = AttachmentSource(refs, SandboxExtractor(runner=runner)).select(request)
+    assert strict.text == "ATTACHMENT [notes.txt]\nplain words"
+    ((label, reason),) = strict.dropped
+    assert label == "jo.txt"
+    assert "UnreadableText: " in reason and "of adjacent letters" in reason
+    admitted = AttachmentSource(refs, SandboxExtractor(parse_limits=ADMIT, runner=runner)).select(
+        request
+    )
+    assert not admitted.dropped
+    assert admitted.text.startswith(f"ATTACHMENT [jo.txt]\n{quality.FLAG_PREFIX}")
+
+
+def test_a_document_cannot_hide_the_flag(runner: SandboxRunner) -> None:
+    """The flag is the first line whatever the text begins with, a forged "all clear" too."""
+    forged = "[airlock: text quality ok]\n" + "\ufffd" * 100
+    text = runner.run("text", "text/plain", forged.encode(), ADMIT).text
+    assert text.startswith(quality.FLAG_PREFIX) and text.endswith(forged)
+
+
+# --- OCR language choice by script detection ---------------------------------------------------
+
+
+def test_script_detection_picks_the_language_that_reads_the_page(runner: SandboxRunner) -> None:
+    text = runner.run(
+        "image", "image/png", _corpus(HINDI), ParseLimits(ocr_language="eng,hin")
+    ).text
+    assert "सभी मनुष्यों को गौरव और अधिकारों" in text
+    english = runner.run(
+        "image",
+        "image/tiff",
+        _corpus("tesseract_phototest.tif"),
+        ParseLimits(ocr_language="hin,eng"),
+    ).text
+    assert english.startswith("This is a lot of 12 point text to test the")
+
+
+def test_script_detection_without_enough_text_sees_nothing() -> None:
+    """A blank image has too few characters for script detection (tesseract exits 1); the
+    first language is then used."""
+    assert ocr.detect_script(ocr.encode_for_tesseract(Image.new("L", (200, 100), 255))) is None
+    hindi = CORPUS_DIR / HINDI
+    with Image.open(hindi) as image:
+        assert ocr.detect_script(ocr.encode_for_tesseract(image)) == scripts.DEVANAGARI
+
+
+def test_ocr_text_from_tsv_is_laid_out_as_tesseracts_plain_output() -> None:
+    """The words come from TSV (for their confidences); the text must not change for that."""
+    for name in ("tesseract_unlv_8087_054.3B.tif", "docling_qr_bill_example.jpg"):
+        with Image.open(CORPUS_DIR / name) as image:
+            image.load()
+            png = ocr.encode_for_tesseract(image)
+            ours = ocr.ocr_image(image, ParseLimits(max_pixels=100_000_000))
+        assert ocr.TESSERACT is not None
+        plain = subprocess.run(
+            [ocr.TESSERACT, "stdin", "stdout", "-l", "eng", "--psm", "3"],
+            input=png,
+            capture_output=True,
+            check=True,
+            env={"OMP_THREAD_LIMIT": "1"},
+        ).stdout.decode()
+        assert ours == plain.replace("\f", "").strip()
+
+
+@pytest.mark.parametrize("language", ["eng,,hin", "eng,-l", ",eng", "eng,hin/../x"])
+def test_a_language_choice_that_is_not_a_name_is_refused(language: str) -> None:
+    with pytest.raises(ValueError, match="not a tesseract language name"):
+        ParseLimits(ocr_language=language)
