@@ -98,10 +98,13 @@ class CeleryQueue:
         reconcile_seconds: float = RECONCILE_SECONDS,
         max_queued: int = DEFAULT_MAX_QUEUED,
         require_consumers: bool = True,
+        on_answer: Callable[[], None] | None = None,
     ) -> None:
         """``max_queued`` bounds each queue (``AIRLOCK_MAX_QUEUED``); with
         ``require_consumers``, a job whose queue no live worker consumes is answered
-        ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later)."""
+        ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later).
+        ``on_answer`` is called as each job's answer arrives (the CLI's progress counter)."""
+        self._on_answer = on_answer
         self._app: Any = Celery("airlock-client", broker=broker_url, set_as_current=False)
         self._app.conf.update(
             **wire_settings(),
@@ -222,6 +225,8 @@ class CeleryQueue:
             if stored is not None:
                 answers[index] = stored
                 del pending[key]
+                if self._on_answer is not None:
+                    self._on_answer()
 
         while pending:
             remaining = deadline - time.monotonic()

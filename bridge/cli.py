@@ -202,7 +202,15 @@ class _Progress:
         self._done = 0
 
     def step(self) -> None:
-        self._done += 1
+        self._show(min(self._done + 1, self._total))
+
+    def finish(self) -> None:
+        """Every file is accounted for, including those refused before any worker saw them."""
+        if self._done < self._total:
+            self._show(self._total)
+
+    def _show(self, done: int) -> None:
+        self._done = done
         if self._enabled:
             end = "\n" if self._done == self._total else ""
             self._stream.write(f"\rextracting {self._done}/{self._total}{end}")
@@ -256,12 +264,13 @@ def _extract(args: argparse.Namespace) -> int:
         **{name: value for name, value in flags.items() if value is not None},
     )
     refs = _read_refs(args.files, args.kind)
+    progress = _Progress(len(refs), sys.stderr)
     if settings.broker_configured:
-        selection = _extract_queued(refs, limits, settings, args)
+        selection = _extract_queued(refs, limits, settings, args, progress)
     else:
         extractor = SandboxExtractor(settings.sandbox, settings.parse_limits_for(limits))
-        progress = _Progress(len(refs), sys.stderr)
         selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
+    progress.finish()
     _print_selection(selection, args.json)
     return EXIT_OMITTED if selection.dropped else EXIT_OK
 
@@ -271,12 +280,14 @@ def _extract_queued(
     limits: ExtractionLimits,
     settings: Settings,
     args: argparse.Namespace,
+    progress: _Progress,
 ) -> IngestSelection:
     client = CeleryQueue(
         settings.broker_url,
         settings.result_backend,
         payload_ttl=settings.payload_ttl,
         max_queued=settings.max_queued,
+        on_answer=progress.step,
     )
     try:
         return gather(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import os
+import pty
+import subprocess
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
@@ -39,3 +42,29 @@ async def ticks_while(awaitable: Awaitable[T], period: float) -> tuple[T, int]:
     finally:
         ticker.cancel()
     return result, ticks
+
+
+def run_on_a_terminal(
+    command: Sequence[str], env: Mapping[str, str], timeout: float = 120
+) -> tuple[int, bytes, bytes]:
+    """Run ``command`` with its stderr on a pseudo-terminal, as a person at a shell would:
+    (exit status, stdout, what the terminal showed)."""
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            list(command), stdout=subprocess.PIPE, stderr=terminal, env=dict(env)
+        )
+        os.close(terminal)
+        stdout, _ = process.communicate(timeout=timeout)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the terminal's other end is closed
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(controller)
+    return process.returncode, stdout, shown

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import run_on_a_terminal
 
 AIRLOCK = Path(sys.executable).parent / "airlock"
 
@@ -72,28 +73,11 @@ def test_text_on_stdout_omissions_on_stderr(files: tuple[Path, Path]) -> None:
 
 def test_progress_is_shown_to_a_terminal(files: tuple[Path, Path]) -> None:
     good, _ = files
-    controller, terminal = pty.openpty()
-    try:
-        process = subprocess.Popen(
-            [str(AIRLOCK), "extract", str(good), str(good)],
-            stdout=subprocess.PIPE,
-            stderr=terminal,
-            env={k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")},
-        )
-        os.close(terminal)
-        stdout, _ = process.communicate(timeout=120)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: the terminal's other end is closed
-                break
-            if not chunk:
-                break
-            shown += chunk
-    finally:
-        os.close(controller)
-    assert process.returncode == 0
+    status, stdout, shown = run_on_a_terminal(
+        [str(AIRLOCK), "extract", str(good), str(good)],
+        {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")},
+    )
+    assert status == 0
     assert b"extracting 2/2" in shown
     assert b"extracting" not in stdout
 

@@ -84,7 +84,19 @@ def run_worker(settings: Settings, celery_args: Sequence[str]) -> int:
     # Celery's own command, run as ``app.start`` runs it but keeping what it returns: both
     # ``worker_main`` and ``app.start`` drop the worker's exit code, and a worker stopped by an
     # unrecoverable error must exit non-zero so a supervisor restarts it.
-    arguments = ["worker", "--queues", ",".join(settings.queues), "--loglevel", "INFO"]
+    # No gossip or mingle: airlock's workers coordinate through Redis keys (deliveries,
+    # liveness), never through each other's events. With gossip, a worker resumed after a
+    # SIGSTOP (or a paused VM) made every other worker log "clocks are out of sync" about
+    # heartbeats that were merely late; mingle only delays start-up asking for neighbours.
+    arguments = [
+        "worker",
+        "--queues",
+        ",".join(settings.queues),
+        "--loglevel",
+        "INFO",
+        "--without-gossip",
+        "--without-mingle",
+    ]
     celery_command.params[0].default = app
     try:
         code = celery_command.main(args=[*arguments, *celery_args], standalone_mode=False)

@@ -18,7 +18,7 @@ from bridge.kinds import guess_kind
 from bridge.queue import QueueAttachmentSource, gather, gather_async
 from sandbox.extractor import SandboxExtractor
 from tests.conftest import REPO_ROOT
-from tests.helpers import ticks_while
+from tests.helpers import run_on_a_terminal, ticks_while
 from tests.integration.conftest import WorkerFactory, WorkerProcess
 
 pytestmark = pytest.mark.integration
@@ -157,6 +157,25 @@ def test_cli_extracts_through_the_queue(
     # The environment variable selects queue mode as the flag does.
     env = dict(os.environ, AIRLOCK_BROKER_URL=redis_url)
     assert _cli("extract", str(good), env=env).returncode == 0
+
+
+def test_queue_mode_shows_the_same_progress_counter(
+    shared_worker: WorkerProcess, redis_url: str, tmp_path: Path
+) -> None:
+    files = []
+    for index in range(3):
+        path = tmp_path / f"note-{index}.txt"
+        path.write_text(f"note {index}\n")
+        files.append(str(path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    status, stdout, shown = run_on_a_terminal(
+        [str(REPO_ROOT / ".venv" / "bin" / "airlock"), "extract", "--broker", redis_url, *files],
+        env,
+    )
+    assert status == 0
+    # One step per answer as it arrives, as in the embedded mode.
+    assert b"extracting 1/3" in shown and b"extracting 3/3" in shown
+    assert b"extracting" not in stdout
 
 
 def test_airlock_worker_serves_both_queues_by_default(
