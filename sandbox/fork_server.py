@@ -15,13 +15,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
 from collections import deque
 from dataclasses import dataclass
 
+from sandbox import temp_dirs
 from sandbox.errors import SandboxUnavailable
 from sandbox.jail import remove_tree
 from sandbox.limits import SandboxLimits
@@ -97,11 +97,10 @@ def _make_scratch_root() -> str:
     """One directory per fork server; each child gets a 0700 subdirectory owned by its uid.
 
     0711 on the root lets a child's uid reach its own subdirectory without listing its
-    siblings'.
+    siblings'. Named after this process, so a root a killed process left is reclaimed by the
+    next one (``sandbox.temp_dirs``).
     """
-    root = tempfile.mkdtemp(prefix="airlock-sandbox-")
-    os.chmod(root, 0o711)  # noqa: S103 - traverse only, no listing
-    return root
+    return temp_dirs.claim("airlock-sandbox-", 0o711)
 
 
 class ForkServer:

@@ -30,7 +30,7 @@ from celery.bin.celery import celery as celery_command
 
 from bridge.jobs import LIGHT_QUEUE, wire_settings
 from bridge.logs import LogFormat
-from worker import heartbeat, logs, metrics, tasks
+from worker import heartbeat, logs, metrics, tasks, temp_dir
 from worker.config import Settings
 
 
@@ -65,6 +65,7 @@ def create_app(settings: Settings) -> Any:
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     tasks.register(app, settings)
+    temp_dir.install()
     metrics.install(app, settings)
     app.steps["worker"].add(heartbeat.step(settings))
     logs.install(settings.log_format or LogFormat.PLAIN)
