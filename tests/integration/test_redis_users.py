@@ -27,7 +27,7 @@ from bridge.attachments import AttachmentRef
 from bridge.celery_queue import CeleryQueue
 from bridge.claim_check import sha256_hex
 from bridge.queue import gather
-from tests.conftest import REPO_ROOT
+from tests.deploy.conftest import COMPOSE, load_yaml, run_redis_start
 from tests.helpers import selection_as_json
 from tests.integration.conftest import WorkerFactory, worker_env
 from tests.integration.test_bridge_service import STREAMS, BridgeProcess
@@ -37,7 +37,6 @@ from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-USERS = REPO_ROOT / "deploy" / "redis" / "users.conf"
 PASSWORDS = {"worker": "a1" * 16, "client": "c2" * 16}
 #: The harness's own user, for setting up and reading the ACL log; not part of the deployment.
 ADMIN = ("harness", "e3" * 16)
@@ -45,24 +44,24 @@ _ANSWER_SECONDS = 60.0
 
 
 def users_config(directory: Path) -> Path:
-    """users.conf with each user's password appended, as the deployments' start scripts do,
-    plus the harness's user."""
-    lines = []
-    for line in USERS.read_text().splitlines():
-        words = line.split()
-        if words[:1] == ["user"] and words[1] in PASSWORDS:
-            line = f"{line} >{PASSWORDS[words[1]]}"
-        lines.append(line)
-    lines.append(f"user {ADMIN[0]} on >{ADMIN[1]} ~* &* +@all")
+    """The config file deploy/compose.yaml's Redis start script writes from users.conf and the
+    passwords (the script itself, run with redis-server recorded), plus the harness's user."""
+    ((compose,),) = load_yaml(COMPOSE).values()
+    script = compose["services"]["redis"]["command"][-1].replace("$$", "$")
+    passwords = {
+        "REDIS_PASSWORD": PASSWORDS["worker"],
+        "REDIS_CLIENT_PASSWORD": PASSWORDS["client"],
+    }
+    started = run_redis_start(script, directory / "start", passwords)
     path = directory / "users.conf"
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(f"{started.auth_conf}user {ADMIN[0]} on >{ADMIN[1]} ~* &* +@all\n")
     return path
 
 
 @pytest.fixture
 def acl_redis(tmp_path: Path) -> Iterator[RedisServer]:
     directory = tmp_path / "redis"
-    directory.mkdir()
+    (directory / "start").mkdir(parents=True)
     server = RedisServer(directory, None, "--include", str(users_config(directory)), login=ADMIN)
     server.start()
     yield server
