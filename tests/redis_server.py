@@ -32,15 +32,27 @@ class RedisServer:
     here loses at most what production would.
     """
 
-    def __init__(self, directory: Path, port: int | None = None, *extra: str) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        port: int | None = None,
+        *extra: str,
+        login: tuple[str, str] | None = None,
+    ) -> None:
+        """``login`` (user, password): how the harness itself authenticates, for a server whose
+        ``extra`` configuration disables the default user."""
         self.directory = directory
         self.port = port or free_port()
         self.extra: Sequence[str] = extra
+        self.login = login
         self.process: subprocess.Popen[bytes] | None = None
         directory.mkdir(parents=True, exist_ok=True)
 
-    def url(self, db: int = 0) -> str:
-        return f"redis://127.0.0.1:{self.port}/{db}"
+    def url(self, db: int = 0, login: tuple[str, str] | None = None) -> str:
+        """The server's URL, with ``login`` or the harness's own credentials if it has any."""
+        user, password = login or self.login or ("", "")
+        credentials = f"{user}:{password}@" if password else ""
+        return f"redis://{credentials}127.0.0.1:{self.port}/{db}"
 
     def client(self, db: int = 0) -> Redis:
         return Redis.from_url(self.url(db))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,47 @@ def pod_specs(resources: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, 
 
 def by_kind(resources: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     return {r["metadata"]["name"]: r for r in resources if r["kind"] == kind}
+
+
+#: The Redis users both deployments load (docs/operations.md#redis-users).
+REDIS_USERS = DEPLOY / "redis" / "users.conf"
+
+
+@dataclass(frozen=True)
+class RedisStart:
+    """What a Redis container's start script did: the config file it wrote and the mode of
+    that file, and the arguments and environment ``redis-server`` was executed with."""
+
+    auth_conf: str
+    auth_conf_mode: int
+    argv: list[str]
+    environ: dict[str, str]
+
+
+def run_redis_start(script: str, tmp_path: Path, env: dict[str, str]) -> RedisStart:
+    """Run a Redis container's start script with ``redis-server`` replaced by a recorder, its
+    paths (users.conf, the mounted Secret, /tmp/auth.conf) moved under ``tmp_path``."""
+    secrets = tmp_path / "secrets"
+    auth = tmp_path / "auth.conf"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    recorder = bin_dir / "redis-server"
+    recorder.write_text(
+        "#!/usr/bin/python3\nimport json, os, sys\n"
+        f"open({str(tmp_path / 'exec.json')!r}, 'w').write("
+        "json.dumps({'argv': sys.argv[1:], 'environ': dict(os.environ)}))\n"
+    )
+    recorder.chmod(0o755)
+    script = (
+        script.replace("/etc/redis/airlock/users.conf", str(REDIS_USERS))
+        .replace("/run/secrets/redis/", f"{secrets}/")
+        .replace("/tmp/auth.conf", str(auth))
+    )
+    subprocess.run(
+        ["sh", "-ec", script],
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", **env},
+        check=True,
+        timeout=30,
+    )
+    executed = json.loads((tmp_path / "exec.json").read_text())
+    return RedisStart(auth.read_text(), auth.stat().st_mode & 0o777, **executed)

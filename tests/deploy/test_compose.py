@@ -13,7 +13,16 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import COMPOSE, KUBERNETES, SCHEMAS, TOOLS_BIN, run_tool
+from tests.deploy.conftest import (
+    COMPOSE,
+    KUBERNETES,
+    REDIS_USERS,
+    SCHEMAS,
+    TOOLS_BIN,
+    RedisStart,
+    run_redis_start,
+    run_tool,
+)
 
 SCHEMA = SCHEMAS / "compose-spec.json"
 AIRLOCK_SERVICES = ("light-worker", "ocr-worker", "bridge")
@@ -156,21 +165,50 @@ def test_redis_is_durable_password_protected_and_unpublished(compose: dict[str, 
     script = redis["command"][-1]
     assert "--appendonly yes" in script
     assert "--maxmemory-policy noeviction" in script
-    # The password goes into a config file in memory and leaves the server's environment;
-    # it is never an argument (visible in `ps` on the host).
-    assert "requirepass" in script and "--requirepass" not in script
-    assert script.index("> /tmp/auth.conf") < script.index("unset REDIS_PASSWORD")
-    assert script.index("unset REDIS_PASSWORD") < script.index("exec redis-server")
-    assert redis["environment"]["REDIS_PASSWORD"].startswith("${AIRLOCK_REDIS_PASSWORD:?")
+    # The passwords go into a config file in memory (test_redis_users_get_their_passwords),
+    # never an argument (visible in `ps` on the host).
+    assert "requirepass" not in script and "PASSWORD" not in script.split("exec redis-server")[1]
+    environment = redis["environment"]
+    assert environment["REDIS_PASSWORD"].startswith("${AIRLOCK_REDIS_PASSWORD:?")
+    assert environment["REDIS_CLIENT_PASSWORD"].startswith("${AIRLOCK_REDIS_CLIENT_PASSWORD:?")
     assert "ports" not in redis
-    assert redis["volumes"] == ["redis-data:/data"]
+    # users.conf is the file the Kubernetes ConfigMap copies (test_kubernetes checks).
+    assert redis["volumes"] == [
+        "redis-data:/data",
+        "./redis/users.conf:/etc/redis/airlock/users.conf:ro",
+    ]
+    assert (COMPOSE.parent / "redis" / "users.conf").resolve() == REDIS_USERS
     assert redis["read_only"] is True and redis["cap_drop"] == ["ALL"]
-    assert 'REDISCLI_AUTH="$$REDIS_PASSWORD" redis-cli ping' in redis["healthcheck"]["test"][1]
+    # The default user is off: the health check names its user too.
+    health = redis["healthcheck"]["test"][1]
+    assert 'REDISCLI_AUTH="$$REDIS_PASSWORD" redis-cli --user worker ping' in health
     # Compose cannot inject environment-sourced secrets into a read-only container.
     assert "secrets" not in redis
     for name in AIRLOCK_SERVICES:
-        assert redis_url(compose, name).startswith("redis://:${AIRLOCK_REDIS_PASSWORD:?")
+        assert redis_url(compose, name).startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
         assert compose["services"][name]["depends_on"]["redis"]["condition"] == "service_healthy"
+    flower = compose["services"]["flower"]["environment"]["CELERY_BROKER_URL"]
+    assert flower.startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
+
+
+def test_redis_users_get_their_passwords_in_memory_only(
+    compose: dict[str, Any], tmp_path: Path
+) -> None:
+    """The start script run with redis-server recorded: each password on its own user's line
+    of a file only Redis's uid reads, and neither left in the server's environment."""
+    script = compose["services"]["redis"]["command"][-1].replace("$$", "$")
+    env = {"REDIS_PASSWORD": "w0rker", "REDIS_CLIENT_PASSWORD": "cl1ent"}
+    started: RedisStart = run_redis_start(script, tmp_path, env)
+    users = {
+        line.split()[1]: line for line in started.auth_conf.splitlines() if line.startswith("user")
+    }
+    assert set(users) == {"default", "worker", "client"}
+    assert users["worker"].endswith(" >w0rker") and users["client"].endswith(" >cl1ent")
+    assert ">" not in users["default"] and " on " not in users["default"]
+    assert started.auth_conf_mode == 0o600
+    assert started.argv[:2] == ["--include", str(tmp_path / "auth.conf")]
+    assert not {"REDIS_PASSWORD", "REDIS_CLIENT_PASSWORD"} & set(started.environ)
+    assert not any(secret in " ".join(started.argv) for secret in env.values())
 
 
 def redis_url(compose: dict[str, Any], name: str) -> str:

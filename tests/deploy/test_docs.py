@@ -8,7 +8,15 @@ import re
 
 import pytest
 
-from tests.deploy.conftest import COMPOSE, DEPLOY, DOCKERFILE, MANIFESTS, OPERATIONS_DOC, REPO
+from tests.deploy.conftest import (
+    COMPOSE,
+    DEPLOY,
+    DOCKERFILE,
+    MANIFESTS,
+    OPERATIONS_DOC,
+    REDIS_USERS,
+    REPO,
+)
 
 DEPLOY_FILES = [DOCKERFILE, COMPOSE, *MANIFESTS]
 METRICS = (
@@ -21,7 +29,12 @@ METRICS = (
     "airlock_payload_bytes_total{kind}",
 )
 #: Variables only the deployment files use (compose interpolation, the Secret's value).
-DEPLOY_ONLY = {"AIRLOCK_REDIS_PASSWORD", "AIRLOCK_IMAGE"}
+DEPLOY_ONLY = {
+    "AIRLOCK_REDIS_USER",
+    "AIRLOCK_REDIS_PASSWORD",
+    "AIRLOCK_REDIS_CLIENT_PASSWORD",
+    "AIRLOCK_IMAGE",
+}
 #: Read by code another engineer is writing; the check runs as soon as some code reads it.
 PENDING_VARIABLES: dict[str, str] = {}
 PENDING_COMMANDS = {"bridge": "the Redis Streams bridge service"}
@@ -156,7 +169,7 @@ def test_every_command_the_deployments_run_exists(command: str) -> None:
 
 def test_deploy_directory_holds_only_checked_files() -> None:
     """A new file under deploy/ must be picked up by one of these tests."""
-    checked = {COMPOSE, *MANIFESTS}
+    checked = {COMPOSE, *MANIFESTS, REDIS_USERS}
     schemas = {"compose-spec.json", "LICENSE.compose-spec", "keda-v1alpha1.json"}
     for path in DEPLOY.rglob("*"):
         if path.is_file() and path not in checked:

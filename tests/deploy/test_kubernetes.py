@@ -19,10 +19,12 @@ from tests.deploy.conftest import (
     KUBERNETES,
     KUSTOMIZATION,
     MANIFESTS,
+    REDIS_USERS,
     SCHEMAS,
     by_kind,
     checkov,
     pod_specs,
+    run_redis_start,
     run_tool,
 )
 
@@ -359,12 +361,59 @@ def test_redis_is_durable_and_password_protected(applied: list[dict[str, Any]]) 
     (container,) = statefulset["spec"]["template"]["spec"]["containers"]
     assert {"mountPath": "/data", "name": claim["metadata"]["name"]} in container["volumeMounts"]
     script = container["command"][-1]
-    assert "/run/secrets/redis/password" in script and "--requirepass" not in script
+    assert "/run/secrets/redis/password" in script and "requirepass" not in script
     assert "env" not in container, "the Redis password is mounted as a file, not in the environment"
     volumes = {
         volume["name"]: volume for volume in statefulset["spec"]["template"]["spec"]["volumes"]
     }
     assert volumes["password"]["secret"]["secretName"] == "airlock-redis"
+    # The default user is off: the probes name their user.
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = container[probe]["exec"]["command"][-1]
+        assert (
+            'REDISCLI_AUTH="$(cat /run/secrets/redis/password)" redis-cli --user worker' in command
+        )
+
+
+def test_redis_users_are_the_shipped_ones_with_their_passwords_in_memory_only(
+    applied: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """The ConfigMap holds deploy/redis/users.conf as it is (compose mounts that file), and the
+    start script puts each password from the Secret on its own user's line, in a file only
+    Redis's uid reads; every airlock pod logs in as `worker`, and so does KEDA."""
+    conf = by_kind(applied, "ConfigMap")["airlock-redis-config"]["data"]
+    assert conf["users.conf"] == REDIS_USERS.read_text()
+    statefulset = by_kind(applied, "StatefulSet")["airlock-redis"]
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    (secrets / "password").write_text("w0rker")
+    (secrets / "client-password").write_text("cl1ent")
+    started = run_redis_start(container["command"][-1], tmp_path, {})
+    users = {
+        line.split()[1]: line for line in started.auth_conf.splitlines() if line.startswith("user")
+    }
+    assert set(users) == {"default", "worker", "client"}
+    assert users["worker"].endswith(" >w0rker") and users["client"].endswith(" >cl1ent")
+    assert ">" not in users["default"] and " on " not in users["default"]
+    assert started.auth_conf_mode == 0o600
+    assert started.argv == [
+        "/etc/redis/airlock/redis.conf",
+        "--include",
+        str(tmp_path / "auth.conf"),
+    ]
+    for name, spec in pod_specs(applied):
+        if name == "airlock-redis":
+            continue
+        (pod,) = spec["containers"]
+        env = {item["name"]: item.get("value") for item in pod["env"]}
+        assert env["AIRLOCK_REDIS_USER"] == "worker"
+        assert env["AIRLOCK_BROKER_URL"].startswith(
+            "redis://$(AIRLOCK_REDIS_USER):$(AIRLOCK_REDIS_PASSWORD)@"
+        )
+    for scaled in by_kind(applied, "ScaledObject").values():
+        (trigger,) = scaled["spec"]["triggers"]
+        assert trigger["metadata"]["usernameFromEnv"] == "AIRLOCK_REDIS_USER"
 
 
 def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]) -> None:
@@ -372,6 +421,7 @@ def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]
     assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "airlock-redis"
     assert "data" not in secret
     assert "openssl rand" in secret["stringData"]["password"]
+    assert "openssl rand" in secret["stringData"]["client-password"]
 
 
 # --- network policy -------------------------------------------------------------------------

@@ -171,7 +171,8 @@ class Pod:
         # must reach the files mounted from here.
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.workdir.chmod(0o755)
-        self.password = secrets.token_hex(16)
+        self.password = secrets.token_hex(16)  # Redis user `worker`
+        self.client_password = secrets.token_hex(16)  # Redis user `client`
         self.cache_key = secrets.token_hex(32)  # the workers' result-cache MAC secret
         self.socket_dir = self.workdir / "socket"
         self.socket_dir.mkdir()
@@ -188,7 +189,13 @@ class Pod:
         return workload(
             self.resources,
             name,
-            {"airlock-redis": {"password": self.password, "result-cache-key": self.cache_key}},
+            {
+                "airlock-redis": {
+                    "password": self.password,
+                    "client-password": self.client_password,
+                    "result-cache-key": self.cache_key,
+                }
+            },
             self.workdir,
         )
 
@@ -221,7 +228,20 @@ class Pod:
         return name
 
     def redis(self) -> Redis:
-        return Redis(unix_socket_path=str(self.socket_dir / SOCKET), password=self.password)
+        """As the workers connect: Redis user `worker`."""
+        return Redis(
+            unix_socket_path=str(self.socket_dir / SOCKET),
+            username="worker",
+            password=self.password,
+        )
+
+    def client(self) -> Redis:
+        """As an application sending requests to the bridge connects: Redis user `client`."""
+        return Redis(
+            unix_socket_path=str(self.socket_dir / SOCKET),
+            username="client",
+            password=self.client_password,
+        )
 
     def probe(self, container: str, command: Sequence[str]) -> subprocess.CompletedProcess[str]:
         return podman("exec", container, *command, check=False, timeout=60)

@@ -36,12 +36,14 @@ _HEALTHY_SECONDS = 120.0
 @dataclass(frozen=True)
 class Stack:
     project: str
-    password: str
+    password: str  # Redis user `worker`
+    client_password: str  # Redis user `client`
 
     def compose(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
             "AIRLOCK_REDIS_PASSWORD": self.password,
+            "AIRLOCK_REDIS_CLIENT_PASSWORD": self.client_password,
             "AIRLOCK_RESULT_CACHE_KEY": self.password * 2,  # hex, 64 digits
         }
         env.pop("FLOWER_BASIC_AUTH", None)  # Flower's profile is not started: not needed
@@ -66,7 +68,8 @@ class Stack:
 
 @pytest.fixture(scope="module")
 def stack(image: str, redis_image: str) -> Iterator[Stack]:
-    stack = Stack(f"airlock-test-{secrets.token_hex(4)}", secrets.token_hex(32))
+    project = f"airlock-test-{secrets.token_hex(4)}"
+    stack = Stack(project, secrets.token_hex(32), secrets.token_hex(32))
     try:
         up = stack.compose("up", "-d")
         assert up.returncode == 0, up.stderr[-4000:]
@@ -125,7 +128,7 @@ def test_the_smoke_job_through_the_bridge_and_both_workers(
 ) -> None:
     """An application on the `clients` network sends the request, as docs/operations.md says
     applications do; the scanned PDF goes from the light worker to the OCR worker."""
-    url = f"redis://:{stack.password}@redis:6379/0"
+    url = f"redis://client:{stack.client_password}@redis:6379/0"
     client = podman(
         "run", "--rm", "--network", f"{stack.project}_clients", "--no-healthcheck",
         "--user", "10001:10001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from tests.deploy.conftest import by_kind
 from tests.image import bridge_client
 from tests.image.conftest import SMOKE_FILES, embedded_selection
 from tests.image.pod import Pod, podman, wait_until
@@ -85,11 +86,11 @@ def task_log_lines(log: str) -> list[dict[str, Any]]:
 def test_a_job_through_the_bridge_and_a_worker_in_a_pod(
     pod: Pod, worker: str, bridge: str, corpus_dir: Path, embedded: dict[str, Any]
 ) -> None:
-    redis = pod.redis()
+    client = pod.client()  # an application: Redis user `client`, the workers `worker`
     bridge_client.send(
-        redis, bridge_client.request("smoke", [corpus_dir / name for name in SMOKE_FILES])
+        client, bridge_client.request("smoke", [corpus_dir / name for name in SMOKE_FILES])
     )
-    answer = bridge_client.answer(redis, "smoke", _ANSWER_SECONDS)
+    answer = bridge_client.answer(client, "smoke", _ANSWER_SECONDS)
     assert answer is not None, pod.logs(bridge)[-3000:]
     assert answer["selection"] == embedded
     # Every probe of the manifests passes in the containers they are written for.
@@ -98,6 +99,12 @@ def test_a_job_through_the_bridge_and_a_worker_in_a_pod(
         for probe in (spec.readiness, spec.liveness):
             result = pod.probe(container, probe)
             assert result.returncode == 0, f"{container} {probe}: {result.stderr}"
+    (redis,) = by_kind(pod.resources, "StatefulSet")["airlock-redis"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    for kind in ("readinessProbe", "livenessProbe"):
+        result = pod.probe(f"{pod.name}-redis", redis[kind]["exec"]["command"])
+        assert result.returncode == 0, f"redis {kind}: {result.stdout}{result.stderr}"
     # The worker logs the line operators follow a request by, one per finished task.
     logged = task_log_lines(pod.logs(worker))
     assert {line["label"] for line in logged} >= set(SMOKE_FILES), logged
@@ -136,31 +143,31 @@ def test_sigterm_of_the_worker_mid_job_loses_nothing(
 ) -> None:
     """A rollout stops a worker with SIGTERM: it finishes the job it runs (Celery's warm
     shutdown), and the job queued behind it waits in Redis for the next worker."""
-    redis = pod.redis()
+    redis, client = pod.redis(), pod.client()
     scan = three_page_scan(corpus_dir, tmp_path)
-    bridge_client.send(redis, bridge_client.request("long", [scan]))
+    bridge_client.send(client, bridge_client.request("long", [scan]))
     wait_until(
         lambda: any(0 < state["done"] < state["total"] for state in progress(redis)),
         lambda: f"the three-page job never ran:\n{pod.logs(worker)[-3000:]}",
     )
     short = tmp_path / "short.txt"
     short.write_text("queued behind the long job\n")
-    bridge_client.send(redis, bridge_client.request("queued", [short]))
+    bridge_client.send(client, bridge_client.request("queued", [short]))
     # The worker holds no job but the one it runs: the next one waits in its queue.
     wait_until(lambda: redis.llen("airlock.light") == 1, lambda: "the second job was not queued")
 
     podman("kill", "--signal", "TERM", worker)
     exit_code = podman("wait", worker, timeout=300).stdout.strip()
     assert exit_code == "0", pod.logs(worker)[-3000:]
-    long = bridge_client.answer(redis, "long", _ANSWER_SECONDS)
+    long = bridge_client.answer(client, "long", _ANSWER_SECONDS)
     assert long is not None, pod.logs(bridge)[-3000:]
     assert long["selection"] == embedded_selection([scan])
-    assert bridge_client.answer(redis, "queued", 0) is None
+    assert bridge_client.answer(client, "queued", 0) is None
     assert redis.llen("airlock.light") == 1
 
     spec = pod.workload("airlock-ocr-worker")
     restarted_worker.append(pod.start(spec, "worker-2", args=BOTH_QUEUES))
-    queued = bridge_client.answer(redis, "queued", _ANSWER_SECONDS)
+    queued = bridge_client.answer(client, "queued", _ANSWER_SECONDS)
     assert queued is not None, pod.logs(restarted_worker[0])[-3000:]
     assert queued["selection"]["text"] == "ATTACHMENT [short.txt]\nqueued behind the long job\n"
     # Nothing left: every request answered once, none pending, no task waiting.

@@ -137,21 +137,21 @@ class WorkerFactory:
         wait: bool = True,
         via_cli: bool = False,
         log_level: str | None = "info",
-        as_deployed: bool = False,
+        without: Sequence[str] = ("gossip", "mingle", "heartbeat"),
     ) -> WorkerProcess:
         """``celery -A worker worker -Q queues ...``, or ``airlock worker ...`` with ``via_cli``
         (which consumes the configured queues unless told otherwise); ``log_level=None``
-        passes no ``-l``. ``as_deployed`` is ``airlock worker -n NAME`` and nothing else, as
-        compose and Kubernetes start it (no test hooks, no flags of the suite's)."""
+        passes no ``-l``; ``without=()`` runs Celery's gossip, mingle and heartbeat, as the
+        deployments do."""
         name = f"t{uuid.uuid4().hex[:8]}"
         nodename = f"{name}@{socket.gethostname()}"
         log_path = self._log_dir / f"{name}.log"
         program = [str(AIRLOCK), "worker"] if via_cli else [str(CELERY), "-A", "worker", "worker"]
-        command = [str(AIRLOCK), "worker", "-n", nodename] if as_deployed else [
+        command = [
             *program,
             *([] if via_cli else ["-Q", ",".join(queues)]),
             "--pool", "prefork", "-c", str(concurrency),
-            "--without-gossip", "--without-mingle", "--without-heartbeat",
+            *(f"--without-{feature}" for feature in without),
             "-n", nodename,
             "-I", "tests.integration.worker_hooks",
             *(["-l", log_level] if log_level else []),
