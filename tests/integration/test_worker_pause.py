@@ -1,9 +1,8 @@
 """A worker paused and resumed (SIGSTOP, a frozen VM) is not mistaken for a clock problem.
 
-Started as the deployments start them (``airlock worker``, none of the suite's Celery flags), two
-workers share a
-broker; one is stopped for longer than Celery's 16-second heartbeat drift allowance and then
-resumed. With gossip on, the other logged "Substantial drift ... may mean clocks are out of
+Started as the deployments start them (``airlock worker``, none of the suite's Celery flags),
+two workers share a broker; one is stopped for longer than Celery's 16-second heartbeat drift
+allowance and then resumed. With gossip on, the other logged "Substantial drift ... may mean clocks are out of
 sync" about heartbeats that were only late; airlock's workers do not gossip.
 """
 
