@@ -2,8 +2,8 @@
 
 Started as the deployments start them (``airlock worker``, none of the suite's Celery flags),
 two workers share a broker; one is stopped for longer than Celery's 16-second heartbeat drift
-allowance and then resumed. With gossip on, the other logged "Substantial drift ... may mean clocks are out of
-sync" about heartbeats that were only late; airlock's workers do not gossip.
+allowance and then resumed. With gossip on, the other logged "Substantial drift ... may mean
+clocks are out of sync" about heartbeats that were only late; airlock's workers do not gossip.
 """
 
 from __future__ import annotations
