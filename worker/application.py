@@ -33,6 +33,8 @@ from bridge.logs import LogFormat
 from worker import heartbeat, logs, metrics, tasks, temp_dir
 from worker.config import Settings
 
+_RESTORE_LOCK_SECONDS = 10
+
 
 def create_app(settings: Settings) -> Any:
     app = Celery("airlock", broker=settings.broker_url, backend=settings.result_backend)
@@ -52,6 +54,11 @@ def create_app(settings: Settings) -> Any:
             # lost worker's job is back after at most visibility timeout + restore interval.
             "unacked_restore_interval": settings.restore_interval,
             "unacked_restore_throttle": 1,
+            # The sweep runs under a Redis lock that expires on its own; a worker killed while
+            # holding it (kombu's default expiry: 300 s) stopped every restore for five minutes,
+            # and the jobs of the workers killed meanwhile outwaited their callers' deadlines.
+            # A sweep takes well under a second; ten seconds is the longest stall a kill causes.
+            "unacked_mutex_expire": _RESTORE_LOCK_SECONDS,
         },
         result_expires=settings.result_expires,
         broker_connection_retry_on_startup=True,

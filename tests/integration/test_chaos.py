@@ -183,7 +183,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
             future.result()
     refs = [ref for batch, _ in batches for ref in batch]
     wrong = [i for i, (batch, got) in enumerate(batches) if got != local(batch)]
-    lost = [label for _, selection in batches for label, _ in selection.dropped]
+    lost = [f"{label}: {reason}" for _, selection in batches for label, reason in selection.dropped]
     over_run = [ref.label for ref in refs if runs(marker_dir, ref.label[:-4]) > 3]
     republished = sum(
         int(record.args[0])  # type: ignore[index]
