@@ -27,18 +27,18 @@ def _boot_time() -> float:
     raise OSError("no btime in /proc/stat")
 
 
-def _started_at(pid: int) -> float | None:
+def _started_at(pid: int, boot: float) -> float | None:
     """When ``pid`` started (seconds since the epoch), or None when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat") as file:
             fields = file.read().rpartition(")")[2].split()
     except OSError:
         return None
-    return _boot_time() + int(fields[19]) / _CLOCK_TICKS  # proc(5) field 22, starttime
+    return boot + int(fields[19]) / _CLOCK_TICKS  # proc(5) field 22, starttime
 
 
-def _abandoned(path: str, pid: int) -> bool:
-    started = _started_at(pid)
+def _abandoned(path: str, pid: int, boot: float) -> bool:
+    started = _started_at(pid, boot)
     if started is None:
         return True
     try:
@@ -59,11 +59,13 @@ def reclaim(prefix: str, directory: str | None = None) -> int:
         entries = list(os.scandir(directory))
     except OSError:
         return 0
+    boot = _boot_time()
     for entry in entries:
         match = pattern.match(entry.name)
         if match and entry.is_dir(follow_symlinks=False):
             owner = int(match.group(1))
-            if owner != os.getpid() and _abandoned(entry.path, owner) and remove_tree(entry.path):
+            dead = owner != os.getpid() and _abandoned(entry.path, owner, boot)
+            if dead and remove_tree(entry.path):
                 removed += 1
     return removed
 

@@ -160,3 +160,15 @@ def run_redis_start(script: str, tmp_path: Path, env: dict[str, str]) -> RedisSt
     )
     executed = json.loads((tmp_path / "exec.json").read_text())
     return RedisStart(auth.read_text(), auth.stat().st_mode & 0o777, **executed)
+
+
+def assert_users_with_passwords(started: RedisStart, worker: str, client: str) -> None:
+    """Each password on its own user's line, in a file only Redis's uid reads, and the default
+    user left without a password and off: what both deployments' start scripts must write."""
+    users = {
+        line.split()[1]: line for line in started.auth_conf.splitlines() if line.startswith("user")
+    }
+    assert set(users) == {"default", "worker", "client"}
+    assert users["worker"].endswith(f" >{worker}") and users["client"].endswith(f" >{client}")
+    assert ">" not in users["default"] and " on " not in users["default"]
+    assert started.auth_conf_mode == 0o600

@@ -222,6 +222,17 @@ def client(redis_url: str) -> Iterator[CeleryQueue]:
     queue.close()
 
 
+def wait_until_empty(
+    redis: Redis, lists: Sequence[str], hashes: Sequence[str] = (), timeout: float = 30.0
+) -> None:
+    """Wait until the workers have taken (or discarded) every job: ``lists`` and ``hashes``
+    are all empty."""
+    deadline = time.monotonic() + timeout
+    while any(redis.llen(key) for key in lists) or any(redis.hlen(key) for key in hashes):
+        assert time.monotonic() < deadline, f"{[*lists, *hashes]} were not drained"
+        time.sleep(0.05)
+
+
 def wait_for_marker(marker: Path, lines: int = 1, timeout: float = 30.0) -> list[int]:
     """The pids a hooked job recorded, once ``lines`` deliveries have reached the hook."""
     deadline = time.monotonic() + timeout

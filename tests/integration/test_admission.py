@@ -12,7 +12,6 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
-from redis import Redis
 
 from bridge.attachments import AttachmentRef
 from bridge.celery_queue import CeleryQueue
@@ -20,7 +19,7 @@ from bridge.cli import _CLI_DEADLINE_SECONDS
 from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue import gather
 from bridge.reconcile import UNACKED_KEY
-from tests.integration.conftest import AIRLOCK, WorkerFactory, worker_env
+from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_until_empty, worker_env
 from tests.integration.test_chaos import counted_ref, local, runs
 from tests.redis_server import RedisServer
 
@@ -46,13 +45,6 @@ def test_a_job_for_a_queue_no_worker_consumes_is_answered_no_workers_at_once(
     assert reason.endswith("NoWorkers: no worker is consuming airlock.light")
     assert elapsed < DEADLINE / 4  # the OCR job's time, not the deadline
     assert own_redis.client().llen(LIGHT_QUEUE) == 0  # never queued
-
-
-def drained(redis: Redis, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while redis.llen(LIGHT_QUEUE) or redis.hlen(UNACKED_KEY):
-        assert time.monotonic() < deadline, "the queue was not drained"
-        time.sleep(0.05)
 
 
 def test_past_the_bound_jobs_are_answered_queue_full_and_expired_jobs_leave_nothing(
@@ -84,7 +76,7 @@ def test_past_the_bound_jobs_are_answered_queue_full_and_expired_jobs_leave_noth
         assert time.monotonic() - started < DEADLINE / 4
     assert redis.llen(LIGHT_QUEUE) == 5
     worker = own_workers()
-    drained(redis)
+    wait_until_empty(redis, [LIGHT_QUEUE], [UNACKED_KEY])
     time.sleep(1)  # the worker's last revocation is handled after the queue emptied
     assert not [key for key in redis.scan_iter(match="celery-task-meta-*")]
     assert not [key for key in redis.scan_iter(match="airlock:deliveries:*")]

@@ -16,7 +16,7 @@ from bridge.contracts import ContextRequest, IngestSelection
 from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue import gather
 from sandbox.extractor import SandboxExtractor
-from tests.integration.conftest import WorkerFactory, WorkerProcess
+from tests.integration.conftest import WorkerFactory, WorkerProcess, wait_until_empty
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +56,6 @@ def received(worker: WorkerProcess, task_id: str) -> bool:
     return f"airlock.extract[{task_id}] received" in worker.log()
 
 
-def _drained(redis: Redis, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while redis.llen(LIGHT_QUEUE) or redis.llen(OCR_QUEUE):
-        assert time.monotonic() < deadline, "the queues were not drained"
-        time.sleep(0.05)
-
-
 def test_without_workers_every_ref_is_dropped_within_the_deadline_and_stays_stale(
     start_worker: WorkerFactory, recording: RecordingQueue, redis: Redis, corpus_dir: Path
 ) -> None:
@@ -91,7 +84,7 @@ def test_without_workers_every_ref_is_dropped_within_the_deadline_and_stays_stal
         AttachmentRef("b.png", "image", "image/png", image),
     ]
     assert gather(later, recording, deadline=60, use_cache=False) == local(later)
-    _drained(redis)
+    wait_until_empty(redis, [LIGHT_QUEUE, OCR_QUEUE])
     for task_id in stale_ids:
         assert not redis.keys(f"airlock:deliveries:{task_id}:*"), "a stale job was run"
 
