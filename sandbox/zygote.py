@@ -128,8 +128,11 @@ def measure_job(leader: int) -> Usage:
         pid = todo.pop()
         try:
             fields = _stat_fields(pid)
-            with open(f"/proc/{pid}/task/{pid}/children") as file:
-                todo.extend(int(word) for word in file.read().split())
+            # Each thread lists the children it started; most jobs have one thread to read.
+            threads = os.listdir(f"/proc/{pid}/task") if int(fields[17]) > 1 else [str(pid)]
+            for thread in threads:
+                with open(f"/proc/{pid}/task/{thread}/children") as file:
+                    todo.extend(int(word) for word in file.read().split())
         except (OSError, ValueError):
             continue  # it exited between two reads: its time is in its parent's now
         # utime, stime, cutime, cstime; num_threads; rss (proc(5) fields 14-17, 20, 24)

@@ -185,9 +185,11 @@ def _progress_reporter(task: Any, stage: Stage) -> ProgressCallback:
 
     def report(done: int, total: int) -> None:
         nonlocal counted
-        if stage is Stage.OCR:
+        # A job rerun on a fresh fork server reports from its first page again: count pages
+        # only past the furthest seen (a counter cannot go down, and must not raise here).
+        if stage is Stage.OCR and done > counted:
             count_ocr_page(done - counted)
-        counted = done
+        counted = max(counted, done)
         task.update_state(
             state="PROGRESS", meta={"stage": stage.value, "done": done, "total": total}
         )

@@ -378,3 +378,15 @@ def execute_descriptor(media_type: str, payload: bytes, limits: ParseLimits) -> 
     envp = (ctypes.c_char_p * 1)(None)
     libc.syscall(_SYS_EXECVEAT, fd, b"", argv, envp, _AT_EMPTY_PATH)
     return f"execveat failed: errno {ctypes.get_errno()}"
+
+
+@extractor("probe-fork-from-thread")
+def fork_from_thread(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """probe-fork-and-touch, started from a second thread: its children are listed under that
+    thread in /proc, not under the main one."""
+    import threading  # noqa: PLC0415 - only this probe starts a thread
+
+    worker = threading.Thread(target=fork_and_touch, args=(media_type, payload, limits))
+    worker.start()
+    worker.join()
+    return "survived"

@@ -151,6 +151,14 @@ def test_without_the_filter_forked_memory_counts_against_one_budget() -> None:
     assert lowest.drop_bytes < 2560 * MIB
 
 
+def test_without_the_filter_processes_forked_from_a_thread_count_too() -> None:
+    """A thread's children are listed under that thread: the budget reads every thread's."""
+    with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES, skip=NO_FILTER) as sandbox:
+        with pytest.raises(MemoryLimitExceeded, match="together"):
+            _run(sandbox, "probe-fork-from-thread", f"4 {400 * MIB}")
+        _assert_nothing_left(sandbox)
+
+
 class _LowestAvailable:
     """The host's MemAvailable sampled every 5 ms while in the block: how much a job took."""
 

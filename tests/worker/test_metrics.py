@@ -36,7 +36,7 @@ from worker import health, heartbeat
 from worker.config import ConfigurationError, Settings
 from worker.logs import _WITHHOLD
 from worker.metrics import TaskOutcome, TaskReport
-from worker.tasks import Runtime, run_job
+from worker.tasks import Runtime, _progress_reporter, run_job
 
 from .conftest import REDIS_URL
 from .test_tasks import SETTINGS, FakeTask, Scripted, job_for, parser, unique
@@ -354,3 +354,14 @@ def test_a_sandbox_that_cannot_run_a_job_is_not_ready(
         "unavailable on this host: uid_drop (active: landlock, netns, no_new_privs, rlimits, "
         "seccomp)"
     )
+
+
+def test_a_job_rerun_from_its_first_page_counts_no_page_twice_and_never_raises() -> None:
+    """A runner reruns a job on a fresh fork server when its first one died: progress then
+    starts again from page 1, which must neither lower the counter (prometheus raises) nor
+    count the pages again."""
+    pages = sample("airlock_ocr_pages_total")
+    report = _progress_reporter(FakeTask(), Stage.OCR)
+    for done in (1, 2, 3, 1, 2, 3, 4):
+        report(done, 4)
+    assert sample("airlock_ocr_pages_total") == pages + 4
