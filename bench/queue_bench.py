@@ -38,10 +38,10 @@ sys.path[:0] = [str(REPO)]  # the suite's RedisServer, from tests/
 from celery import Celery, group  # noqa: E402
 from redis import Redis  # noqa: E402
 
-from bridge.attachments import AttachmentRef, extract_attachment  # noqa: E402
-from bridge.celery_queue import CeleryQueue  # noqa: E402
-from bridge.jobs import wire_settings  # noqa: E402
-from bridge.queue import gather  # noqa: E402
+from bridge.knowledge.attachments import AttachmentRef, extract_attachment  # noqa: E402
+from bridge.queue.celery_queue import CeleryQueue  # noqa: E402
+from bridge.queue.jobs import wire_settings  # noqa: E402
+from bridge.queue.source import gather  # noqa: E402
 from sandbox.extractor import SandboxExtractor  # noqa: E402
 from tests.redis_server import RedisServer  # noqa: E402
 

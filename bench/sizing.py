@@ -70,11 +70,11 @@ from PIL import Image  # noqa: E402
 from pypdf import PdfReader  # noqa: E402
 from redis import Redis  # noqa: E402
 
-from bridge.celery_queue import CeleryQueue  # noqa: E402
+from bridge.queue.celery_queue import CeleryQueue  # noqa: E402
 
 URL = queue_bench.URL
-from bridge.claim_check import sha256_hex, store_payloads  # noqa: E402
-from bridge.queue import DEFAULT_LIMITS, _job, gather  # noqa: E402
+from bridge.queue.claim_check import sha256_hex, store_payloads  # noqa: E402
+from bridge.queue.source import DEFAULT_LIMITS, _job, gather  # noqa: E402
 from sandbox.extractors.ocr import encode_for_tesseract  # noqa: E402
 from sandbox.extractors.registry import lookup  # noqa: E402
 from sandbox.fork_server import ExitNotice  # noqa: E402

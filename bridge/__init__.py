@@ -3,9 +3,11 @@
 Every public name of the spec is importable from here as well as from its own module.
 """
 
-from bridge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
-from bridge.assembly import contribution_spec
-from bridge.attachments import (
+from importlib import metadata
+
+from bridge.knowledge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
+from bridge.knowledge.assembly import contribution_spec
+from bridge.knowledge.attachments import (
     DEFAULT_LIMITS,
     EXTRACTABLE_KINDS,
     AttachmentRef,
@@ -17,7 +19,7 @@ from bridge.attachments import (
     extract_attachment,
     normalise_extracted,
 )
-from bridge.citations import (
+from bridge.knowledge.citations import (
     DEFAULT_LAYER_NAMES,
     SOURCE_REFERENCE,
     Citation,
@@ -25,7 +27,7 @@ from bridge.citations import (
     CitationTagFilter,
     drop_ungrounded_citations,
 )
-from bridge.contracts import (
+from bridge.knowledge.contracts import (
     ContextContribution,
     ContextContributor,
     ContextLayer,
@@ -40,7 +42,7 @@ from bridge.contracts import (
     ordering_key,
     resolve_scope,
 )
-from bridge.documents import (
+from bridge.knowledge.documents import (
     DocumentPolicy,
     DocumentSource,
     DocumentStore,
@@ -48,16 +50,22 @@ from bridge.documents import (
     document_contribution,
     validate_document_id,
 )
-from bridge.errors import (
+from bridge.knowledge.errors import (
     BridgeContractError,
     ExtractionFailed,
     IngestionRejected,
     KnowledgeBridgeError,
     OutboundRejected,
 )
-from bridge.factory import knowledge_sources
-from bridge.labels import FALLBACK_LABEL, MAX_LABEL_CHARS, MAX_SOURCE_CHARS, safe_label, safe_source
-from bridge.multimodal import (
+from bridge.knowledge.factory import knowledge_sources
+from bridge.knowledge.labels import (
+    FALLBACK_LABEL,
+    MAX_LABEL_CHARS,
+    MAX_SOURCE_CHARS,
+    safe_label,
+    safe_source,
+)
+from bridge.knowledge.multimodal import (
     ContentPart,
     PartType,
     media_part,
@@ -65,14 +73,14 @@ from bridge.multimodal import (
     to_anthropic_blocks,
     to_openai_blocks,
 )
-from bridge.outbound import ALLOWED_URL_SCHEMES, check_outbound_url
-from bridge.provider import (
+from bridge.knowledge.outbound import ALLOWED_URL_SCHEMES, check_outbound_url
+from bridge.knowledge.provider import (
     KnowledgeFragment,
     KnowledgeProvider,
     ProviderRetriever,
     ProviderUnavailable,
 )
-from bridge.retrieval import (
+from bridge.knowledge.retrieval import (
     FragmentSelection,
     KnowledgeRetriever,
     KnowledgeSource,
@@ -85,7 +93,8 @@ from bridge.retrieval import (
     selection_revision,
 )
 
-__version__ = "0.1.0"
+#: Read from the installed distribution, so pyproject.toml is the one place a release is named.
+__version__ = metadata.version("airlock")
 
 __all__ = [
     "ALLOWED_URL_SCHEMES",

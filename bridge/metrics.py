@@ -19,7 +19,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from redis import Redis, RedisError
 
-from bridge.jobs import QUEUES
+from bridge.queue.jobs import QUEUES
 
 METRICS_PORT_VARIABLE = "AIRLOCK_METRICS_PORT"
 #: What a label value becomes when it is not one of the values the label is declared with.

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from bridge.contracts import IngestSelection
+from bridge.knowledge.contracts import IngestSelection
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 
 Each setting below closes one failure:
 
-- JSON only (``bridge.jobs.wire_settings``): pickle on the wire is code execution for anyone
+- JSON only (``bridge.queue.jobs.wire_settings``): pickle on the wire is code execution for anyone
   who can publish or write a result.
 - ``task_acks_late`` + ``task_reject_on_worker_lost``: a job is acknowledged only after it
   answered, so a worker killed mid-job puts the job back instead of losing it.
@@ -28,8 +28,8 @@ from typing import Any
 from celery import Celery
 from celery.bin.celery import celery as celery_command
 
-from bridge.jobs import LIGHT_QUEUE, wire_settings
 from bridge.logs import LogFormat
+from bridge.queue.jobs import LIGHT_QUEUE, wire_settings
 from worker import heartbeat, logs, metrics, tasks, temp_dir
 from worker.config import Settings
 

@@ -28,7 +28,7 @@ from importlib import metadata
 
 from redis import Redis, RedisError
 
-from bridge.attachments import TextExtractor
+from bridge.knowledge.attachments import TextExtractor
 from sandbox.limits import ParseLimits
 
 _KEY_PREFIX = "airlock:extracted:"

@@ -16,15 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from bridge.admission import DEFAULT_MAX_QUEUED
-from bridge.attachments import DEFAULT_LIMITS, ExtractionLimits
-from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS
-from bridge.errors import BridgeContractError
-from bridge.jobs import QUEUES
+from bridge.knowledge.attachments import DEFAULT_LIMITS, ExtractionLimits
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS
+from bridge.knowledge.errors import BridgeContractError
 from bridge.logs import LogFormat, requested_log_format
 from bridge.metrics import metrics_port
-from bridge.service_config import ServiceConfig, default_consumer
-from bridge.service_schema import MAX_DEADLINE_SECONDS
+from bridge.queue.admission import DEFAULT_MAX_QUEUED
+from bridge.queue.jobs import QUEUES
+from bridge.service.config import ServiceConfig, default_consumer
+from bridge.service.schema import MAX_DEADLINE_SECONDS
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.runner import mechanism_names
 
@@ -116,7 +116,7 @@ def _sandbox_require(env: Mapping[str, str]) -> frozenset[str]:
 
 
 def _extraction_limits(env: Mapping[str, str]) -> ExtractionLimits:
-    """AIRLOCK_MAX_PAGES and the other ``ExtractionLimits`` variables (bridge.ceilings names
+    """AIRLOCK_MAX_PAGES and the other ``ExtractionLimits`` variables (ceilings.py names
     them, and a refusal by a ceiling quotes the same names)."""
     values: dict[str, float] = {}
     for name, setting in EXTRACTION_SETTINGS.items():
@@ -192,7 +192,7 @@ class Settings:
     result_expires: int = 3600
     payload_ttl: int = 3600
     max_deliveries: int = 3
-    #: Jobs one queue may hold before callers are answered QueueFull (bridge.admission).
+    #: Jobs one queue may hold before callers are answered QueueFull (bridge.queue.admission).
     max_queued: int = DEFAULT_MAX_QUEUED
     result_cache: bool = True
     result_cache_ttl: int = 86400

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from redis import Redis
 
-from bridge.attachments import ExtractionLimits, TextExtractor
-from bridge.jobs import Stage
+from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
+from bridge.queue.jobs import Stage
 from sandbox.errors import ChildCrashed, OcrRequired
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from celery import Celery
 from kombu.exceptions import KombuError
 
-from bridge.jobs import wire_settings
+from bridge.queue.jobs import wire_settings
 from sandbox.errors import SandboxError
 from sandbox.runner import SandboxRunner
 from worker import heartbeat

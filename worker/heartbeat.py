@@ -6,7 +6,7 @@ liveness probe learns it from the file's age alone: no broker round trip, nothin
 Redis outage would fail. The file holds the worker's Celery node name, which the readiness
 probe pings.
 
-The same beat announces the worker on the broker (``bridge.admission``): a key per consumed
+The same beat announces the worker on the broker (``bridge.queue.admission``): a key per consumed
 queue, living a few beats, so a caller learns within seconds that no worker consumes a queue
 instead of waiting out its deadline. Redis being away costs that beat's announcement, never
 the beat.
@@ -25,7 +25,7 @@ from typing import Any
 from celery import bootsteps
 from redis import Redis, RedisError
 
-from bridge.admission import consumers_key
+from bridge.queue.admission import consumers_key
 from worker.config import Settings
 
 #: The file is stale after this many missed beats: one late timer tick is not a stuck loop.

@@ -26,10 +26,10 @@ from typing import Any
 from celery import signals
 from prometheus_client import Counter, Histogram, multiprocess, values
 
-from bridge.attachments import EXTRACTABLE_KINDS, TextExtractor
-from bridge.claim_check import PayloadUnavailable
-from bridge.labels import safe_label
+from bridge.knowledge.attachments import EXTRACTABLE_KINDS, TextExtractor
+from bridge.knowledge.labels import safe_label
 from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, start_endpoint
+from bridge.queue.claim_check import PayloadUnavailable
 from sandbox.errors import (
     ChildCrashed,
     CpuLimitExceeded,

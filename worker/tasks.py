@@ -21,11 +21,11 @@ from redis import Redis, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bridge.attachments import AttachmentRef, extraction_outcome
-from bridge.claim_check import PayloadUnavailable, fetch_payload
-from bridge.envelope import error_envelope, outcome_envelope
-from bridge.errors import ExtractionFailed
-from bridge.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
+from bridge.knowledge.attachments import AttachmentRef, extraction_outcome
+from bridge.knowledge.errors import ExtractionFailed
+from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
+from bridge.queue.envelope import error_envelope, outcome_envelope
+from bridge.queue.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
 from sandbox.errors import SandboxUnavailable
 from sandbox.runner import ProgressCallback
 from worker import extraction, metrics

@@ -7,44 +7,44 @@ import importlib
 import pytest
 
 import bridge
-from bridge.memory import MemoryContractError, MemoryUnavailable
+from bridge.knowledge.memory import MemoryContractError, MemoryUnavailable
 
 SPEC_NAMES = {
-    "bridge.attachments": [
+    "bridge.knowledge.attachments": [
         "AttachmentRef", "AttachmentSource", "ExtractedAttachment", "ExtractionLimits",
         "TextExtractor", "attachment_contribution", "extract_attachment", "normalise_extracted",
     ],
-    "bridge.archive": ["ArchiveLimitExceeded", "inspect_zip_limits", "is_zip_container"],
-    "bridge.errors": [
+    "bridge.knowledge.archive": ["ArchiveLimitExceeded", "inspect_zip_limits", "is_zip_container"],
+    "bridge.knowledge.errors": [
         "BridgeContractError", "ExtractionFailed", "IngestionRejected", "KnowledgeBridgeError",
         "OutboundRejected",
     ],
-    "bridge.labels": ["safe_label", "safe_source"],
-    "bridge.contracts": [
+    "bridge.knowledge.labels": ["safe_label", "safe_source"],
+    "bridge.knowledge.contracts": [
         "ContextContribution", "ContextContributor", "ContextLayer", "ContextRead",
         "ContextRequest", "ContextScope", "ContextSource", "ContextTier", "IngestSelection",
         "StaticContextSource", "layer_index", "ordering_key", "resolve_scope",
     ],
-    "bridge.assembly": ["contribution_spec"],
-    "bridge.citations": [
+    "bridge.knowledge.assembly": ["contribution_spec"],
+    "bridge.knowledge.citations": [
         "Citation", "CitationIndex", "CitationTagFilter", "drop_ungrounded_citations",
     ],
-    "bridge.documents": [
+    "bridge.knowledge.documents": [
         "DocumentPolicy", "DocumentSource", "DocumentStore", "StoredDocument",
         "document_contribution", "validate_document_id",
     ],
-    "bridge.retrieval": [
+    "bridge.knowledge.retrieval": [
         "FragmentSelection", "KnowledgeRetriever", "KnowledgeSource", "RetrievalPolicy",
         "RetrievedFragment", "flatten_content", "knowledge_contribution", "render_fragments",
         "select_fragments", "selection_revision",
     ],
-    "bridge.multimodal": [
+    "bridge.knowledge.multimodal": [
         "ContentPart", "media_part", "text_part", "to_anthropic_blocks", "to_openai_blocks",
     ],
-    "bridge.outbound": ["check_outbound_url"],
-    "bridge.factory": ["knowledge_sources"],
-    "bridge.provider": ["KnowledgeFragment", "KnowledgeProvider"],
-    "bridge.memory": [
+    "bridge.knowledge.outbound": ["check_outbound_url"],
+    "bridge.knowledge.factory": ["knowledge_sources"],
+    "bridge.knowledge.provider": ["KnowledgeFragment", "KnowledgeProvider"],
+    "bridge.knowledge.memory": [
         "PortCandidateSource", "MemoryQuery", "MemoryLayer", "Candidate", "RelevanceSignals",
         "RetrievalResult", "MemoryContractError", "MemoryUnavailable",
     ],
@@ -58,7 +58,7 @@ SPEC_NAMES = {
 def test_name_is_importable(module: str, name: str) -> None:
     owner = importlib.import_module(module)
     assert hasattr(owner, name)
-    if module != "bridge.memory":
+    if module != "bridge.knowledge.memory":
         assert getattr(bridge, name) is getattr(owner, name)
         assert name in bridge.__all__
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bridge.jobs import QUEUES
+from bridge.queue.jobs import QUEUES
 from tests.deploy.conftest import (
     KUBERNETES,
     KUSTOMIZATION,

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.celery_queue import CeleryQueue
+from bridge.queue.celery_queue import CeleryQueue
 from tests.conftest import REPO_ROOT
 from tests.redis_server import RedisServer
 

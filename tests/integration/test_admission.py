@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bridge.attachments import AttachmentRef
-from bridge.celery_queue import CeleryQueue
-from bridge.cli import _CLI_DEADLINE_SECONDS
-from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
-from bridge.queue import gather
-from bridge.reconcile import UNACKED_KEY
+from bridge.knowledge.attachments import AttachmentRef
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
+from bridge.queue.reconcile import UNACKED_KEY
+from bridge.queue.source import gather
 from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_until_empty, worker_env
 from tests.integration.test_chaos import counted_ref, local, runs
 from tests.redis_server import RedisServer
+from worker.cli import _CLI_DEADLINE_SECONDS
 
 pytestmark = pytest.mark.integration
 

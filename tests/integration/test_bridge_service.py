@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from bridge.attachments import AttachmentRef, ExtractionLimits
-from bridge.claim_check import sha256_hex, store_payloads
-from bridge.kinds import guess_kind
-from bridge.service_config import ServiceConfig
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.kinds import guess_kind
+from bridge.queue.claim_check import sha256_hex, store_payloads
+from bridge.service.config import ServiceConfig
 from tests.conftest import REPO_ROOT
 from tests.helpers import selection_as_json
 from tests.integration.conftest import (
@@ -279,7 +279,7 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
         for _, fields in redis.xrange(STREAMS.dead_letter_stream)
     }
     assert sorted(letters) == sorted(dead)
-    # Over the cap: measured inside Redis and dead-lettered unread (bridge.service_streams).
+    # Over the cap: measured inside Redis and dead-lettered unread (bridge.service.streams).
     assert "over the request cap of 1049600 bytes" in letters[dead[2]]
     assert schema_errors(RESULT_SCHEMA, list(answers.values())) == [[] for _ in answers]
     assert settled(redis)

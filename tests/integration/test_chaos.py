@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.attachments import AttachmentRef, AttachmentSource
-from bridge.celery_queue import CeleryQueue
-from bridge.contracts import ContextRequest, IngestSelection
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
+from bridge.knowledge.contracts import ContextRequest, IngestSelection
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, wait_for_marker
 
@@ -148,7 +148,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
 ) -> None:
     """Worker main processes are killed with SIGKILL while jobs flow; every job is answered,
     right, and run at most AIRLOCK_MAX_DELIVERIES (3) times."""
-    caplog.set_level(logging.WARNING, logger="bridge.celery_queue")
+    caplog.set_level(logging.WARNING, logger="bridge.queue.celery_queue")
     workers = [start_worker(concurrency=2, env=_FAST_RECOVERY) for _ in range(_CHAOS_WORKERS)]
     kills = 0
     lock = threading.Lock()
@@ -188,7 +188,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
     republished = sum(
         int(record.args[0])  # type: ignore[index]
         for record in caplog.records
-        if record.name == "bridge.celery_queue" and "again" in record.msg
+        if record.name == "bridge.queue.celery_queue" and "again" in record.msg
     )
     print(
         f"chaos: {kills} kills, {len(refs)} jobs, {len(lost)} lost, {len(wrong)} wrong "

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.attachments import AttachmentRef, AttachmentSource
-from bridge.celery_queue import CeleryQueue
-from bridge.contracts import ContextRequest, IngestSelection
-from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
+from bridge.knowledge.contracts import ContextRequest, IngestSelection
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
+from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, WorkerProcess, wait_until_empty
 

@@ -17,11 +17,11 @@ import pytest
 from celery import Celery
 from redis import Redis
 
-from bridge.attachments import AttachmentRef, ExtractionLimits
-from bridge.celery_queue import CeleryQueue, result_key
-from bridge.contracts import IngestSelection
-from bridge.jobs import LIGHT_QUEUE
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.contracts import IngestSelection
+from bridge.queue.celery_queue import CeleryQueue, result_key
+from bridge.queue.jobs import LIGHT_QUEUE
+from bridge.queue.source import gather
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge.attachments import AttachmentRef
-from bridge.celery_queue import CeleryQueue
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import gather
 from sandbox.jail import remove_tree
 from tests.integration.conftest import WorkerFactory
 

@@ -6,10 +6,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from bridge.attachments import AttachmentRef, ExtractionLimits
-from bridge.celery_queue import CeleryQueue
-from bridge.contracts import IngestSelection
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.contracts import IngestSelection
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import gather
 from tests.integration.conftest import WorkerProcess
 
 pytestmark = pytest.mark.integration

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.attachments import AttachmentRef, ExtractionLimits
-from bridge.celery_queue import CeleryQueue
-from bridge.jobs import LIGHT_QUEUE, OCR_QUEUE
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
+from bridge.queue.source import gather
 from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_for_marker, worker_env
 from tests.integration.test_chaos import local, slow_ref
 from tests.metrics_scrape import Samples, free_port, scrape

@@ -17,9 +17,9 @@ import pytest
 from redis import Redis
 from redis.exceptions import OutOfMemoryError
 
-from bridge.attachments import AttachmentRef
-from bridge.celery_queue import CeleryQueue
-from bridge.queue import QueueFull, QueueUnavailable, gather
+from bridge.knowledge.attachments import AttachmentRef
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import QueueFull, QueueUnavailable, gather
 from tests.helpers import selection_as_json
 from tests.integration.conftest import AIRLOCK, WorkerFactory, WorkerProcess, worker_env
 from tests.integration.test_bridge_service import (

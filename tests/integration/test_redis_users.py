@@ -23,10 +23,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, NoPermissionError
 from redis.retry import Retry
 
-from bridge.attachments import AttachmentRef
-from bridge.celery_queue import CeleryQueue
-from bridge.claim_check import sha256_hex
-from bridge.queue import gather
+from bridge.knowledge.attachments import AttachmentRef
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.claim_check import sha256_hex
+from bridge.queue.source import gather
 from tests.deploy.conftest import COMPOSE, load_yaml, run_redis_start
 from tests.helpers import selection_as_json
 from tests.integration.conftest import WorkerFactory, worker_env

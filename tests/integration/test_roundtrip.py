@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from bridge.attachments import AttachmentRef, AttachmentSource, ExtractionLimits
-from bridge.celery_queue import CeleryQueue
-from bridge.contracts import ContextRequest, IngestSelection
-from bridge.kinds import guess_kind
-from bridge.queue import QueueAttachmentSource, gather, gather_async
+from bridge.knowledge.attachments import AttachmentRef, AttachmentSource, ExtractionLimits
+from bridge.knowledge.contracts import ContextRequest, IngestSelection
+from bridge.knowledge.kinds import guess_kind
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import QueueAttachmentSource, gather, gather_async
 from sandbox.extractor import SandboxExtractor
 from tests.conftest import REPO_ROOT
 from tests.helpers import run_on_a_terminal, ticks_while

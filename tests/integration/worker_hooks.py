@@ -22,8 +22,8 @@ import signal
 import time
 from pathlib import Path
 
-from bridge.attachments import ExtractionLimits, TextExtractor
-from bridge.jobs import Stage
+from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
+from bridge.queue.jobs import Stage
 from sandbox.runner import ProgressCallback
 from worker import extraction
 from worker.config import Settings

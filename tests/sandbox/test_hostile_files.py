@@ -16,9 +16,14 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from bridge.attachments import AttachmentRef, AttachmentSource, ExtractionLimits, extract_attachment
-from bridge.contracts import ContextRequest
-from bridge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.attachments import (
+    AttachmentRef,
+    AttachmentSource,
+    ExtractionLimits,
+    extract_attachment,
+)
+from bridge.knowledge.contracts import ContextRequest
+from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
 from sandbox.errors import CeilingExceeded, ParserError, SandboxError, UnreadableInput
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import MIB, SandboxLimits

@@ -19,8 +19,8 @@ import pytest
 from PIL import Image
 from pypdf import PdfReader
 
-from bridge.attachments import AttachmentRef, AttachmentSource
-from bridge.contracts import ContextRequest
+from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
+from bridge.knowledge.contracts import ContextRequest
 from sandbox import quality, scripts
 from sandbox.errors import UnreadableText
 from sandbox.extractor import SandboxExtractor

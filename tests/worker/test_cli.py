@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bridge import cli
-from bridge.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
 from tests.sandbox.test_extractors import CATALOG, FONT, TEXT_CONTENT, _page, _pdf
+from worker import cli
+from worker.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
 from worker.config import Settings
 
 UNREACHABLE = "redis://127.0.0.1:1/0"  # nothing listens on port 1

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.attachments import ExtractionLimits
-from bridge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
-from bridge.jobs import QUEUES
+from bridge.knowledge.attachments import ExtractionLimits
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
+from bridge.queue.jobs import QUEUES
 from sandbox.limits import MIB
 from worker.config import DEFAULT_BROKER_URL, ConfigurationError, Settings
 
@@ -61,7 +61,7 @@ def test_every_variable_is_read() -> None:
 
 
 def test_the_ceilings_a_refusal_names_are_the_variables_read() -> None:
-    """Each ExtractionLimits variable (the names bridge.ceilings puts in refusals) is read into
+    """Each ExtractionLimits variable (named in refusals) is read into
     the CLI's defaults and the bridge service's ceilings; AIRLOCK_MAX_PIXELS and the text
     ceiling reach the sandbox's parse limits."""
     values = {

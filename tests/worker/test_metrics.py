@@ -18,9 +18,9 @@ import pytest
 from prometheus_client import REGISTRY
 from redis import Redis
 
-from bridge.jobs import Stage
 from bridge.logs import JsonFormatter, LogFormat, configure, requested_log_format
 from bridge.metrics import OTHER, QueueDepthCollector, bounded, metrics_port, start_endpoint
+from bridge.queue.jobs import Stage
 from sandbox.errors import (
     CeilingExceeded,
     ChildCrashed,

@@ -11,7 +11,7 @@ _PROBE = """
 import sys
 import worker
 worker.app.loader.import_default_modules()
-import bridge.celery_queue, bridge.queue, worker.cache, worker.extraction, worker.tasks
+import bridge.queue.celery_queue, bridge.queue.source, worker.cache, worker.extraction, worker.tasks
 parsers = {"pypdf", "docx", "PIL", "pytesseract", "lxml"}
 print(sorted(name for name in sys.modules if name.split(".")[0] in parsers))
 """

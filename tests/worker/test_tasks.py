@@ -13,9 +13,9 @@ from prometheus_client import REGISTRY
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bridge.attachments import ExtractionLimits
-from bridge.claim_check import sha256_hex, store_payloads
-from bridge.jobs import TASK_NAME, ExtractionJob, MalformedJob, Stage
+from bridge.knowledge.attachments import ExtractionLimits
+from bridge.queue.claim_check import sha256_hex, store_payloads
+from bridge.queue.jobs import TASK_NAME, ExtractionJob, MalformedJob, Stage
 from sandbox.errors import OcrRequired, ParserError, SandboxUnavailable
 from sandbox.extractor import SandboxExtractor
 from sandbox.runner import SandboxRunner

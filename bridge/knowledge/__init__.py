@@ -1,0 +1,1 @@
+"""The spec's knowledge capability: one module per section (docs/spec-decisions.md)."""

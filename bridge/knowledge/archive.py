@@ -1,0 +1,762 @@
+"""Refuses a zip container before any parser opens it.
+
+DOCX, XLSX, ODT and EPUB are zip archives, and a zip's central directory is a set of claims the
+uploader wrote: counts, sizes, offsets and methods that a parser believes while it inflates. This
+guard reads those claims with :mod:`struct` and refuses the archive when they describe a bomb (too
+many members, too many bytes, too steep an expansion, members sharing their data, an archive
+inside the archive) or when two of them disagree, because a disagreement is where two parsers
+see two different archives. It never inflates a member: the only member bytes it decodes are the
+first four of each, to recognise a nested archive.
+
+:mod:`zipfile` is not used to open the archive: it answers malformed input with a zoo of raw
+exceptions, and Python 3.11.7 predates its overlapping-entry fix (CVE-2024-0450). Where the format
+leaves a choice, the records are located the way :mod:`zipfile` (the parser behind python-docx)
+locates them, so the archive checked here is the archive the parser will open.
+
+Rules where the format or the threat left a choice:
+
+* Nesting: the uploaded archive is depth 1 and an archive stored as one of its members is depth
+  2, so ``max_nesting_depth=1`` refuses any inner archive. An inner archive is recognised by the
+  signature its data starts with, never by its name. One the limit permits is inspected with the
+  same limits, on its own, in place (it is a byte range of the upload, never copied), but only
+  when it is stored: a deflated inner archive could be checked only by inflating it, so it is
+  refused whatever the limit. An inner archive hidden behind a prefix (recognisable only by its
+  end record) is not seen.
+* Expansion: every member's declared ratio is checked, small members included; the worst member
+  of the reference DOCX corpus expands 32:1, well under the 100:1 default, so no floor is needed.
+  The whole archive's declared size is checked against the payload length as well.
+* Names: exact duplicates and names equal after case-folding are both refused.
+
+The limits bind *declared* sizes, which is all a guard that does not inflate can see. zipfile
+truncates a member's output to its declared size only after inflating up to 1 GiB in one call, so
+a member that lies about its size is left to the sandbox's memory ceiling.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from itertools import pairwise
+
+from bridge.knowledge.errors import KnowledgeBridgeError
+
+
+class ArchiveLimitExceeded(KnowledgeBridgeError):
+    """A zip container was refused before any parser opened it; the message says why.
+
+    When a configurable ceiling refused it, ``ceiling`` names the ``ExtractionLimits`` field and
+    ``needed`` the least value that could admit the archive (``None``: not known), so the
+    refusal can say what to raise and to what.
+    """
+
+    def __init__(
+        self, message: str, ceiling: str | None = None, needed: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.ceiling = ceiling
+        self.needed = needed
+
+
+# Record layouts, spelled as zipfile spells them so both read the same fields.
+_END = struct.Struct("<4s4H2LH")
+_ZIP64_LOCATOR = struct.Struct("<4sLQL")
+_ZIP64_END = struct.Struct("<4sQ2H2L4Q")
+_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
+_LOCAL = struct.Struct("<4s2B4HL2L2H")
+_EXTRA_HEADER = struct.Struct("<2H")
+_U64 = struct.Struct("<Q")
+_DESCRIPTOR = struct.Struct("<3L")
+_ZIP64_DESCRIPTOR = struct.Struct("<LQQ")
+
+_LOCAL_SIGNATURE = b"PK\x03\x04"
+_CENTRAL_SIGNATURE = b"PK\x01\x02"
+_END_SIGNATURE = b"PK\x05\x06"
+_ZIP64_END_SIGNATURE = b"PK\x06\x06"
+_ZIP64_LOCATOR_SIGNATURE = b"PK\x06\x07"
+# Opens a spanned archive, and is also the optional first word of a data descriptor.
+_SPANNED_SIGNATURE = b"PK\x07\x08"
+
+# Bytes that begin a zip archive: a first local header, a bare end record (an empty archive) or
+# the spanning marker. Payloads and member data starting with these are archives whatever their
+# declared type or name.
+_ARCHIVE_SIGNATURES = (_LOCAL_SIGNATURE, _END_SIGNATURE, _SPANNED_SIGNATURE)
+_SIGNATURE_LENGTH = 4
+
+# Declared types whose payload a zip reader will open. A payload declared as one of them is
+# inspected even when its bytes do not look like a zip, so it is refused rather than handed to a
+# parser that would find its own way in.
+_ZIP_MEDIA_TYPES = frozenset({"application/zip", "application/x-zip-compressed"})
+_ZIP_MEDIA_TYPE_FAMILIES = (
+    "application/vnd.openxmlformats-officedocument.",
+    "application/vnd.oasis.opendocument.",
+)
+
+# zipfile looks for the end record only in the last 64 KiB + 22 bytes (the longest comment plus the
+# record) and takes the last signature there; searching the same window finds the same record,
+# including the record of an archive appended to some other file.
+_END_SEARCH_WINDOW = (1 << 16) + _END.size
+
+# A zip64 end record with "extensible data" is longer than this; zipfile assumes it never is and
+# would read the wrong bytes, so only the plain record is accepted.
+_ZIP64_END_BODY_SIZE = _ZIP64_END.size - 12
+
+_ZIP64_EXTRA_ID = 0x0001
+# A 32-bit size or offset holding this value means "the real one is in the zip64 extra field".
+_ZIP64_MARKER = 0xFFFFFFFF
+_ZIP64_COUNT_MARKER = 0xFFFF
+
+_STORED = 0
+_DEFLATED = 8
+# zipfile refuses to open an archive whose entries need a later version of the format (it raises
+# NotImplementedError); refusing here names the reason instead of failing inside the parser.
+_MAX_EXTRACT_VERSION = 63
+_METHOD_NAMES = {1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstd"}
+
+_FLAG_ENCRYPTED = 0x0001
+_FLAG_DATA_DESCRIPTOR = 0x0008
+_FLAG_UTF8_NAME = 0x0800
+# Encryption (traditional or strong), "compressed patched data" and a masked local header all mean
+# the parser cannot read the member, or would read values this guard could not check.
+_UNREADABLE_FLAGS = {
+    _FLAG_ENCRYPTED: "encrypted",
+    0x0020: "compressed patched data",
+    0x0040: "strongly encrypted",
+    0x2000: "written with masked local headers",
+}
+# Flags that change how a member's data is located or decoded; the local header must agree with
+# the central directory on them, or a streaming reader and zipfile read different bytes.
+_LAYOUT_FLAGS = _FLAG_ENCRYPTED | _FLAG_DATA_DESCRIPTOR
+
+# A nested archive is recognised from the first four inflated bytes. Legitimate deflate streams
+# yield them within a few hundred bytes (one block header); a stream that needs more is padding
+# itself to hide what it starts with, and is refused rather than followed.
+_PEEK_INPUT_BYTES = 4096
+
+# Member names appear in refusals; a 64 KiB name would bury the reason.
+_NAME_SHOWN_CHARS = 80
+
+
+@dataclass(frozen=True)
+class _Limits:
+    max_uncompressed_bytes: int
+    max_expansion_ratio: float
+    max_members: int
+    max_nesting_depth: int
+
+    def __post_init__(self) -> None:
+        # A ceiling below one member, byte or level refuses every archive, and a NaN ratio
+        # refuses none: misconfigurations, not policies. The bounds are the ones the caller's
+        # ExtractionLimits enforces, so a limit it accepts never fails here.
+        if (
+            self.max_uncompressed_bytes < 1
+            or not self.max_expansion_ratio > 0
+            or self.max_members < 1
+            or self.max_nesting_depth < 1
+        ):
+            raise ValueError("archive limits must be positive")
+
+
+@dataclass(frozen=True)
+class _Archive:
+    """One archive to inspect: the upload, or a stored member's data read where it lies.
+
+    Every position in this module is an index into ``data``, the whole upload.
+    """
+
+    data: bytes
+    start: int
+    end: int
+    depth: int
+    # Labels of the members this archive is nested in, outermost first.
+    path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Directory:
+    """Where the central directory lies, found the way zipfile finds it."""
+
+    start: int
+    end: int
+    entries: int
+    # Where recorded offsets count from. It lies past the archive's first byte when bytes were
+    # prepended: zipfile adds them to every recorded offset, so a zip appended to another file
+    # still opens, and the local headers are looked for where it looks.
+    base: int
+
+
+@dataclass(frozen=True)
+class _Zip64End:
+    at: int
+    entries: int
+    size: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class _Member:
+    name: str
+    raw_name: bytes
+    flags: int
+    method: int
+    crc: int
+    compressed: int
+    uncompressed: int
+    header_at: int
+
+
+@dataclass(frozen=True)
+class _Span:
+    """The bytes one member occupies: local header, name, extra, data and any descriptor."""
+
+    label: str
+    start: int
+    data_start: int
+    end: int
+
+
+def is_zip_container(media_type: str, payload: bytes) -> bool:
+    """Whether ``payload`` must pass :func:`inspect_zip_limits` before a parser sees it.
+
+    Any one sign is enough, because each is a way zipfile would end up opening the bytes: the
+    leading signature, a zip-based declared type, or an end record near the end (zipfile reads
+    from the end, so a zip appended to a PDF or an image still opens).
+    """
+    kind = media_type.split(";", 1)[0].strip().lower()
+    return (
+        payload.startswith(_ARCHIVE_SIGNATURES)
+        or kind in _ZIP_MEDIA_TYPES
+        or kind.startswith(_ZIP_MEDIA_TYPE_FAMILIES)
+        or kind.endswith("+zip")
+        or _ends_with_end_record(payload)
+    )
+
+
+def _ends_with_end_record(payload: bytes) -> bool:
+    """Whether an end record near the tail reaches exactly to the end of the payload.
+
+    That is what an archive appended to another file looks like. A bare signature is not
+    enough: four bytes of compressed PDF or image data match it about once in 65,000 files,
+    and each such upload would be refused as a broken archive.
+    """
+    floor = max(0, len(payload) - _END_SEARCH_WINDOW)
+    position = payload.rfind(_END_SIGNATURE, floor)
+    while position >= 0:
+        record = payload[position : position + _END.size]
+        if len(record) == _END.size and position + _END.size + _END.unpack(record)[-1] == len(
+            payload
+        ):
+            return True
+        position = payload.rfind(_END_SIGNATURE, floor, position)
+    return False
+
+
+def inspect_zip_limits(
+    payload: bytes,
+    *,
+    max_uncompressed_bytes: int,
+    max_expansion_ratio: float,
+    max_members: int,
+    max_nesting_depth: int,
+) -> None:
+    """Raise :class:`ArchiveLimitExceeded` unless the archive is well-formed and within limits.
+
+    Work is linear in the size of the central directories (plus a sort of at most
+    ``max_members`` spans per archive); no member is inflated.
+    """
+    limits = _Limits(max_uncompressed_bytes, max_expansion_ratio, max_members, max_nesting_depth)
+    # A worklist rather than recursion, so no nesting limit can reach Python's recursion limit.
+    pending = [_Archive(payload, 0, len(payload), depth=1)]
+    while pending:
+        archive = pending.pop()
+        try:
+            pending.extend(_inspect(archive, limits))
+        except ArchiveLimitExceeded as exc:
+            if not archive.path:
+                raise
+            where = "".join(f"inside member {label}: " for label in archive.path)
+            raise ArchiveLimitExceeded(f"{where}{exc}", exc.ceiling, exc.needed) from exc
+
+
+def _inspect(archive: _Archive, limits: _Limits) -> list[_Archive]:
+    """Check one archive; return the inner archives it holds, still to be checked."""
+    directory = _read_directory(archive)
+    # Checked before the walk, so a record claiming millions of entries costs nothing.
+    if directory.entries > limits.max_members:
+        raise ArchiveLimitExceeded(
+            f"the archive declares {directory.entries:,} members, over the limit of "
+            f"{limits.max_members:,}",
+            "max_members",
+            directory.entries,
+        )
+    members = _walk(archive.data, directory)
+    _check_sizes(members, archive.end - archive.start, limits)
+    spans = [_read_local_header(archive.data, member, directory) for member in members]
+    _check_overlaps(spans)
+    return [
+        inner
+        for member, span in zip(members, spans, strict=True)
+        if (inner := _nested_archive(archive, member, span, limits)) is not None
+    ]
+
+
+def _read_directory(archive: _Archive) -> _Directory:
+    payload = archive.data
+    end_at = _find_end_record(archive)
+    if end_at < 0:
+        raise ArchiveLimitExceeded(
+            f"no end-of-central-directory record in the last {_END_SEARCH_WINDOW:,} bytes; "
+            "this is not a readable zip archive"
+        )
+    if end_at + _END.size > archive.end:
+        raise ArchiveLimitExceeded("the end-of-central-directory record is cut off")
+    (_, disk, directory_disk, entries_here, entries, size, offset, comment_length) = (
+        _END.unpack_from(payload, end_at)
+    )
+    if end_at + _END.size + comment_length > archive.end:
+        raise ArchiveLimitExceeded(
+            f"the archive comment claims {comment_length:,} bytes but only "
+            f"{archive.end - end_at - _END.size:,} follow the end record"
+        )
+    records_end = end_at
+    locator_at = end_at - _ZIP64_LOCATOR.size
+    if locator_at >= archive.start and payload.startswith(_ZIP64_LOCATOR_SIGNATURE, locator_at):
+        zip64 = _read_zip64_end(archive, locator_at)
+        # zipfile trusts the zip64 record while other readers trust a 32-bit field unless it
+        # holds the "see zip64" marker; when both hold a real value they must be the same one.
+        for what, small, large, marker in (
+            ("disk number", disk, 0, _ZIP64_COUNT_MARKER),
+            ("directory disk number", directory_disk, 0, _ZIP64_COUNT_MARKER),
+            ("member count on this disk", entries_here, zip64.entries, _ZIP64_COUNT_MARKER),
+            ("member count", entries, zip64.entries, _ZIP64_COUNT_MARKER),
+            ("directory size", size, zip64.size, _ZIP64_MARKER),
+            ("directory offset", offset, zip64.offset, _ZIP64_MARKER),
+        ):
+            if small not in (marker, large):
+                raise ArchiveLimitExceeded(
+                    f"the end record gives a {what} of {small:,} but the zip64 end record "
+                    f"gives {large:,}"
+                )
+        entries, size, offset, records_end = zip64.entries, zip64.size, zip64.offset, zip64.at
+    elif disk or directory_disk or entries_here != entries:
+        raise ArchiveLimitExceeded("the end record describes a multi-disk (spanned) archive")
+    base = records_end - size - offset
+    if base < archive.start:
+        raise ArchiveLimitExceeded(
+            f"the end record places a {size:,}-byte central directory at offset {offset:,}, "
+            f"which does not fit before the end records at offset {records_end - archive.start:,}"
+        )
+    return _Directory(start=records_end - size, end=records_end, entries=entries, base=base)
+
+
+def _find_end_record(archive: _Archive) -> int:
+    # zipfile first accepts a comment-less record in the last 22 bytes, and only then searches
+    # backwards; the two can pick different records, and the parser's pick is the one that counts.
+    payload, start, end = archive.data, archive.start, archive.end
+    last_at = end - _END.size
+    if (
+        last_at >= start
+        and payload.startswith(_END_SIGNATURE, last_at)
+        and payload.endswith(b"\0\0", start, end)
+    ):
+        return last_at
+    return payload.rfind(_END_SIGNATURE, max(start, end - _END_SEARCH_WINDOW), end)
+
+
+def _read_zip64_end(archive: _Archive, locator_at: int) -> _Zip64End:
+    payload = archive.data
+    (_, record_disk, record_offset, disks) = _ZIP64_LOCATOR.unpack_from(payload, locator_at)
+    if record_disk or disks > 1:
+        raise ArchiveLimitExceeded("the zip64 locator describes a multi-disk (spanned) archive")
+    record_at = locator_at - _ZIP64_END.size
+    # zipfile reads the record from just before the locator, ignoring the locator's offset, and
+    # silently falls back to the 32-bit record when it is not there; other readers follow the
+    # offset. Only an archive where all of them land on the same record is accepted.
+    if record_at < archive.start or not payload.startswith(_ZIP64_END_SIGNATURE, record_at):
+        raise ArchiveLimitExceeded("a zip64 locator is present but no zip64 end record precedes it")
+    (_, body_size, _, _, disk, directory_disk, entries_here, entries, size, offset) = (
+        _ZIP64_END.unpack_from(payload, record_at)
+    )
+    if body_size != _ZIP64_END_BODY_SIZE:
+        raise ArchiveLimitExceeded(
+            f"the zip64 end record declares {body_size:,} bytes instead of "
+            f"{_ZIP64_END_BODY_SIZE}; extensible data is not accepted"
+        )
+    if disk or directory_disk or entries_here != entries:
+        raise ArchiveLimitExceeded("the zip64 end record describes a multi-disk (spanned) archive")
+    if record_offset != offset + size:
+        raise ArchiveLimitExceeded(
+            f"the zip64 locator points at offset {record_offset:,} but the zip64 end record "
+            f"follows the central directory at {offset + size:,}"
+        )
+    return _Zip64End(at=record_at, entries=entries, size=size, offset=offset)
+
+
+def _walk(payload: bytes, directory: _Directory) -> list[_Member]:
+    members: list[_Member] = []
+    names: set[str] = set()
+    folded: dict[str, str] = {}
+    cursor = directory.start
+    # zipfile walks by byte count and ignores the declared entry count, so the two must agree or
+    # the count checked against max_members is not the count the parser gets. Stopping at the
+    # declared count also bounds the walk by max_members.
+    while cursor < directory.end:
+        if len(members) == directory.entries:
+            raise ArchiveLimitExceeded(
+                f"the central directory holds more entries than the {directory.entries:,} "
+                "its end record declares"
+            )
+        member, cursor = _read_central_entry(payload, cursor, directory, len(members))
+        _check_member_kind(member)
+        # A reader keeps one member per name; which of two it keeps differs between readers
+        # (and between a case-sensitive zipfile and the case-insensitive OOXML part names).
+        if member.name in names:
+            raise ArchiveLimitExceeded(f"member name {_show(member.name)} appears twice")
+        key = member.name.casefold()
+        if key in folded:
+            raise ArchiveLimitExceeded(
+                f"member names {_show(folded[key])} and {_show(member.name)} differ only in case"
+            )
+        names.add(member.name)
+        folded[key] = member.name
+        members.append(member)
+    if len(members) != directory.entries:
+        raise ArchiveLimitExceeded(
+            f"the end record declares {directory.entries:,} members but the central directory "
+            f"holds {len(members):,}"
+        )
+    return members
+
+
+def _read_central_entry(
+    payload: bytes, at: int, directory: _Directory, index: int
+) -> tuple[_Member, int]:
+    if at + _CENTRAL.size > directory.end:
+        raise ArchiveLimitExceeded(f"central directory entry {index + 1:,} is cut off")
+    (
+        signature,
+        _,
+        _,
+        extract_version,
+        _,
+        flags,
+        method,
+        _,
+        _,
+        crc,
+        compressed,
+        uncompressed,
+        name_length,
+        extra_length,
+        comment_length,
+        _,
+        _,
+        _,
+        header_offset,
+    ) = _CENTRAL.unpack_from(payload, at)
+    if signature != _CENTRAL_SIGNATURE:
+        raise ArchiveLimitExceeded(
+            f"central directory entry {index + 1:,} lacks its signature at offset {at:,}"
+        )
+    name_at = at + _CENTRAL.size
+    extra_at = name_at + name_length
+    after = extra_at + extra_length + comment_length
+    if after > directory.end:
+        raise ArchiveLimitExceeded(f"central directory entry {index + 1:,} is cut off")
+    raw_name = payload[name_at:extra_at]
+    name = _decode_name(raw_name, flags)
+    what = f"the central entry of {_show(name)}"
+    uncompressed, compressed, header_offset = _resolve_zip64(
+        _zip64_field(payload[extra_at : extra_at + extra_length], what),
+        (uncompressed, compressed, header_offset),
+        what,
+    )
+    if extract_version > _MAX_EXTRACT_VERSION:
+        raise ArchiveLimitExceeded(
+            f"member {_show(name)} needs version {extract_version / 10:.1f} of the zip format "
+            f"to extract; {_MAX_EXTRACT_VERSION / 10:.1f} is the latest its parser reads"
+        )
+    member = _Member(
+        name=name,
+        raw_name=raw_name,
+        flags=flags,
+        method=method,
+        crc=crc,
+        compressed=compressed,
+        uncompressed=uncompressed,
+        header_at=header_offset + directory.base,
+    )
+    return member, after
+
+
+def _decode_name(raw: bytes, flags: int) -> str:
+    if flags & _FLAG_UTF8_NAME:
+        try:
+            name = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ArchiveLimitExceeded(
+                f"member name {raw[:_NAME_SHOWN_CHARS]!r} is flagged UTF-8 but is not"
+            ) from None
+    else:
+        name = raw.decode("cp437")
+    if "\0" in name:
+        # zipfile cuts a name at NUL and other readers do not, so two readers see two names.
+        raise ArchiveLimitExceeded(f"member name {_show(name)} contains a NUL byte")
+    return name
+
+
+def _check_member_kind(member: _Member) -> None:
+    for flag, description in _UNREADABLE_FLAGS.items():
+        if member.flags & flag:
+            raise ArchiveLimitExceeded(f"member {_show(member.name)} is {description}")
+    # zipfile inflates bzip2 and lzma in one call with no output bound, so their declared sizes
+    # bound nothing; stored and deflate are the only methods DOCX writers use anyway.
+    if member.method not in (_STORED, _DEFLATED):
+        method = _METHOD_NAMES.get(member.method, f"method {member.method}")
+        raise ArchiveLimitExceeded(
+            f"member {_show(member.name)} is compressed with {method}; only stored and "
+            "deflate members are accepted"
+        )
+
+
+def _zip64_field(extra: bytes, what: str) -> bytes | None:
+    field: bytes | None = None
+    at = 0
+    # Trailing bytes too short for a field header are ignored, as zipfile ignores them (padding
+    # written by alignment tools).
+    while at + _EXTRA_HEADER.size <= len(extra):
+        kind, length = _EXTRA_HEADER.unpack_from(extra, at)
+        body_at = at + _EXTRA_HEADER.size
+        at = body_at + length
+        if at > len(extra):
+            raise ArchiveLimitExceeded(
+                f"extra field 0x{kind:04x} of {what} claims {length:,} bytes, past the end of "
+                "its extra data"
+            )
+        if kind == _ZIP64_EXTRA_ID:
+            # zipfile applies every zip64 field in turn, other readers the first; refuse the
+            # ambiguity rather than pick.
+            if field is not None:
+                raise ArchiveLimitExceeded(f"{what} carries two zip64 extra fields")
+            field = extra[body_at:at]
+    return field
+
+
+def _resolve_zip64(field: bytes | None, values: tuple[int, ...], what: str) -> tuple[int, ...]:
+    # Without a zip64 field a marker is read literally, as zipfile reads it: 4 GiB, which the
+    # size checks then refuse.
+    if field is None:
+        return values
+    resolved: list[int] = []
+    at = 0
+    for value in values:
+        if value != _ZIP64_MARKER:
+            resolved.append(value)
+            continue
+        if at + _U64.size > len(field):
+            raise ArchiveLimitExceeded(
+                f"the zip64 extra field of {what} is too short for the values it must carry"
+            )
+        resolved.extend(_U64.unpack_from(field, at))
+        at += _U64.size
+    return tuple(resolved)
+
+
+def _check_sizes(members: list[_Member], payload_length: int, limits: _Limits) -> None:
+    ratio = limits.max_expansion_ratio
+    total = 0
+    for member in members:
+        name = _show(member.name)
+        # A stored member cannot expand; a difference is a lie one of two readers will believe.
+        if member.method == _STORED and member.uncompressed != member.compressed:
+            raise ArchiveLimitExceeded(
+                f"stored member {name} declares {member.uncompressed:,} bytes uncompressed but "
+                f"{member.compressed:,} stored"
+            )
+        # Multiplying instead of dividing makes zero compressed bytes an unbounded expansion.
+        if member.uncompressed > ratio * member.compressed:
+            steepness = (
+                f"{member.uncompressed / member.compressed:,.1f}:1"
+                if member.compressed
+                else "an unbounded"
+            )
+            raise _ratio_exceeded(
+                f"member {name} declares {member.uncompressed:,} bytes from "
+                f"{member.compressed:,} compressed, {steepness} expansion over the "
+                f"{ratio:g}:1 limit",
+                members,
+                payload_length,
+            )
+        total += member.uncompressed
+        if total > limits.max_uncompressed_bytes:
+            raise ArchiveLimitExceeded(
+                f"declared uncompressed size {total:,} bytes exceeds the "
+                f"{limits.max_uncompressed_bytes:,}-byte ceiling (reached at member {name})",
+                "max_uncompressed_bytes",
+                sum(member.uncompressed for member in members),
+            )
+    # Implied by the member ratios while members do not share bytes; checked anyway because it
+    # also refuses, before any local header is read, members that all claim the same data.
+    if total > ratio * payload_length:
+        raise _ratio_exceeded(
+            f"the archive declares {total:,} bytes uncompressed from a {payload_length:,}-byte "
+            f"payload, {total / payload_length:,.1f}:1 expansion over the {ratio:g}:1 limit",
+            members,
+            payload_length,
+        )
+
+
+def _ratio_exceeded(
+    message: str, members: list[_Member], payload_length: int
+) -> ArchiveLimitExceeded:
+    """The refusal, with the ratio that admits every member and the archive as a whole; none
+    when a member claims bytes from no compressed bytes, which no ratio admits."""
+    if any(member.uncompressed and not member.compressed for member in members):
+        return ArchiveLimitExceeded(message)
+    ratios = [member.uncompressed / member.compressed for member in members if member.compressed]
+    total = sum(member.uncompressed for member in members)
+    return ArchiveLimitExceeded(
+        message, "max_expansion_ratio", max([*ratios, total / max(payload_length, 1)])
+    )
+
+
+def _read_local_header(payload: bytes, member: _Member, directory: _Directory) -> _Span:
+    name = _show(member.name)
+    at = member.header_at
+    if at + _LOCAL.size > directory.start:
+        raise ArchiveLimitExceeded(
+            f"the local header of {name} at offset {at:,} lies outside the member data, which "
+            f"ends at offset {directory.start:,}"
+        )
+    (
+        signature,
+        _,
+        _,
+        flags,
+        method,
+        _,
+        _,
+        crc,
+        compressed,
+        uncompressed,
+        name_length,
+        extra_length,
+    ) = _LOCAL.unpack_from(payload, at)
+    if signature != _LOCAL_SIGNATURE:
+        raise ArchiveLimitExceeded(f"no local header signature for {name} at offset {at:,}")
+    name_at = at + _LOCAL.size
+    extra_at = name_at + name_length
+    data_start = extra_at + extra_length
+    if data_start > directory.start:
+        raise ArchiveLimitExceeded(f"the local header of {name} runs into the central directory")
+    # Streaming readers trust the local header and zipfile the central directory; every value
+    # that decides what gets decoded must be the same in both.
+    if payload[name_at:extra_at] != member.raw_name:
+        local_name = _show(payload[name_at:extra_at].decode("cp437"))
+        raise ArchiveLimitExceeded(
+            f"the central directory names a member {name} but its local header names it "
+            f"{local_name}"
+        )
+    if method != member.method or (flags ^ member.flags) & _LAYOUT_FLAGS:
+        raise ArchiveLimitExceeded(
+            f"the central directory and the local header of {name} disagree on its compression "
+            "method or flags"
+        )
+    what = f"the local header of {name}"
+    zip64 = _zip64_field(payload[extra_at:data_start], what)
+    uncompressed, compressed = _resolve_zip64(zip64, (uncompressed, compressed), what)
+    end = data_start + member.compressed
+    if member.flags & _FLAG_DATA_DESCRIPTOR:
+        if end <= directory.start:
+            end += _descriptor_length(payload, member, end, directory.start, zip64)
+    elif (crc, compressed, uncompressed) != (member.crc, member.compressed, member.uncompressed):
+        raise ArchiveLimitExceeded(
+            f"the central directory gives {name} crc {member.crc:08x} and "
+            f"{member.compressed:,} -> {member.uncompressed:,} bytes, its local header crc "
+            f"{crc:08x} and {compressed:,} -> {uncompressed:,} bytes"
+        )
+    if end > directory.start:
+        raise ArchiveLimitExceeded(
+            f"the data of {name} runs to offset {end:,}, past the start of the central "
+            f"directory at offset {directory.start:,}"
+        )
+    return _Span(label=name, start=at, data_start=data_start, end=end)
+
+
+def _descriptor_length(
+    payload: bytes, member: _Member, at: int, limit: int, zip64: bytes | None
+) -> int:
+    # The descriptor's signature is optional and a CRC may look like one, so each reading is
+    # tried and the one that repeats the central directory's values wins; none doing so is the
+    # same lie as a disagreeing local header.
+    layout = _DESCRIPTOR if zip64 is None else _ZIP64_DESCRIPTOR
+    expected = (member.crc, member.compressed, member.uncompressed)
+    skips = (len(_SPANNED_SIGNATURE), 0) if payload.startswith(_SPANNED_SIGNATURE, at) else (0,)
+    for skip in skips:
+        if at + skip + layout.size <= limit and layout.unpack_from(payload, at + skip) == expected:
+            return skip + layout.size
+    raise ArchiveLimitExceeded(
+        f"the data descriptor of {_show(member.name)} does not repeat the crc and sizes of the "
+        "central directory"
+    )
+
+
+def _check_overlaps(spans: list[_Span]) -> None:
+    # Members sharing bytes are how a few kilobytes declare gigabytes (Fifield's non-recursive
+    # zip bombs quote one kernel from every entry); no writer ever produces them.
+    for first, second in pairwise(sorted(spans, key=lambda span: span.start)):
+        if second.start < first.end:
+            raise ArchiveLimitExceeded(
+                f"member {second.label} starts at offset {second.start:,}, inside member "
+                f"{first.label} (offsets {first.start:,} to {first.end:,})"
+            )
+
+
+def _nested_archive(
+    archive: _Archive, member: _Member, span: _Span, limits: _Limits
+) -> _Archive | None:
+    if not _peek(archive.data, member, span).startswith(_ARCHIVE_SIGNATURES):
+        return None
+    if archive.depth >= limits.max_nesting_depth:
+        raise ArchiveLimitExceeded(
+            f"member {span.label} is itself a zip archive; nesting depth {archive.depth + 1:,} "
+            f"exceeds the limit of {limits.max_nesting_depth:,}",
+            "max_nesting_depth",
+            archive.depth + 1,
+        )
+    if member.method != _STORED:
+        raise ArchiveLimitExceeded(
+            f"member {span.label} is a deflated zip archive, which cannot be inspected without "
+            "inflating it"
+        )
+    return _Archive(
+        archive.data,
+        span.data_start,
+        span.data_start + member.compressed,
+        depth=archive.depth + 1,
+        path=(*archive.path, span.label),
+    )
+
+
+def _peek(payload: bytes, member: _Member, span: _Span) -> bytes:
+    data_end = span.data_start + member.compressed
+    if member.method == _STORED:
+        return payload[span.data_start : min(data_end, span.data_start + _SIGNATURE_LENGTH)]
+    window_end = min(data_end, span.data_start + _PEEK_INPUT_BYTES)
+    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+    try:
+        head = inflater.decompress(payload[span.data_start : window_end], _SIGNATURE_LENGTH)
+    except zlib.error as exc:
+        raise ArchiveLimitExceeded(f"member {span.label} is not valid deflate data") from exc
+    if len(head) < _SIGNATURE_LENGTH and not inflater.eof and window_end < data_end:
+        raise ArchiveLimitExceeded(
+            f"member {span.label} yields no data in its first {_PEEK_INPUT_BYTES:,} compressed "
+            "bytes, so what it holds cannot be seen without inflating it"
+        )
+    return head
+
+
+def _show(name: str) -> str:
+    if len(name) > _NAME_SHOWN_CHARS:
+        name = name[: _NAME_SHOWN_CHARS - 3] + "..."
+    return repr(name)

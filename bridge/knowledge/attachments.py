@@ -1,0 +1,367 @@
+"""The attachment bridge: untrusted uploads in, bounded and labelled text blocks out.
+
+Every parser call goes through :func:`extract_attachment`, which runs the cheap guards first
+(AS-ING-6), wraps whatever the parser does into one of two typed errors (AS-ING-5), and drops
+text over its ceiling whole. :class:`AttachmentSource` turns a set of attachments into one
+:class:`IngestSelection`, with a reason for each attachment it left out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from bridge.knowledge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, explain_failure
+from bridge.knowledge.contracts import (
+    BLOCK_SEPARATOR,
+    ContextContribution,
+    ContextLayer,
+    ContextRead,
+    ContextRequest,
+    IngestSelection,
+    session_contribution,
+)
+from bridge.knowledge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
+from bridge.knowledge.labels import safe_label, strip_invisible
+from bridge.knowledge.markers import escape_markers
+
+#: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
+#: container is not handed to a parser "to find out what it is".
+EXTRACTABLE_KINDS = frozenset({"pdf", "docx", "image", "text"})
+
+# Kinds whose parser opens the payload with zipfile.
+_ZIP_PARSED_KINDS = frozenset({"docx"})
+
+# C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in
+# extracted text reach a model (and an operator's terminal) as instructions, not as content.
+# Also the bidi embeddings, overrides and isolates (U+202A-U+202E, U+2066-U+2069), which make
+# text display in another order than it is read (U+202E shows "txt.exe" as "exe.txt"), and
+# U+FEFF, a byte-order mark that is invisible inside text and splits a word for a matcher.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
+# The Unicode line and paragraph separators break a line for a reader and for str.splitlines();
+# left in, a body line could begin with a block heading that no "\n"-based check sees.
+_LINE_SEPARATORS = re.compile("[\u2028\u2029]")
+
+# How much of an untrusted string (a kind, a media type, a parser's message) a reason quotes:
+# enough to recognise it, too little to carry a payload of its own into a log or a prompt.
+_QUOTED_NAME_CHARS = 80
+_QUOTED_MESSAGE_CHARS = 400
+
+
+@dataclass(frozen=True)
+class AttachmentRef:
+    """One attachment as it arrived: an untrusted name, declared kind and type, and bytes."""
+
+    label: str
+    kind: str
+    media_type: str
+    payload: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        for name in ("label", "kind", "media_type"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"AttachmentRef.{name} must be a str")
+        if isinstance(self.payload, bytearray | memoryview):
+            object.__setattr__(self, "payload", bytes(self.payload))
+        if not isinstance(self.payload, bytes):
+            raise TypeError("AttachmentRef.payload must be bytes")
+
+
+@dataclass(frozen=True)
+class ExtractedAttachment:
+    """One attachment after extraction: a safe label, normalised text, the raw size."""
+
+    label: str
+    kind: str
+    media_type: str
+    text: str
+    byte_size: int
+
+
+@dataclass(frozen=True)
+class ExtractionLimits:
+    """The ceilings applied around one parser call and around the assembled set."""
+
+    max_bytes: int = 8 * 1024 * 1024
+    max_uncompressed_bytes: int = 8 * 1024 * 1024
+    max_expansion_ratio: float = 100.0
+    max_members: int = 1024
+    max_nesting_depth: int = 1
+    max_pages: int = 20
+    max_text_chars: int = 50_000
+    max_total_chars: int = 120_000
+
+    def __post_init__(self) -> None:
+        # A zero or negative ceiling silently refuses everything (or, compared the other way,
+        # nothing); either is a misconfiguration to report at construction.
+        for name in (
+            "max_bytes",
+            "max_uncompressed_bytes",
+            "max_members",
+            "max_nesting_depth",
+            "max_pages",
+            "max_text_chars",
+            "max_total_chars",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise BridgeContractError(f"ExtractionLimits.{name} must be a positive integer")
+        if not self.max_expansion_ratio > 0:
+            raise BridgeContractError("ExtractionLimits.max_expansion_ratio must be positive")
+
+
+DEFAULT_LIMITS = ExtractionLimits()
+
+
+class TextExtractor(Protocol):
+    """The port a format extractor satisfies.
+
+    It receives bytes, never a path: a path would make the framework write untrusted bytes
+    under a name derived from an untrusted label (the AS-ING-2 failure, with extra steps).
+    """
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str: ...
+
+
+def normalise_extracted(text: str) -> str:
+    """Unix line endings (U+2028 and U+2029 included), no control characters but tab and
+    newline, no bidi controls or byte-order marks, no trailing spaces."""
+    unified = _LINE_SEPARATORS.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
+    stripped = _CONTROL.sub("", unified)
+    return "\n".join(line.rstrip() for line in stripped.split("\n"))
+
+
+def quoted(untrusted: str, limit: int = _QUOTED_NAME_CHARS) -> str:
+    """An untrusted string as a reason may show it: one line, invisible characters gone, short."""
+    visible = " ".join(strip_invisible(untrusted.replace("\n", " ")).split())
+    if len(visible) > limit:
+        return visible[: limit - 1] + "…"
+    return visible
+
+
+def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
+    """The cheap guards that run before any parser sees the bytes (AS-ING-6).
+
+    The bridge runs them before enqueuing and the worker runs them again on what it dequeued,
+    because anyone who can write to the queue can skip the first run.
+    """
+    if ref.kind not in EXTRACTABLE_KINDS:
+        raise IngestionRejected(
+            f"attachment kind {quoted(repr(ref.kind))} is not extractable; permitted kinds are "
+            f"{sorted(EXTRACTABLE_KINDS)}. An unrecognised container is refused before "
+            "dispatch, not handed to a parser to find out."
+        )
+    label = safe_label(ref.label)
+    if not ref.payload:
+        raise IngestionRejected(
+            f"attachment {label!r} carries an empty payload; there is nothing to extract and "
+            "an empty block would render a heading over nothing."
+        )
+    if len(ref.payload) > limits.max_bytes:
+        raise IngestionRejected(
+            f"attachment {label!r} is {len(ref.payload)} bytes, which exceeds the "
+            f"{limits.max_bytes}-byte raw-input ceiling checked before dispatch (AS-ING-6); "
+            "archive expansion is bounded separately. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_bytes'].to_admit(len(ref.payload))}."
+        )
+    # A docx is opened by zipfile whatever its declared media type says, so it is inspected
+    # even when the type and the leading bytes hide that it is an archive.
+    if ref.kind in _ZIP_PARSED_KINDS or is_zip_container(ref.media_type, ref.payload):
+        try:
+            inspect_zip_limits(
+                ref.payload,
+                max_uncompressed_bytes=limits.max_uncompressed_bytes,
+                max_expansion_ratio=limits.max_expansion_ratio,
+                max_members=limits.max_members,
+                max_nesting_depth=limits.max_nesting_depth,
+            )
+        except ArchiveLimitExceeded as exc:
+            hint = (
+                "; " + EXTRACTION_SETTINGS[exc.ceiling].to_admit(exc.needed, at_least=True)
+                if exc.ceiling is not None
+                else ""
+            )
+            raise IngestionRejected(
+                f"attachment {label!r} was rejected before dispatch: {exc}{hint}"
+            ) from exc
+
+
+def admit_text(
+    ref: AttachmentRef, untrusted_text: object, limits: ExtractionLimits = DEFAULT_LIMITS
+) -> ExtractedAttachment:
+    """Normalise what a parser produced and hold it to the per-attachment ceiling.
+
+    The same function checks text from an in-process extractor, a sandbox child and a queue
+    envelope, so all three paths admit byte-identical text or refuse with the same reason.
+    Text over the ceiling is dropped, never truncated: a cut fact reads as a complete one.
+    """
+    label = safe_label(ref.label)
+    if not isinstance(untrusted_text, str):
+        raise ExtractionFailed(
+            f"extraction of attachment {label!r} returned {type(untrusted_text).__name__}, "
+            "not text."
+        )
+    text = normalise_extracted(untrusted_text)
+    if len(text) > limits.max_text_chars:
+        raise IngestionRejected(
+            f"attachment {label!r} extracted to {len(text)} characters, which exceeds the "
+            f"{limits.max_text_chars}-character ceiling; extracted text is dropped, never "
+            "truncated — a cut fact reads as a complete one. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_text_chars'].to_admit(len(text))}."
+        )
+    return ExtractedAttachment(
+        label=label,
+        kind=ref.kind,
+        media_type=ref.media_type,
+        text=text,
+        byte_size=len(ref.payload),
+    )
+
+
+def extraction_failure(ref: AttachmentRef, exc_type: str, message: str) -> ExtractionFailed:
+    """The one wording of "the parser lost on this attachment", whichever path saw it lose.
+
+    A sandbox ceiling's or limit's reason ends with the setting that raises it, after the
+    quoted message so a long message cannot cut it off.
+    """
+    hint = explain_failure(exc_type, message)
+    return ExtractionFailed(
+        f"extraction of attachment {safe_label(ref.label)!r} "
+        f"({quoted(ref.kind)}/{quoted(ref.media_type)}) failed: "
+        f"{quoted(exc_type)}: {quoted(message, _QUOTED_MESSAGE_CHARS)}{hint}"
+    )
+
+
+def extract_attachment(
+    ref: AttachmentRef,
+    extractor: TextExtractor,
+    limits: ExtractionLimits = DEFAULT_LIMITS,
+) -> ExtractedAttachment:
+    """Extract one attachment's text under the ingestion ceilings.
+
+    Raises :class:`IngestionRejected` when a guard fires and :class:`ExtractionFailed` when
+    the parser loses; nothing a parser raises escapes untyped.
+    """
+    check_before_dispatch(ref, limits)
+    try:
+        raw = extractor.extract(ref.kind, ref.media_type, ref.payload, max_pages=limits.max_pages)
+    except Exception as exc:  # a parser is a hostile black box: anything it raises is typed
+        raise extraction_failure(ref, type(exc).__name__, str(exc)) from exc
+    return admit_text(ref, raw, limits)
+
+
+Outcome = ExtractedAttachment | IngestionRejected | ExtractionFailed
+
+
+def assemble_selection(
+    outcomes: Iterable[tuple[AttachmentRef, Outcome]],
+    limits: ExtractionLimits = DEFAULT_LIMITS,
+    on_rejection: Literal["omit", "raise"] = "omit",
+) -> IngestSelection:
+    """Fold per-attachment outcomes, in input order, into one selection.
+
+    The local and the queued path both end here, so their selections cannot differ in
+    ordering, ceilings or reason wording. ``outcomes`` may be lazy: with ``'raise'`` nothing
+    after the first refusal is consumed.
+    """
+    blocks: list[str] = []
+    labels: list[str] = []
+    dropped: list[tuple[str, str]] = []
+    used = 0
+    for ref, outcome in outcomes:
+        if isinstance(outcome, IngestionRejected | ExtractionFailed):
+            if on_rejection == "raise":
+                raise outcome
+            dropped.append((safe_label(ref.label), f"{type(outcome).__name__}: {outcome}"))
+            continue
+        if not outcome.text.strip():
+            dropped.append((outcome.label, "the extractor returned nothing but whitespace"))
+            continue
+        # The body is escaped here, where both the local and the queued path end, so no
+        # attachment can render a line that reads as another block's heading or a role.
+        block = f"ATTACHMENT [{outcome.label}]\n{escape_markers(outcome.text)}"
+        cost = len(block) + (len(BLOCK_SEPARATOR) if blocks else 0)
+        if used + cost > limits.max_total_chars:
+            admit = EXTRACTION_SETTINGS["max_total_chars"].to_admit(used + cost)
+            if on_rejection == "raise":
+                raise IngestionRejected(
+                    f"attachment {outcome.label!r} would take the assembled block past the "
+                    f"{limits.max_total_chars}-character ceiling; the per-attachment cap "
+                    f"bounds one file, this one bounds the set. To admit it, {admit}."
+                )
+            dropped.append(
+                (
+                    outcome.label,
+                    "would take the assembled block past the "
+                    f"{limits.max_total_chars}-character ceiling; {admit}",
+                )
+            )
+            continue
+        blocks.append(block)
+        labels.append(f"{outcome.label}:{outcome.byte_size}")
+        used += cost
+    return IngestSelection(
+        text=BLOCK_SEPARATOR.join(blocks), revision="|".join(labels), dropped=tuple(dropped)
+    )
+
+
+def extraction_outcome(
+    ref: AttachmentRef, extractor: TextExtractor, limits: ExtractionLimits = DEFAULT_LIMITS
+) -> Outcome:
+    """:func:`extract_attachment`, with a refusal returned as the outcome instead of raised.
+
+    The shape :func:`assemble_selection` folds; every path that extracts (the source, the CLI,
+    the worker) gets its outcomes here.
+    """
+    try:
+        return extract_attachment(ref, extractor, limits)
+    except (IngestionRejected, ExtractionFailed) as exc:
+        return exc
+
+
+@dataclass(frozen=True)
+class AttachmentSource:
+    """A context source over a fixed set of attachments."""
+
+    refs: Sequence[AttachmentRef]
+    extractor: TextExtractor
+    limits: ExtractionLimits = DEFAULT_LIMITS
+    on_rejection: Literal["omit", "raise"] = "omit"
+    scope_aware: bool = False
+    offline_safe: bool = True
+
+    def __post_init__(self) -> None:
+        if self.on_rejection not in ("omit", "raise"):
+            raise BridgeContractError(
+                f"on_rejection must be 'omit' or 'raise', not {self.on_rejection!r}"
+            )
+
+    def select(self, request: ContextRequest) -> IngestSelection:
+        """Extract every attachment and say why each omitted one was omitted.
+
+        ``'raise'`` ends the read at the first refusal; ``'omit'`` (the default, right when
+        four of five files should still reach the model) carries each omission and its
+        reason on the selection, so an operator can be told "report.pdf: parser failed"
+        instead of guessing why a file is absent.
+        """
+        outcomes = (
+            (ref, extraction_outcome(ref, self.extractor, self.limits)) for ref in self.refs
+        )
+        return assemble_selection(outcomes, self.limits, self.on_rejection)
+
+    def read(self, request: ContextRequest) -> ContextRead:
+        return self.select(request).as_read()
+
+
+def attachment_contribution(
+    contribution_id: str,
+    source: AttachmentSource,
+    *,
+    order: int = 0,
+    scope: str | None = None,
+) -> ContextContribution:
+    """Declare this turn's attachments as per-turn (L2), session-tier context."""
+    return session_contribution(contribution_id, source, ContextLayer.L2, order=order, scope=scope)

@@ -1,0 +1,290 @@
+"""The :class:`ExtractionQueue` over Celery and Redis: publish jobs, collect answers, withdraw.
+
+Publishing uses Celery's own message format (so ``celery worker`` consumes it) over one
+producer for the whole batch. Waiting does not go through ``AsyncResult``: this client
+subscribes to the result channels of exactly the task ids it created, *before* publishing
+(so no answer can slip past), reads each final answer once, and sweeps with ``MGET`` when the
+channel is quiet (so a lost notification costs a second, not the attachment). Every call uses
+fresh task ids; when it stops waiting it revokes the stragglers and deletes their results, and
+each message carries the deadline as its Celery expiry, so a worker that reaches a stale job
+later drops it unrun. While it waits, it publishes again, under the same id, any job the broker
+lost with a killed worker (``bridge.queue.reconcile``). Nothing read here is trusted: it goes to
+``bridge.queue.envelope``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from celery import Celery
+from celery.backends.base import KeyValueStoreBackend
+from kombu.exceptions import KombuError
+from redis import Redis, RedisError
+from redis.client import PubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import OutOfMemoryError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bridge.queue.admission import DEFAULT_MAX_QUEUED, admit
+from bridge.queue.claim_check import store_payloads
+from bridge.queue.envelope import StoredAnswer, read_stored
+from bridge.queue.jobs import QUEUES, TASK_NAME, queue_for, wire_settings
+from bridge.queue.reconcile import Reconciler
+from bridge.queue.source import NotQueued, QueuedJob, QueueFull, QueueUnavailable
+
+_log = logging.getLogger(__name__)
+
+#: How long the result channel may stay quiet before the client looks at the keys directly.
+_SWEEP_SECONDS = 1.0
+_CONNECT_SECONDS = 5.0
+#: How often a waiting caller looks for jobs the broker lost; one is sent again after two
+#: looks missed it, so a lost job costs about twice this, never the caller's deadline.
+RECONCILE_SECONDS = 2.0
+#: The broker URLs whose transport is kombu's Redis one, the one that can lose a popped job.
+_REDIS_BROKERS = ("redis://", "rediss://", "unix://")
+_INFRASTRUCTURE_ERRORS = (RedisError, KombuError, OSError)
+#: Failures to reach Redis at all: their text names the address and errno, nothing sent.
+_UNREACHED = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def _new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return chain
+
+
+def unavailable(exc: BaseException) -> QueueUnavailable:
+    """The caller's exception for an infrastructure failure, never quoting what was sent.
+
+    A failed pipeline names its commands with their arguments in the error text (a payload's
+    first bytes included), so only a connection failure's own text (host, port, errno) is
+    quoted; any other error is named by its type.
+    """
+    chain = _causes(exc)
+    if any(isinstance(cause, OutOfMemoryError) for cause in chain):
+        return QueueFull()
+    reached = next((cause for cause in chain if isinstance(cause, _UNREACHED)), None)
+    detail = type(exc).__name__ if reached is None else f"{type(reached).__name__}: {reached}"
+    return QueueUnavailable(f"the extraction queue is unreachable ({detail})")
+
+
+def result_key(task_id: str) -> str:
+    """Where Celery's Redis backend stores a task's state, and the channel it publishes on."""
+    return f"{KeyValueStoreBackend.task_keyprefix}{task_id}"
+
+
+class CeleryQueue:
+    """Jobs to ``celery worker`` processes through a broker; answers and payloads in Redis."""
+
+    def __init__(
+        self,
+        broker_url: str,
+        result_backend: str,
+        *,
+        payload_ttl: int = 3600,
+        new_task_id: Callable[[], str] = _new_task_id,
+        reconcile_seconds: float = RECONCILE_SECONDS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
+        require_consumers: bool = True,
+        on_answer: Callable[[], None] | None = None,
+    ) -> None:
+        """``max_queued`` bounds each queue (``AIRLOCK_MAX_QUEUED``); with
+        ``require_consumers``, a job whose queue no live worker consumes is answered
+        ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later).
+        ``on_answer`` is called as each job's answer arrives (the CLI's progress counter)."""
+        self._on_answer = on_answer
+        self._app: Any = Celery("airlock-client", broker=broker_url, set_as_current=False)
+        self._app.conf.update(
+            **wire_settings(),
+            broker_connection_timeout=_CONNECT_SECONDS,
+            broker_connection_retry_on_startup=False,
+            task_publish_retry_policy={"max_retries": 2, "interval_start": 0.1},
+        )
+        self._redis = Redis.from_url(
+            result_backend,
+            socket_connect_timeout=_CONNECT_SECONDS,
+            socket_timeout=_CONNECT_SECONDS + _SWEEP_SECONDS,
+        )
+        self._broker: Redis | None = (
+            Redis.from_url(
+                broker_url,
+                socket_connect_timeout=_CONNECT_SECONDS,
+                socket_timeout=_CONNECT_SECONDS,
+            )
+            if broker_url.startswith(_REDIS_BROKERS)
+            else None
+        )
+        self._payload_ttl = payload_ttl
+        self._new_task_id = new_task_id
+        self._reconcile_seconds = reconcile_seconds
+        self._max_queued = max_queued
+        self._require_consumers = require_consumers
+
+    def close(self) -> None:
+        self._app.close()
+        self._redis.close()
+        if self._broker is not None:
+            self._broker.close()
+
+    def extract(
+        self, jobs: Sequence[QueuedJob], deadline: float
+    ) -> list[StoredAnswer | NotQueued | None]:
+        try:
+            verdicts = (
+                [None] * len(jobs)
+                if self._broker is None
+                else admit(
+                    self._broker,
+                    [queue_for(queued.job.stage) for queued in jobs],
+                    self._max_queued,
+                    self._require_consumers,
+                )
+            )
+        except _INFRASTRUCTURE_ERRORS as exc:
+            raise unavailable(exc) from exc
+        admitted = [job for job, verdict in zip(jobs, verdicts, strict=True) if verdict is None]
+        answers = iter(self._extract_admitted(admitted, deadline) if admitted else [])
+        return [next(answers) if verdict is None else verdict for verdict in verdicts]
+
+    def _extract_admitted(
+        self, jobs: Sequence[QueuedJob], deadline: float
+    ) -> list[StoredAnswer | None]:
+        task_ids = [self._new_task_id() for _ in jobs]
+        try:
+            payloads = {queued.job.sha256: queued.payload for queued in jobs}
+            store_payloads(self._redis, payloads, self._payload_ttl)
+            with PubSub(self._redis.connection_pool) as pubsub:
+                keys = {result_key(task_id): index for index, task_id in enumerate(task_ids)}
+                self._subscribe(pubsub, list(keys), deadline)
+                self._publish(jobs, task_ids, deadline)
+                answers = self._collect(pubsub, keys, jobs, task_ids, deadline)
+        except _INFRASTRUCTURE_ERRORS as exc:
+            raise unavailable(exc) from exc
+        self._withdraw(task_ids, [i for i, answer in enumerate(answers) if answer is None])
+        return answers
+
+    def _subscribe(self, pubsub: PubSub, keys: list[str], deadline: float) -> None:
+        """Subscribe and wait for the server's confirmations, so no answer can precede them."""
+        pubsub.subscribe(*keys)
+        confirmed = 0
+        while confirmed < len(keys):
+            message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0.0))
+            if message is None:
+                if time.monotonic() >= deadline:
+                    return  # the sweep after the deadline still reads whatever arrived
+                continue
+            if message["type"] == "subscribe":
+                confirmed += 1
+
+    def _publish(self, jobs: Sequence[QueuedJob], task_ids: list[str], deadline: float) -> None:
+        expires = datetime.now(UTC) + timedelta(seconds=max(deadline - time.monotonic(), 0.0))
+        with self._app.producer_or_acquire() as producer:
+            for queued, task_id in zip(jobs, task_ids, strict=True):
+                self._app.send_task(
+                    TASK_NAME,
+                    args=(queued.job.to_wire(),),
+                    task_id=task_id,
+                    expires=expires,
+                    producer=producer,
+                )
+
+    def _collect(
+        self,
+        pubsub: PubSub,
+        keys: dict[str, int],
+        jobs: Sequence[QueuedJob],
+        task_ids: list[str],
+        deadline: float,
+    ) -> list[StoredAnswer | None]:
+        answers: list[StoredAnswer | None] = [None] * len(jobs)
+        pending = dict(keys)
+        reconciler = (
+            None
+            if self._broker is None
+            else Reconciler(self._broker, QUEUES, self._reconcile_seconds)
+        )
+        next_look = time.monotonic() + self._reconcile_seconds
+
+        def take(key: str, untrusted_raw: object) -> None:
+            index = pending.get(key)
+            if index is None or not isinstance(untrusted_raw, bytes):
+                return
+            stored = read_stored(untrusted_raw, jobs[index].job.limits)
+            if stored is not None:
+                answers[index] = stored
+                del pending[key]
+                if self._on_answer is not None:
+                    self._on_answer()
+
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            message = pubsub.get_message(timeout=min(remaining, _SWEEP_SECONDS))
+            if message is None:
+                self._sweep(pending, take)
+            elif message["type"] == "message" and isinstance(message["channel"], bytes):
+                take(message["channel"].decode(), message["data"])
+            if reconciler is not None and pending and time.monotonic() >= next_look:
+                self._republish_lost(
+                    reconciler, pending, take, jobs=jobs, task_ids=task_ids, deadline=deadline
+                )
+                next_look = time.monotonic() + reconciler.interval
+        if pending:
+            self._sweep(pending, take)
+        return answers
+
+    def _republish_lost(
+        self,
+        reconciler: Reconciler,
+        pending: dict[str, int],
+        take: Callable[[str, object], None],
+        *,
+        jobs: Sequence[QueuedJob],
+        task_ids: list[str],
+        deadline: float,
+    ) -> None:
+        """Publish again, under its own id, each job no queue and no worker holds any more.
+
+        Its answer may have been stored since the caller last looked (a job leaves the unacked
+        hash once answered), so the keys are read first: only a job still unanswered is sent.
+        """
+        lost = reconciler.lost([task_ids[index] for index in pending.values()])
+        if not lost:
+            return
+        self._sweep({result_key(task_id): pending[result_key(task_id)] for task_id in lost}, take)
+        again = [pending[result_key(task_id)] for task_id in lost if result_key(task_id) in pending]
+        if again:
+            _log.warning("publishing %d jobs again: the broker lost them", len(again))
+            self._publish([jobs[i] for i in again], [task_ids[i] for i in again], deadline)
+
+    def _sweep(self, pending: dict[str, int], take: Callable[[str, object], None]) -> None:
+        keys = list(pending)
+        for key, untrusted_raw in zip(keys, self._redis.mget(keys), strict=True):
+            if untrusted_raw is not None:
+                take(key, untrusted_raw)
+
+    def _withdraw(self, task_ids: list[str], unanswered: list[int]) -> None:
+        """Revoke what was not answered and delete every result this call created.
+
+        Best effort: the answers are already in hand, and the expiry on each message and
+        the backend's result expiry clean up whatever a failure here leaves behind.
+        """
+        try:
+            if unanswered:
+                self._app.control.revoke([task_ids[index] for index in unanswered])
+            self._redis.delete(*(result_key(task_id) for task_id in task_ids))
+        except _INFRASTRUCTURE_ERRORS as exc:
+            _log.warning("could not withdraw %d jobs: %s", len(unanswered), exc)

@@ -1,0 +1,67 @@
+"""Payload transport: the bytes wait in Redis under their SHA-256; messages carry a claim check.
+
+An 8 MiB payload inside a Celery message costs ~10x the time of the same bytes under a key
+(kombu encodes bodies again), and a file resent by ten users is stored once. The key is derived
+from the hash, and the worker re-hashes what it fetched: a message that names another payload's
+key, or a value planted under a key, yields a refusal, never another document's text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from redis import Redis
+
+from bridge.queue.jobs import ExtractionJob, payload_key
+
+
+class PayloadUnavailable(Exception):
+    """The claim check cannot be redeemed: the payload expired, or the bytes are not the ones named.
+
+    Raised on the worker side; the task answers it as an extraction failure with this reason.
+    """
+
+
+def sha256_hex(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+def store_payloads(redis: Redis, payloads: Mapping[str, bytes], ttl_seconds: int) -> None:
+    """Store each payload under its hash for ``ttl_seconds``, refreshing keys already there.
+
+    Refreshing first means a payload already stored is not uploaded again; ``SET NX`` for the
+    rest means two clients racing on the same file cannot overwrite each other.
+    """
+    digests = list(payloads)
+    if not digests:
+        return
+    with redis.pipeline(transaction=False) as refresh:
+        for digest in digests:
+            refresh.expire(payload_key(digest), ttl_seconds)
+        present = refresh.execute()
+    missing = [digest for digest, was_there in zip(digests, present, strict=True) if not was_there]
+    if not missing:
+        return
+    with redis.pipeline(transaction=False) as upload:
+        for digest in missing:
+            upload.set(payload_key(digest), payloads[digest], nx=True, ex=ttl_seconds)
+        upload.execute()
+
+
+def fetch_payload(redis: Redis, job: ExtractionJob) -> bytes:
+    """The verified bytes a job names, or :class:`PayloadUnavailable` with the reason."""
+    untrusted_payload = redis.get(payload_key(job.sha256))
+    if untrusted_payload is None:
+        raise PayloadUnavailable(
+            "the payload is no longer in the store (its time to live ran out before a worker "
+            "reached the job); submit the file again"
+        )
+    if not isinstance(untrusted_payload, bytes):
+        raise PayloadUnavailable("the payload store answered with something other than bytes")
+    if len(untrusted_payload) != job.size or sha256_hex(untrusted_payload) != job.sha256:
+        raise PayloadUnavailable(
+            "the stored bytes do not match the size and SHA-256 the job names; they were "
+            "refused rather than extracted in place of the submitted file"
+        )
+    return untrusted_payload

@@ -1,0 +1,1 @@
+"""The Redis Streams bridge service for callers in any language (docs/bridge-service.md)."""

@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from bridge.knowledge.attachments import ExtractionLimits
+from bridge.queue.jobs import (
+    LIGHT_QUEUE,
+    OCR_QUEUE,
+    TASK_NAME,
+    ExtractionJob,
+    MalformedJob,
+    Stage,
+    first_stage,
+    job_from_wire,
+    payload_key,
+    queue_for,
+    route,
+    wire_settings,
+)
+
+JOB = ExtractionJob(
+    sha256="ab" * 32,
+    size=12,
+    label="report.pdf",
+    kind="pdf",
+    media_type="application/pdf",
+    limits=ExtractionLimits(max_pages=3),
+    stage=Stage.LIGHT,
+    use_cache=True,
+)
+
+
+def wire(**changes: Any) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(json.dumps(JOB.to_wire()))
+    body.update(changes)
+    return body
+
+
+def test_a_job_survives_json_unchanged() -> None:
+    assert job_from_wire(wire()) == JOB
+    assert job_from_wire(wire(limits={**wire()["limits"], "max_expansion_ratio": 50})).limits == (
+        ExtractionLimits(max_pages=3, max_expansion_ratio=50.0)
+    )
+
+
+def test_hand_off_changes_only_the_stage() -> None:
+    handed = JOB.handed_on(Stage.OCR)
+    assert handed.stage is Stage.OCR
+    assert handed.to_wire() | {"stage": "light"} == JOB.to_wire()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        "job",
+        {k: v for k, v in wire().items() if k != "size"},
+        wire(extra=1),
+        wire(sha256="AB" * 32),
+        wire(sha256="ab" * 31),
+        wire(sha256=None),
+        wire(size=0),
+        wire(size=True),
+        wire(size=1.5),
+        wire(size="12"),
+        wire(label=7),
+        wire(label="x" * 129),
+        wire(kind=["pdf"]),
+        wire(media_type="x" * 1025),
+        wire(stage="gpu"),
+        wire(use_cache=1),
+        wire(limits=None),
+        wire(limits={**wire()["limits"], "max_pages": True}),
+        wire(limits={**wire()["limits"], "max_pages": 2.0}),
+        wire(limits={**wire()["limits"], "max_pages": 0}),
+        wire(limits={**wire()["limits"], "max_expansion_ratio": -1}),
+        wire(limits={**wire()["limits"], "unknown": 1}),
+    ],
+)
+def test_malformed_messages_are_refused(body: object) -> None:
+    with pytest.raises(MalformedJob):
+        job_from_wire(body)
+
+
+def test_routing_by_stage() -> None:
+    assert first_stage("image") is Stage.OCR
+    assert {first_stage(kind) for kind in ("pdf", "docx", "text")} == {Stage.LIGHT}
+    assert (queue_for(Stage.LIGHT), queue_for(Stage.OCR)) == (LIGHT_QUEUE, OCR_QUEUE)
+    assert route(TASK_NAME, [JOB.to_wire()], {}, {}) == {"queue": LIGHT_QUEUE}
+    ocr_job = JOB.handed_on(Stage.OCR).to_wire()
+    assert route(TASK_NAME, (ocr_job,), {}, {}) == {"queue": OCR_QUEUE}
+    assert route("other.task", [ocr_job], {}, {}) is None
+
+
+def test_the_wire_is_json_only() -> None:
+    settings = wire_settings()
+    assert settings["accept_content"] == ["json"] == settings["result_accept_content"]
+    assert settings["task_serializer"] == "json" == settings["result_serializer"]
+    assert payload_key("ab" * 32) == "airlock:payload:" + "ab" * 32

@@ -1,0 +1,395 @@
+"""``airlock``: extract files into one IngestSelection from the command line.
+
+Text goes to stdout and every omission, with its reason, to stderr, so a pipeline can keep the
+text and still see why a file is missing. Exit codes: 0 every file admitted, 1 some omitted,
+2 usage error, 3 the broker is unreachable. ``airlock health`` exits 0 healthy, 1 not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TextIO
+
+from redis import Redis
+
+from bridge import __version__
+from bridge.knowledge.attachments import (
+    DEFAULT_LIMITS,
+    AttachmentRef,
+    ExtractionLimits,
+    Outcome,
+    TextExtractor,
+    assemble_selection,
+    extraction_outcome,
+)
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
+from bridge.knowledge.contracts import IngestSelection
+from bridge.knowledge.errors import BridgeContractError
+from bridge.knowledge.kinds import guess_kind
+from bridge.logs import LogFormat, configure
+from bridge.metrics import QueueDepthCollector, start_endpoint
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import QueueUnavailable, gather
+from bridge.service.server import BridgeService
+from sandbox.doctor import DoctorReport, probe
+from sandbox.extractor import SandboxExtractor
+from worker import health
+from worker.application import run_worker
+from worker.config import ConfigurationError, Settings
+
+# How much of a file the kind guess looks at: enough to see NUL bytes in a binary header.
+_SNIFF_BYTES = 8192
+
+EXIT_OK = 0
+EXIT_OMITTED = 1
+EXIT_UNHEALTHY = 1
+EXIT_USAGE = 2
+EXIT_BROKER = 3
+
+#: The bridge's blocking reads last a second at most: a connection silent for this long is
+#: broken, and the service retries on a new one.
+_BRIDGE_REDIS_TIMEOUT_SECONDS = 10.0
+#: Long enough for the slowest legitimate job (a sandbox wall clock of OCR) plus queueing.
+_CLI_DEADLINE_SECONDS = 300.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="airlock",
+        description="Sandboxed extraction of untrusted uploads into bounded, labelled text.",
+    )
+    parser.add_argument("--version", action="version", version=f"airlock {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    extract = commands.add_parser(
+        "extract",
+        help="extract FILEs into one selection (text on stdout, omissions on stderr)",
+        description="Extract FILEs in an isolated sandbox and print the assembled selection: "
+        "text on stdout, one line per omitted file with its reason on stderr. "
+        "Exit 0 when every file was admitted, 1 when some were omitted.",
+    )
+    extract.add_argument("files", nargs="+", metavar="FILE", type=Path)
+    extract.add_argument("--json", action="store_true", help="print the whole selection as JSON")
+    extract.add_argument("--kind", help="declare every FILE as this kind instead of guessing")
+    for name, setting in EXTRACTION_SETTINGS.items():
+        default = getattr(DEFAULT_LIMITS, name)
+        # --max-chars is the name the refusals of other tools taught people to look for.
+        aliases = ["--max-chars"] if name == "max_text_chars" else []
+        extract.add_argument(
+            str(setting.flag),
+            *aliases,
+            dest=name,
+            type=type(default),
+            metavar="N",
+            help=f"ceiling: {setting.help} (default ${setting.variable}, else {default})",
+        )
+
+    extract.add_argument(
+        "--admit-unreadable",
+        action="store_true",
+        help="admit text the sandbox finds unreadable (mojibake, OCR junk) under a first line "
+        "'[airlock: text quality low: ...]' instead of omitting the file "
+        "(local mode; default: $AIRLOCK_ADMIT_UNREADABLE)",
+    )
+    extract.add_argument(
+        "--ocr-language",
+        metavar="LANGS",
+        help="tesseract language(s): 'eng', 'eng+deu', or choices 'eng,hin,kor' picked per "
+        "image by script detection (local mode; default: $AIRLOCK_OCR_LANGUAGE or eng)",
+    )
+    extract.add_argument(
+        "--broker",
+        metavar="URL",
+        help="extract through the queue at this broker (default: $AIRLOCK_BROKER_URL; "
+        "unset: extract in this process's sandbox)",
+    )
+    extract.add_argument(
+        "--deadline",
+        type=float,
+        default=_CLI_DEADLINE_SECONDS,
+        metavar="SECONDS",
+        help=f"queue mode: omit files not answered within this time "
+        f"(default {_CLI_DEADLINE_SECONDS:g})",
+    )
+    extract.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="queue mode: parse again even when the result cache holds this file's text",
+    )
+
+    # Celery parses this command's arguments itself: main() hands them over unread.
+    commands.add_parser(
+        "worker",
+        add_help=False,
+        help="run a Celery worker for the extraction queues (arguments go to celery worker)",
+        description="Start `celery worker` with the airlock app, consuming $AIRLOCK_QUEUES "
+        "(default: airlock.light,airlock.ocr). Every argument is passed to Celery.",
+    )
+
+    commands.add_parser(
+        "bridge",
+        help="serve extraction requests from a Redis stream (docs/bridge-service.md)",
+        description="Read extraction requests from $AIRLOCK_REQUEST_STREAM (default "
+        "airlock:requests), extract them on the workers, and publish each selection on "
+        "$AIRLOCK_RESULT_STREAM (default airlock:results) and under "
+        "airlock:selection:<request_id>. SIGTERM or SIGINT stops reading; the requests in "
+        "flight are finished first. Exit 3 when Redis is unreachable at start.",
+    )
+
+    doctor = commands.add_parser(
+        "doctor",
+        help="report which sandbox mechanisms are active on this host",
+        description="Probe the sandbox on this host by attacking it: a jailed child tries a "
+        "TCP connect with every layer, then with each network layer alone. Prints the active "
+        "mechanisms, the tesseract version and languages. Exit 1 when a mechanism named in "
+        "AIRLOCK_SANDBOX_REQUIRE is missing or the connect was not blocked.",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    health_command = commands.add_parser(
+        "health",
+        help="probe this container: --live (cheap, local) or --ready (through the broker)",
+        description="--live: exit 0 while this container's worker beats its heartbeat file "
+        "($AIRLOCK_HEARTBEAT_FILE). --ready: exit 0 when the broker answers and, with --worker, "
+        "when this container's worker answers a ping through it and a trivial job runs in "
+        "this container's sandbox. Exit 1 otherwise.",
+    )
+    check = health_command.add_mutually_exclusive_group(required=True)
+    check.add_argument("--live", action="store_true", help="the worker's main loop still turns")
+    check.add_argument("--ready", action="store_true", help="the broker (and worker) answer")
+    health_command.add_argument(
+        "--worker",
+        action="store_true",
+        help="--ready: this container's worker must answer and its sandbox run a job too",
+    )
+    health_command.add_argument(
+        "--timeout",
+        type=float,
+        default=health.DEFAULT_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"--ready: how long the broker and the worker may take "
+        f"(default {health.DEFAULT_TIMEOUT_SECONDS:g})",
+    )
+    return parser
+
+
+def _read_refs(files: Sequence[Path], kind: str | None) -> list[AttachmentRef]:
+    refs = []
+    for path in files:
+        payload = path.read_bytes()
+        guessed_kind, media_type = guess_kind(path.name, payload[:_SNIFF_BYTES])
+        refs.append(AttachmentRef(path.name, kind or guessed_kind, media_type, payload))
+    return refs
+
+
+class _Progress:
+    """A one-line counter on stderr, shown only to a person watching a terminal."""
+
+    def __init__(self, total: int, stream: TextIO) -> None:
+        self._total = total
+        self._stream = stream
+        self._enabled = total > 1 and stream.isatty()
+        self._done = 0
+
+    def step(self) -> None:
+        self._show(min(self._done + 1, self._total))
+
+    def finish(self) -> None:
+        """Every file is accounted for, including those refused before any worker saw them."""
+        if self._done < self._total:
+            self._show(self._total)
+
+    def _show(self, done: int) -> None:
+        self._done = done
+        if self._enabled:
+            end = "\n" if self._done == self._total else ""
+            self._stream.write(f"\rextracting {self._done}/{self._total}{end}")
+            self._stream.flush()
+
+
+def _outcomes(
+    refs: Sequence[AttachmentRef],
+    extractor: TextExtractor,
+    limits: ExtractionLimits,
+    progress: _Progress,
+) -> Iterator[tuple[AttachmentRef, Outcome]]:
+    one = functools.partial(extraction_outcome, extractor=extractor, limits=limits)
+    # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
+    # input order, so the selection is the one AttachmentSource.select would build.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for ref, outcome in zip(refs, pool.map(one, refs), strict=True):
+            progress.step()
+            yield ref, outcome
+
+
+def _print_selection(selection: IngestSelection, as_json: bool) -> None:
+    if as_json:
+        json.dump(asdict(selection), sys.stdout, ensure_ascii=False, indent=2)
+        sys.stdout.write("\n")
+    elif selection.text:
+        sys.stdout.write(selection.text + "\n")
+    for label, reason in selection.dropped:
+        sys.stderr.write(f"airlock: omitted {label}: {reason}\n")
+
+
+def _extract(args: argparse.Namespace) -> int:
+    env = dict(os.environ)
+    if args.broker:
+        env["AIRLOCK_BROKER_URL"] = args.broker
+    if args.admit_unreadable:
+        env["AIRLOCK_ADMIT_UNREADABLE"] = "1"
+    if args.ocr_language:
+        env["AIRLOCK_OCR_LANGUAGE"] = args.ocr_language
+    settings = Settings.from_env(env)
+    if settings.broker_configured and (args.admit_unreadable or args.ocr_language):
+        # Queued jobs carry only ExtractionLimits; the workers parse with their own settings,
+        # and a flag that silently did nothing would be worse than a refusal.
+        raise ConfigurationError(
+            "--admit-unreadable and --ocr-language apply to local extraction; the queue's "
+            "workers use their own AIRLOCK_ADMIT_UNREADABLE and AIRLOCK_OCR_LANGUAGE"
+        )
+    flags = {name: getattr(args, name) for name in EXTRACTION_SETTINGS}
+    limits = replace(
+        settings.extraction_limits,
+        **{name: value for name, value in flags.items() if value is not None},
+    )
+    refs = _read_refs(args.files, args.kind)
+    progress = _Progress(len(refs), sys.stderr)
+    if settings.broker_configured:
+        selection = _extract_queued(refs, limits, settings, args, progress)
+    else:
+        extractor = SandboxExtractor(settings.sandbox, settings.parse_limits_for(limits))
+        selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
+    progress.finish()
+    _print_selection(selection, args.json)
+    return EXIT_OMITTED if selection.dropped else EXIT_OK
+
+
+def _extract_queued(
+    refs: Sequence[AttachmentRef],
+    limits: ExtractionLimits,
+    settings: Settings,
+    args: argparse.Namespace,
+    progress: _Progress,
+) -> IngestSelection:
+    client = CeleryQueue(
+        settings.broker_url,
+        settings.result_backend,
+        payload_ttl=settings.payload_ttl,
+        max_queued=settings.max_queued,
+        on_answer=progress.step,
+    )
+    try:
+        return gather(
+            refs, client, limits=limits, deadline=args.deadline, use_cache=not args.no_cache
+        )
+    finally:
+        client.close()
+
+
+def _bridge(settings: Settings) -> int:
+    configure(settings.log_format or LogFormat.JSON)
+    stop = threading.Event()
+    # The handler only sets the event: the loop then stops reading and drains, so a stop
+    # never cuts a request between its extraction and its answer.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    client = CeleryQueue(
+        settings.broker_url,
+        settings.result_backend,
+        payload_ttl=settings.payload_ttl,
+        max_queued=settings.max_queued,
+    )
+    redis = Redis.from_url(
+        settings.result_backend,
+        socket_connect_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
+        socket_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
+    )
+    endpoint = (
+        start_endpoint(settings.metrics_port, QueueDepthCollector(settings.broker_url))
+        if settings.metrics_port
+        else None
+    )
+    try:
+        BridgeService(redis, client, settings.bridge_service).run(stop)
+    finally:
+        if endpoint is not None:
+            endpoint.close()
+        client.close()
+        redis.close()
+    return EXIT_OK
+
+
+def _doctor_json(report: DoctorReport) -> dict[str, object]:
+    return {
+        "active": sorted(report.mechanisms),
+        "missing": sorted(report.missing),
+        "required": sorted(report.required),
+        "missing_required": sorted(report.missing_required),
+        "landlock_abi": report.landlock_abi,
+        "libseccomp": report.libseccomp,
+        "tcp_blocked": report.tcp_blocked,
+        "tcp_outcome": report.tcp_outcome,
+        "network_layers": [asdict(check) for check in report.layers],
+        "tesseract": asdict(report.ocr),
+        "healthy": report.healthy,
+    }
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    report = probe()
+    if args.json:
+        json.dump(_doctor_json(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n".join(report.lines()) + "\n")
+    if not report.healthy:
+        sys.stderr.write("airlock: the sandbox does not hold as required on this host\n")
+        return EXIT_OMITTED
+    return EXIT_OK
+
+
+def _health(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    verdict = (
+        health.live(settings) if args.live else health.ready(settings, args.worker, args.timeout)
+    )
+    (sys.stdout if verdict.healthy else sys.stderr).write(f"airlock: {verdict.detail}\n")
+    return EXIT_OK if verdict.healthy else EXIT_UNHEALTHY
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args, celery_args = parser.parse_known_args(argv)
+    if celery_args and args.command != "worker":
+        parser.error(f"unrecognized arguments: {' '.join(celery_args)}")
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.command == "extract":
+            return _extract(args)
+        if args.command == "worker":
+            return run_worker(Settings.from_env(), celery_args)
+        if args.command == "bridge":
+            return _bridge(Settings.from_env())
+        if args.command == "health":
+            return _health(args)
+        Settings.from_env()  # a misconfigured requirement is a usage error, not a crash
+        return _doctor(args)
+    except QueueUnavailable as exc:
+        sys.stderr.write(f"airlock: {exc}\n")
+        return EXIT_BROKER
+    except (OSError, BridgeContractError, ConfigurationError) as exc:
+        sys.stderr.write(f"airlock: {exc}\n")
+        return EXIT_USAGE
