@@ -1,9 +1,7 @@
 """Log lines a machine can read: one JSON object per line, with only the fields named here.
 
-Shared by the workers and the bridge service. A record's message and a fixed set of context
-fields are written, nothing else a caller attaches: so a payload, an extracted text or a task's
-arguments cannot reach the log by being passed along as ``extra``. Callers keep content out of
-the message itself; what identifies a job is its request id and its sanitised label.
+A fixed set of context fields is written and nothing else a caller attaches, so a payload or an
+extracted text cannot reach the log by being passed along as ``extra`` (docs/operations.md).
 """
 
 from __future__ import annotations

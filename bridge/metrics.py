@@ -1,9 +1,7 @@
 """The Prometheus endpoint every airlock process serves, and the queue depth it reports.
 
-Shared by the workers and the bridge service (which must not import the worker), so it holds
-only what does not depend on who is measuring: which port, how a label stays bounded, how the
-endpoint starts and stops, and how deep the extraction queues are. Each process defines its
-own counters on top.
+Shared by the workers and the bridge service (which must not import the worker); each process
+defines its own counters on top. Metric names: docs/operations.md (metrics).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """The attachment bridge: untrusted uploads in, bounded and labelled text blocks out.
 
-Every parser call goes through :func:`extract_attachment`, which runs the cheap guards first
-(AS-ING-6), wraps whatever the parser does into one of two typed errors (AS-ING-5), and drops
-text over its ceiling whole. :class:`AttachmentSource` turns a set of attachments into one
-:class:`IngestSelection`, with a reason for each attachment it left out.
+``extract_attachment`` runs the cheap guards first (AS-ING-6), types whatever the parser does
+(AS-ING-5) and drops text over its ceiling whole; ``AttachmentSource`` turns attachments into
+one ``IngestSelection`` with a reason for each one left out (docs/spec-decisions.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Which setting raises which per-file ceiling, and how a refusal says so.
 
-"117 pages exceeds the 20-page ceiling" leaves an operator to find out which of a dozen knobs
-that is, under which name, and what to set it to. Every refusal by a ceiling therefore ends with
-the ``ExtractionLimits`` field, the ``airlock extract`` flag and the environment variable that
-raise it, and the value that admits this file when it is known:
-``...; raise max_pages (--max-pages 117, AIRLOCK_MAX_PAGES=117)``. The names are defined here
-once: the CLI builds its flags and worker.config reads its variables from this table, so the
-names a reason gives are names that work.
+Every refusal by a ceiling names the ``ExtractionLimits`` field, the ``airlock extract`` flag,
+the environment variable and the value that admits the file. The names are defined here once,
+so the names a reason gives are names that work (docs/configuration.md).
 """
 
 from __future__ import annotations

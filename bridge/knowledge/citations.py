@@ -1,10 +1,8 @@
 """The citation bridge: what a model may cite, and what of the prompt may not leak back out.
 
-:class:`CitationIndex` is the grounded set — the sources a retrieval actually returned — and
-:func:`drop_ungrounded_citations` removes any ``[[source:X]]`` a model wrote for an ``X`` outside
-it. :class:`CitationTagFilter` strips the compiler's internal layer tags (``[working]`` and the
-like) from a streamed response, so a model echoing its prompt structure does not show it to the
-user, and does so identically however the stream happens to be chunked.
+``CitationIndex`` is the grounded set and ``drop_ungrounded_citations`` removes citations
+outside it; ``CitationTagFilter`` strips the compiler's layer tags from a stream identically
+under every chunking. Semantics: docs/spec-decisions.md (citations).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The declaration every bridge emits, and the values a source answers with.
 
-A bridge never decides where its content goes in a prompt. It declares what it supplies, on
-which layer, at which trust tier and scope; the prompt compiler places it. The refusals here
-are the ones that make a deployment unsafe before its first turn, so they are raised while the
-deployment is wired, not when a prompt renders.
+A bridge declares what it supplies, on which layer, tier and scope; the prompt compiler places
+it. Unsafe declarations are refused while the deployment is wired, not when a prompt renders.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Untrusted names become display labels, never identifiers.
 
-A filename or a citation source comes from whoever uploaded or indexed the content. It is shown
-to the model inside a delimiter (``ATTACHMENT [label]``, ``SOURCE [name]:``), so everything
-that could end that delimiter early, start a new line, or name a path is taken out here, once,
-for every caller.
+Everything that could end a delimiter early (``ATTACHMENT [label]``, ``SOURCE [name]:``),
+start a new line or name a path is taken out here, once, for every caller
+(docs/spec-decisions.md, labels).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Provider-neutral message parts, and the two wire formats they render to (AS-NET-3).
 
-A media type travels to the provider and picks the decoder that parses the bytes, so a media
-type chosen by whoever uploaded the file is an injection into someone else's parser. Every
-part is therefore checked when it is built, against one allowlist, and the formatters take
-nothing but parts: there is no parameter through which a caller could add an unchecked field.
+A media type picks the provider's decoder, so every part is checked against one allowlist when
+it is built, and the formatters take nothing but parts (docs/spec-decisions.md, multimodal).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The outbound URL guard (AS-NET-1/2): no fetch derived from untrusted content reaches inward.
 
-A URL that came out of a document, a retrieval or a model's answer is attacker-chosen. Fetched
-as-is, it turns this service into a proxy for whoever wrote it: the cloud metadata service,
-an admin port on localhost, a database on the private network. :func:`check_outbound_url`
-refuses every way of writing such a target that needs no DNS to reach it.
-
-The guard reads a URL the way the most permissive client would, not the way
-:func:`urllib.parse.urlsplit` happens to. Wherever clients disagree (backslashes, userinfo,
-percent signs and stray characters in the host, odd numeric spellings), the URL is refused
-rather than resolved one way here and another way at the socket.
+A URL is read the way the most permissive client would read it; wherever clients disagree, it
+is refused rather than resolved one way here and another at the socket. Each rule and the
+target it keeps out: docs/spec-decisions.md (outbound).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The older async knowledge-provider port, adapted once into the synchronous retriever port.
 
-Vector-store adapters written against :class:`KnowledgeProvider` are coroutines; the retrieval
-bridge reads a `KnowledgeRetriever` synchronously, because the prompt
-compiler does. :class:`ProviderRetriever` is the one place the two meet, at the composition
-root, so no consumer of a prompt has to become a coroutine and no provider has to be rewritten.
+``ProviderRetriever`` is the one place coroutine providers meet the synchronous prompt
+compiler, so neither side has to be rewritten (docs/spec-decisions.md, ProviderRetriever).
 """
 
 from __future__ import annotations

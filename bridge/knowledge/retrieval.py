@@ -1,22 +1,8 @@
 """The retrieval bridge: what a vector store answered, turned into one bounded context block.
 
-A store returns whatever was indexed into it, and in any deployment that indexes user content
-that is attacker-influenceable. So the store decides nothing here: how many fragments render,
-in which order, under which ceilings and at which trust is decided on this side.
-
-Three rules carry the weight:
-
-* The ranking is total, ``(-score, source, content)``, so two runs against a store that returns
-  equally scored rows in different orders compile byte-identical prompts (and cache keys).
-* A fragment over a ceiling is dropped whole, never cut: a truncated sentence reads as a
-  complete statement the store never held.
-* One fragment is one line. ``SOURCE [x]:`` is a delimiter, so a fragment's line breaks are
-  flattened before it is interpolated; otherwise its content could start a second citation line
-  under any source name it liked.
-
-Note for composition roots: :attr:`RetrievalPolicy.max_total_chars` bounds what this bridge
-emits, but a prompt compiler may apply its own, smaller cap on learned content and drop any block
-above it. Raise that cap to at least this ceiling, or every retrieval compiles to a diagnostic.
+The store decides nothing: ranking is total, a fragment over a ceiling is dropped whole, and
+one fragment is one line, so store order and fragment content cannot change the prompt's shape.
+Rules and reasons: docs/spec-decisions.md (retrieval).
 """
 
 from __future__ import annotations

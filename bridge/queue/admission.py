@@ -1,16 +1,8 @@
-"""Which jobs may be queued now: a queue that some worker consumes, with room under its bound.
+"""Which jobs may be queued now: a queue some worker consumes, with room under its bound.
 
-Two conditions made callers wait out their whole deadline for nothing: no worker consuming a
-job's queue, and a backlog deeper than the workers can drain before the callers give up
-(20,000 jobs at once left 14,616 callers with DeadlineExceeded and a worker spending a minute
-discarding what had expired). Both are visible before publishing, so such a job is answered
-at once, with a typed reason, instead of being queued for no one.
-
-Workers announce themselves: each one's heartbeat rewrites ``airlock:consumers:<queue>`` for
-every queue it consumes, with a time to live of a few beats, so the key exists exactly while
-some live worker consumes that queue. The bound is checked with ``LLEN`` before publishing:
-callers publishing at the same moment can overshoot it by at most their own batches, which is
-what a bound against runaway backlogs needs, not an exact count.
+A job for a queue nobody consumes, or behind a backlog deeper than callers can wait out, is
+answered at once with a typed reason (NoWorkers, QueueFull) instead of being queued for no one.
+Liveness keys, the bound and its overshoot: docs/queue.md (admission).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""The :class:`ExtractionQueue` over Celery and Redis: publish jobs, collect answers, withdraw.
+"""The ``ExtractionQueue`` over Celery and Redis: publish jobs, collect answers, withdraw.
 
-Publishing uses Celery's own message format (so ``celery worker`` consumes it) over one
-producer for the whole batch. Waiting does not go through ``AsyncResult``: this client
-subscribes to the result channels of exactly the task ids it created, *before* publishing
-(so no answer can slip past), reads each final answer once, and sweeps with ``MGET`` when the
-channel is quiet (so a lost notification costs a second, not the attachment). Every call uses
-fresh task ids; when it stops waiting it revokes the stragglers and deletes their results, and
-each message carries the deadline as its Celery expiry, so a worker that reaches a stale job
-later drops it unrun. While it waits, it publishes again, under the same id, any job the broker
-lost with a killed worker (``bridge.queue.reconcile``). Nothing read here is trusted: it goes to
-``bridge.queue.envelope``.
+Answers are read from result channels subscribed before publishing, with an MGET sweep when
+quiet; stragglers are revoked and lost jobs republished (reconcile.py). Nothing read here is
+trusted: it goes to envelope.py. The whole path: docs/queue.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Payload transport: the bytes wait in Redis under their SHA-256; messages carry a claim check.
 
-An 8 MiB payload inside a Celery message costs ~10x the time of the same bytes under a key
-(kombu encodes bodies again), and a file resent by ten users is stored once. The key is derived
-from the hash, and the worker re-hashes what it fetched: a message that names another payload's
-key, or a value planted under a key, yields a refusal, never another document's text.
+The worker re-hashes what it fetched, so a message that names another payload's key, or a
+value planted under a key, yields a refusal, never another document's text.
+Sizes and costs: docs/queue.md (payloads).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
-"""Finding the jobs a killed worker took with it, so that the caller publishes them again.
+"""Finds the jobs a killed worker took with it, so that the caller publishes them again.
 
-kombu's Redis transport pops a message (``BRPOP``) before it records it as unacknowledged
-(``HSET unacked``); a worker main process killed between the two, or with the popped reply
-still unread in its socket, takes the message with it, and no visibility timeout ever brings it
-back (celery/celery#7950, celery/kombu#305). Everywhere else a job is recoverable: waiting in
-its queue, or in the ``unacked`` hash from the moment a worker holds it until it has stored
-its answer (``acks_late``), from where the restore sweep puts it back after the visibility
-timeout. So a job that has no final answer and is in no queue and no unacked entry is lost,
-and only its caller, who still holds the job, can send it again.
-
-One Lua script looks at the queues and the hash in one atomic step, so a message moving
-between them (a restore, a retry, an OCR hand-off) is never seen in neither. A job is declared
-lost only when two looks ``interval`` seconds apart both miss it, so a message inside a live
-worker's BRPOP window (microseconds) is not published twice.
+kombu pops a message before it records it as unacknowledged, so a kill in between loses it
+(celery/celery#7950). One Lua script looks at the queues and the unacked hash atomically; two
+misses ``interval`` seconds apart declare a job lost. Why and how: docs/queue.md (lost jobs).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
-"""Gathering attachments through the extraction queue into one :class:`IngestSelection`.
+"""Gathering attachments through the extraction queue into one ``IngestSelection``.
 
-The queued path ends in the same :func:`assemble_selection` as the local one, with outcomes
-rebuilt from re-validated envelopes by the same ``admit_text`` and ``extraction_failure``, so
-for the same refs and limits both produce byte-identical text, revision and reasons. What only
-the queue can add, it adds as reasons: no answer within the deadline, a worker that died on the
-job too often, an answer that was refused.
+The queued path ends in the same ``assemble_selection`` as the local one, so both give
+byte-identical text, revision and reasons; what only a queue can add (no answer in time, a
+worker that died too often, a refused answer) it adds as reasons. See docs/queue.md.
 """
 
 from __future__ import annotations

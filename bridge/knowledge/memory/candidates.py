@@ -1,14 +1,8 @@
 """A memory retrieval port, seen as the candidate source the coordinator reads.
 
-A port answers with a finished :class:`RetrievalResult`; the coordinator wants raw
-:class:`Candidate` rows so that it can gate, rank and blend them itself. This is the
-translation, and it stays thin on purpose:
-
-* the port has ranked already, so its order is kept and marked ``pre_ranked``;
-* the port's score becomes the ``cue`` signal, because a similarity to the query is what it
-  measures, and filed under any other signal it would be weighed as something it is not;
-* every other signal stays ``None``: the port never reported it, and ``0.0`` would turn that
-  silence into an observation.
+The port has ranked already, so its order is kept (``pre_ranked``); its score becomes the
+``cue`` signal and every other signal stays ``None``, because silence is not ``0.0``.
+See docs/spec-decisions.md (memory).
 """
 
 from __future__ import annotations

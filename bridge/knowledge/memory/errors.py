@@ -1,9 +1,7 @@
 """The memory side's two failures, placed in the bridge's one error hierarchy.
 
-A wiring mistake is a `BridgeContractError` wherever it is made, so a
-composition root catches a bad memory port with the same clause as a bad knowledge source. An
-unreachable store is not a wiring mistake and not a refusal of content: it is its own branch
-directly under :class:`~bridge.knowledge.errors.KnowledgeBridgeError`.
+A bad memory port is a ``BridgeContractError`` like any wiring mistake; an unreachable store is
+its own branch directly under ``KnowledgeBridgeError``.
 """
 
 from __future__ import annotations
