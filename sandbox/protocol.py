@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 
+from sandbox import codes
 from sandbox.errors import MalformedAnswer
 from sandbox.limits import ParseLimits
 
@@ -30,11 +31,6 @@ _MAX_COUNT_DIGITS = len(str(MAX_COUNT))
 
 # A JSON escape can smuggle a lone surrogate past strict UTF-8 decoding; no valid text has one.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-# Error codes a child may answer with; the parent maps each one to an exception class.
-ERROR_CODES = frozenset(
-    {"ceiling", "unreadable", "needs_ocr", "unreadable_text", "parser", "memory", "no_extractor"}
-)
 
 
 def frame(body: bytes) -> bytes:
@@ -203,7 +199,7 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
         if set(untrusted_answer) != {"ok", "code", "type", "reason"}:
             _malformed("an error answer must have exactly the keys ok, code, type, reason")
         code = _clean_string(untrusted_answer["code"], "code", MAX_TYPE_CHARS)
-        if code not in ERROR_CODES:
+        if code not in codes.ALL:
             _malformed(f"unknown error code {code!r}")
         type_name = _clean_string(untrusted_answer["type"], "type", MAX_TYPE_CHARS)
         if not type_name.isidentifier():

@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sandbox import scripts
+from sandbox import codes, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
@@ -141,7 +141,7 @@ def judged(text: str, limits: ParseLimits) -> str:
         return text
     reasons = "; ".join(problems)
     if not limits.admit_unreadable:
-        raise Refusal("unreadable_text", reasons)
+        raise Refusal(codes.UNREADABLE_TEXT, reasons)
     return f"{FLAG_PREFIX}{reasons}]\n{text}"
 
 

@@ -15,20 +15,16 @@ import os
 import signal
 
 from sandbox.errors import (
-    CeilingExceeded,
+    BY_CODE,
     ChildCrashed,
     CpuLimitExceeded,
     ForbiddenOperation,
     MalformedAnswer,
     MemoryLimitExceeded,
     NoAnswer,
-    NoExtractor,
-    OcrRequired,
     ParserError,
     ProcessLimitExceeded,
     SandboxError,
-    UnreadableInput,
-    UnreadableText,
 )
 from sandbox.fork_server import ExitNotice
 from sandbox.limits import MIB, SandboxLimits
@@ -40,22 +36,15 @@ _CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT})
 
 
 def from_error_answer(answer: ErrorAnswer, limits: SandboxLimits) -> SandboxError:
-    if answer.code == "ceiling":
-        return CeilingExceeded(answer.reason)
-    if answer.code == "unreadable":
-        return UnreadableInput(answer.reason)
-    if answer.code == "needs_ocr":
-        return OcrRequired(answer.reason)
-    if answer.code == "unreadable_text":
-        return UnreadableText(answer.reason)
-    if answer.code == "memory":
+    if answer.code == MemoryLimitExceeded.code:
         return MemoryLimitExceeded(
             f"the parser ran out of memory under the {limits.memory_bytes // MIB} MiB "
             f"address-space limit ({answer.type_name}: {answer.reason})"
         )
-    if answer.code == "no_extractor":
-        return NoExtractor(answer.reason)
-    return ParserError(f"parser raised {answer.type_name}: {answer.reason}")
+    error = BY_CODE.get(answer.code, ParserError)
+    if error is ParserError:
+        return ParserError(f"parser raised {answer.type_name}: {answer.reason}")
+    return error(answer.reason)
 
 
 def _signal_name(number: int) -> str:

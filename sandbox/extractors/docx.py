@@ -28,6 +28,7 @@ from docx.oxml.parser import parse_xml
 from docx.package import Package
 from lxml import etree
 
+from sandbox import codes
 from sandbox.extractors.docx_numbering import Numbering
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget
@@ -76,11 +77,11 @@ def _main_part(payload: bytes) -> XmlPart:
         archive = zipfile.ZipFile(io.BytesIO(payload))
     except zipfile.BadZipFile as exc:
         raise Refusal(
-            "unreadable", "the payload is not a DOCX package (not a ZIP archive)"
+            codes.UNREADABLE, "the payload is not a DOCX package (not a ZIP archive)"
         ) from exc
     if _CONTENT_TYPES not in archive.namelist():
         raise Refusal(
-            "unreadable",
+            codes.UNREADABLE,
             f"the payload is {_archive_kind(archive)}, not a DOCX package "
             f"(it has no {_CONTENT_TYPES})",
         )
@@ -90,12 +91,13 @@ def _main_part(payload: bytes) -> XmlPart:
         # python-docx reports a piece missing from the package as KeyError: no main document,
         # a relationship to a member the archive lacks, a part without a content type.
         missing = exc.args[0] if exc.args else ""
-        raise Refusal("unreadable", f"the DOCX package is incomplete: {missing}") from exc
+        raise Refusal(codes.UNREADABLE, f"the DOCX package is incomplete: {missing}") from exc
     if part.content_type != CONTENT_TYPE.WML_DOCUMENT_MAIN or not isinstance(part, XmlPart):
         # Macro-enabled documents, templates and other Office packages are not what the kind
         # promises; python-docx refuses them too.
         raise Refusal(
-            "unreadable", f"the package is not a Word document (main part is {part.content_type})"
+            codes.UNREADABLE,
+            f"the package is not a Word document (main part is {part.content_type})",
         )
     return part
 

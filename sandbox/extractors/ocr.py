@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from sandbox import quality, scripts
+from sandbox import codes, quality, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -129,12 +129,14 @@ def damage_is_unreadable(what: str) -> Iterator[None]:
         yield
     except KeyError as exc:
         if exc.args and exc.args[0] in _PRUNED_FORMATS:
-            raise Refusal("unreadable", f"{what} is {not_decoded(exc.args[0])}") from exc
+            raise Refusal(codes.UNREADABLE, f"{what} is {not_decoded(exc.args[0])}") from exc
         raise
     except UnidentifiedImageError as exc:  # an OSError whose message is only a buffer's repr
-        raise Refusal("unreadable", f"{what} does not hold the image format it declares") from exc
+        raise Refusal(
+            codes.UNREADABLE, f"{what} does not hold the image format it declares"
+        ) from exc
     except _DAMAGE as exc:
-        raise Refusal("unreadable", f"{what} is truncated or corrupt: {exc}") from exc
+        raise Refusal(codes.UNREADABLE, f"{what} is truncated or corrupt: {exc}") from exc
 
 
 @contextmanager
@@ -153,7 +155,7 @@ def decoding_under(limits: ParseLimits) -> Iterator[None]:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise Refusal("ceiling", f"{exc} (the pixel ceiling is {limits.max_pixels})") from exc
+        raise Refusal(codes.CEILING, f"{exc} (the pixel ceiling is {limits.max_pixels})") from exc
     finally:
         Image.MAX_IMAGE_PIXELS = previous
 
@@ -166,7 +168,7 @@ def check_pixels(size: tuple[int, int], limits: ParseLimits) -> None:
     width, height = size
     if width * height > limits.max_pixels:
         raise Refusal(
-            "ceiling",
+            codes.CEILING,
             f"an image of {width}x{height} = {width * height} pixels exceeds the "
             f"{limits.max_pixels}-pixel ceiling",
         )

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import pypdfium2
 from PIL import Image
 
+from sandbox import codes
 from sandbox.extractors.ocr import check_pixels
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
@@ -55,12 +56,12 @@ class PdfiumDocument:
             try:
                 document = pypdfium2.PdfDocument(self._payload)
             except pypdfium2.PdfiumError as exc:
-                raise Refusal("unreadable", f"PDFium cannot open the PDF: {exc}") from exc
+                raise Refusal(codes.UNREADABLE, f"PDFium cannot open the PDF: {exc}") from exc
             if len(document) != self._page_count:
                 pages = len(document)
                 document.close()
                 raise Refusal(
-                    "unreadable",
+                    codes.UNREADABLE,
                     f"pypdf and PDFium count different pages in the PDF's page tree "
                     f"({self._page_count} and {pages})",
                 )
@@ -173,7 +174,7 @@ def render_scale(width: float, height: float, limits: ParseLimits) -> float:
     A page without area (a zero or inverted box) has nothing to render and is unreadable.
     """
     if not (width > 0 and height > 0 and math.isfinite(width * height)):
-        raise Refusal("unreadable", f"a page of {width}x{height} points has no area to render")
+        raise Refusal(codes.UNREADABLE, f"a page of {width}x{height} points has no area to render")
     scale = OCR_DPI / _POINTS_PER_INCH
     fitting = math.sqrt(limits.max_pixels / (width * height))
     # One pixel of slack each way: the bitmap's sides are rounded up.
