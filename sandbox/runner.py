@@ -59,11 +59,6 @@ def mechanism_names(value: str, source: str) -> frozenset[str]:
     return names
 
 
-def required_by_env() -> frozenset[str]:
-    """The mechanisms ``AIRLOCK_SANDBOX_REQUIRE`` says a deployment may not run without."""
-    return mechanism_names(os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
-
-
 def root_requirement() -> frozenset[str]:
     """What running as root adds to any requirement: a job must never parse as root."""
     return frozenset({UID_DROP}) if os.geteuid() == 0 else frozenset()
@@ -209,13 +204,12 @@ _RUNNERS: weakref.WeakSet[SandboxRunner] = weakref.WeakSet()
 class SandboxRunner:
     """Jobs in isolated children of one fork server that imported ``modules`` once.
 
-    ``require`` names mechanisms without which the runner refuses to run anything: by default
-    the ones ``AIRLOCK_SANDBOX_REQUIRE`` names; a set given here replaces that list, so the
-    doctor can probe one layer alone on a host whose deployment requires them all. As root,
-    ``uid_drop`` is always required, because a job must never parse as root. ``skip`` turns
-    mechanisms off on purpose, so a test can show that each remaining layer holds on its own;
-    naming one in both is an error. ``seccomp_log`` makes the filter log instead of kill, for
-    deriving the allow list only.
+    ``require`` names mechanisms without which the runner refuses to run anything (a
+    deployment's ``AIRLOCK_SANDBOX_REQUIRE``, read by ``worker/config.py``); as root,
+    ``uid_drop`` is always required, because a job must never parse as root. Each child runs as
+    ``uid_base`` plus its pid when the uid drop holds. ``skip`` turns mechanisms off on purpose,
+    so a test can show that each remaining layer holds on its own; naming one in both is an
+    error. ``seccomp_log`` makes the filter log instead of kill, for deriving the allow list only.
     """
 
     def __init__(
@@ -224,7 +218,8 @@ class SandboxRunner:
         *,
         warm_children: int = 2,
         modules: tuple[str, ...] = DEFAULT_MODULES,
-        require: frozenset[str] | None = None,
+        require: frozenset[str] = frozenset(),
+        uid_base: int = DEFAULT_UID_BASE,
         skip: frozenset[str] = frozenset(),
         seccomp_log: bool = False,
     ) -> None:
@@ -233,9 +228,7 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = (
-            required_by_env() if require is None else mechanism_names(",".join(require), "require")
-        )
+        self._require = mechanism_names(",".join(require), "require")
         self._skip = mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
@@ -246,7 +239,7 @@ class SandboxRunner:
         if self._job_require & self._skip:
             raise ValueError("uid_drop cannot be skipped when running as root")
         self._seccomp_log = seccomp_log
-        self._uid_base = int(os.environ.get("AIRLOCK_SANDBOX_UID_BASE", DEFAULT_UID_BASE))
+        self._uid_base = uid_base
         self._lock = threading.Lock()
         self._server: ForkServer | None = None
         self._closed = False
