@@ -1,8 +1,8 @@
 """The life of one jailed child after the fork: report ready, take one job, answer, exit.
 
-Single use: a child parses exactly one document and dies, so nothing one document does to a
-parser's state (caches, monkey-patched modules, a corrupted heap) can reach the next document.
-Every outcome leaves as a code and a message in a JSON frame; an exception object never does.
+Single use, so nothing one document does to a parser's state reaches the next; every outcome
+leaves as a code (``sandbox/codes.py``) and a message, never an exception object.
+See docs/sandbox.md, "Shape".
 """
 
 from __future__ import annotations

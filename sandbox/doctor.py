@@ -1,9 +1,8 @@
 """Which isolation layers hold on this host, shown by attacking them rather than by asking.
 
-``probe()`` starts real fork servers and has a jailed child try a TCP connect to a listener the
-probe itself opened on 127.0.0.1: once with every layer, then with each network layer alone,
-so the report says not only that the connect failed but which layer stopped it. The connect
-kind is registered only in fork servers that import this module, never in the parsers' one.
+A jailed child tries a TCP connect to a listener the probe opened, with every layer and then
+with each network layer alone, so the report names the layer that stopped it.
+See docs/sandbox.md, "The job's budget" (``airlock doctor``) and "Notes by module".
 """
 
 from __future__ import annotations

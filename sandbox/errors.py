@@ -1,9 +1,8 @@
 """The ways a sandboxed job can fail, as types the trusted side raises.
 
-Only the parent raises these. The child never sends an exception object across the boundary
-(that would mean unpickling attacker-shaped data); it sends an error code, and the parent picks
-the class here. Every class carries a sentence naming what happened, so a caller that only sees
-``f"{type(exc).__name__}: {exc}"`` still learns why the document was not extracted.
+Only the parent raises these; a child answers with a code from ``sandbox/codes.py`` and the
+parent raises the class carrying it (``BY_CODE``). See docs/sandbox.md, "Outcomes" and
+"Notes by module".
 """
 
 from __future__ import annotations

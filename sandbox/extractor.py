@@ -1,9 +1,7 @@
 """The bridge-facing extractor: ``extract(kind, media_type, payload, *, max_pages) -> str``.
 
-It satisfies the bridge's TextExtractor port structurally; importing the bridge here would make
-the sandbox depend on the code it protects. Runners are shared per ``SandboxLimits`` value and
-created on first use, so constructing a ``SandboxExtractor`` costs nothing and many of them
-share one fork server.
+It satisfies the bridge's TextExtractor port structurally and shares one runner per limits,
+requirement and uid base. See docs/sandbox.md, "Notes by module".
 """
 
 from __future__ import annotations

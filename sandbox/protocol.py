@@ -1,10 +1,8 @@
-"""The bytes that cross the pipe between the parent and a jailed child.
+"""The bytes that cross the pipe between the parent and a jailed child: length-prefixed frames.
 
-Everything is a frame: a 4-byte big-endian length, then that many bytes. The parent sends a JSON
-job header frame and a payload frame; the child answers with progress frames, then one JSON
-answer frame. JSON and plain values only: an answer is parsed by the trusted side, and nothing
-richer than strings and bounded integers (no pickle, no exception objects) may come back from a
-process an attacker's bytes may have taken over.
+JSON and plain values only, strictly checked: nothing richer than strings and bounded
+integers may come back from a process an attacker's bytes may have taken over.
+See docs/sandbox.md, "Shape" (Protocol).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Run one parser on untrusted bytes in a pre-jailed child and return its text or a typed failure.
 
-The runner owns one fork server (started on first use, restarted if it dies). A job takes a
-warm child, writes the job to its pipe, and reads at most ``output_bytes`` of answer before the
-wall clock runs out; nothing read back is trusted until ``sandbox.protocol`` has checked
-it. Thread-safe: jobs from several threads share the fork server, each on its own child.
+Nothing read back is trusted until ``sandbox.protocol`` has checked it; thread-safe.
+See docs/sandbox.md, "Shape" and "Notes by module".
 """
 
 from __future__ import annotations

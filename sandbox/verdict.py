@@ -1,12 +1,6 @@
 """Turn what came back from a child (an answer, or only the way it died) into a typed outcome.
 
-What is distinguishable, and what is not: SIGSYS is always the seccomp filter (nothing else in
-the jail sends it); SIGXCPU is always the CPU soft limit; a SIGKILL we did not send is the CPU
-hard limit when the child's CPU time reached it, and otherwise someone outside the sandbox (the
-kernel's OOM killer, an operator). A C library that fails an allocation under RLIMIT_AS usually
-crashes (SIGSEGV, SIGABRT) rather than reporting it; the kernel does not record why, so such a
-crash is called a memory failure only with evidence (resident memory near the limit), and is
-otherwise reported as the crash it is.
+See docs/sandbox.md, "Outcomes" and "Notes by module" (what is distinguishable).
 """
 
 from __future__ import annotations

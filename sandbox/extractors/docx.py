@@ -1,18 +1,8 @@
 """DOCX: headers, body text in document order, footnotes and endnotes, then footers.
 
-python-docx opens the package and parses every XML part with its own lxml parser, built with
-``resolve_entities=False`` (lxml's defaults add ``load_dtd=False``, ``no_network=True`` and
-``huge_tree=False``): an external entity is never fetched and an internal one is not expanded
-(libxml2 rejects a billion-laughs chain outright with an XMLSyntaxError), so no entity text
-reaches the output. The tests check this on hostile documents rather than trusting the flags.
-
-The text is read from the WordprocessingML elements directly rather than through python-docx's
-``Paragraph.text``, which leaves out text boxes, content controls, tracked insertions and field
-results. List numbers and bullets, which Word draws rather than stores, are computed from
-numbering.xml (:mod:`sandbox.extractors.docx_numbering`). Headers and footers are laid out as
-on a page, each under a marker line (``[first-page header]``, ``[footer]``): at the top and at
-the end, so the running text a page repeats is neither mistaken for the body nor lost. Reviewer
-comments are left out: they are not part of the document's text.
+Read from the WordprocessingML elements, text boxes and tracked insertions included; list
+numbers from :mod:`sandbox.extractors.docx_numbering`; no XML entity is fetched or expanded.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations

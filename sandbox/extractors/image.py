@@ -1,8 +1,7 @@
 """Images: PNG, JPEG, TIFF, GIF, WebP and BMP, read by OCR one frame at a time.
 
-The content decides the format, among the six decoders :mod:`sandbox.extractors.ocr` leaves
-registered; the media type is only a label (uploads are routinely mislabelled) and an EPS file
-labelled ``image/png`` is refused because no EPS opener exists, not because of its label.
+The content decides the format, among the decoders :mod:`sandbox.extractors.ocr` leaves
+registered; the media type is only a label. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations

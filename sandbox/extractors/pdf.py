@@ -1,10 +1,7 @@
 """PDF: the text layer of every page, and OCR of the rendered page where there is none.
 
-pypdf 7 carries its own ceilings (decompressed stream length, page-tree size and depth, image
-buffer size, parsing work per content stream) and detects cycles in the page tree, the xref
-chain and object references. Those are why a FlateDecode bomb, a cyclic page tree or a looping
-xref chain ends in a refusal, an exception or a plain result within bounded time and memory;
-the runner's CPU and wall-clock limits are the backstop, not the mechanism.
+pypdf's own ceilings and cycle checks bound hostile PDFs; the runner's limits are the backstop.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """PDFium (through pypdfium2), for the pages pypdf cannot give text for: rendering a page for
 OCR, and the text of a page whose text layer pypdf reads as garbage.
 
-pypdf stays the first parser to touch a PDF's bytes, and the only one for a page whose text
-layer it reads: pure Python cannot corrupt memory. PDFium is C++, so it is opened only when a
-page needs it, inside the same jailed child, after pypdf has checked the document against the
-ceilings and decoded the page's images under the sandbox's decoders and pixel ceiling.
-libpdfium.so ships inside the pypdfium2 wheel in site-packages, which the jail keeps readable;
-it is loaded when this module is imported, in the fork server, and :func:`warm_up` exercises
-rendering and text once there so nothing loads lazily inside the jail.
+Opened only for such a page, after pypdf's checks. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Plain text: decoding bytes of unknown encoding, and the character budget every extractor uses.
 
-Decoding is deterministic: a byte-order mark decides first, then strict UTF-8, and only bytes
-that are not UTF-8 go to charset_normalizer, so the same payload always decodes the same way
-and valid UTF-8 is never re-guessed as some legacy code page. The media type's ``charset``
-parameter is not consulted: it is as untrusted as the bytes and often wrong.
+Deterministic: a byte-order mark, then strict UTF-8, then charset_normalizer; the declared
+charset is ignored. See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations
