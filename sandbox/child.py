@@ -1,8 +1,8 @@
 """The life of one jailed child after the fork: report ready, take one job, answer, exit.
 
-Single use: a child parses exactly one document and dies, so nothing one document does to a
-parser's state (caches, monkey-patched modules, a corrupted heap) can reach the next document.
-Every outcome leaves as a code and a message in a JSON frame; an exception object never does.
+Single use, so nothing one document does to a parser's state reaches the next; every outcome
+leaves as a code (``sandbox/codes.py``) and a message, never an exception object.
+See docs/sandbox.md, "Shape".
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from __future__ import annotations
 import os
 from typing import NoReturn
 
-from sandbox import protocol, quality
+from sandbox import codes, protocol, quality
 from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
 # Built before any job: when the address-space limit is hit there may be no memory left to
 # build an answer, and a child that cannot say "memory" would look like a crash.
 _MEMORY_ANSWER = protocol.encode_error_answer(
-    "memory", "MemoryError", "the parser ran out of memory under the address-space limit"
+    codes.MEMORY, "MemoryError", "the parser ran out of memory under the address-space limit"
 )
-_REFUSAL_CODES = frozenset({"ceiling", "unreadable", "needs_ocr", "unreadable_text"})
 
 
 def _read_exact(count: int) -> bytes:
@@ -63,7 +62,9 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
     set_progress_sink(progress)
     if parse is None:
         return protocol.encode_error_answer(
-            "no_extractor", "LookupError", f"no extractor is registered for kind {header.kind!r}"
+            codes.NO_EXTRACTOR,
+            "LookupError",
+            f"no extractor is registered for kind {header.kind!r}",
         )
     quality.start_job()
     try:
@@ -72,17 +73,17 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
             # Every kind's text is judged here, after its extractor, so none can skip it.
             text = quality.judged(text, header.limits)
     except Refusal as refusal:
-        code = refusal.code if refusal.code in _REFUSAL_CODES else "parser"
+        code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)
     except MemoryError:
         return _MEMORY_ANSWER
     # SystemExit and KeyboardInterrupt included: whatever a parser raises is its verdict on
     # this document, reported and not obeyed.
     except BaseException as exc:  # noqa: BLE001 - a parser is a hostile black box
-        return protocol.encode_error_answer("parser", type(exc).__name__, str(exc))
+        return protocol.encode_error_answer(codes.PARSER, type(exc).__name__, str(exc))
     if not isinstance(text, str):
         return protocol.encode_error_answer(
-            "parser", "TypeError", f"the parser returned {type(text).__name__}, not str"
+            codes.PARSER, "TypeError", f"the parser returned {type(text).__name__}, not str"
         )
     return protocol.encode_text_answer(text, progress.total)
 

@@ -1,9 +1,8 @@
 """Which isolation layers hold on this host, shown by attacking them rather than by asking.
 
-``probe()`` starts real fork servers and has a jailed child try a TCP connect to a listener the
-probe itself opened on 127.0.0.1: once with every layer, then with each network layer alone,
-so the report says not only that the connect failed but which layer stopped it. The connect
-kind is registered only in fork servers that import this module, never in the parsers' one.
+A jailed child tries a TCP connect to a listener the probe opened, with every layer and then
+with each network layer alone, so the report names the layer that stopped it.
+See docs/sandbox.md, "The job's budget" (``airlock doctor``) and "Notes by module".
 """
 
 from __future__ import annotations
@@ -16,9 +15,9 @@ from sandbox import landlock, seccomp
 from sandbox.errors import SandboxError
 from sandbox.extractors.ocr import TESSERACT
 from sandbox.extractors.registry import extractor
-from sandbox.jail import LANDLOCK, MECHANISMS, NETNS, SECCOMP
+from sandbox.jail import DEFAULT_UID_BASE, LANDLOCK, MECHANISMS, NETNS, SECCOMP
 from sandbox.limits import ParseLimits, SandboxLimits
-from sandbox.runner import SandboxRunner, required_by_env, root_requirement
+from sandbox.runner import SandboxRunner, root_requirement
 
 _CONNECT_KIND = "airlock-doctor-connect"
 _MODULE = "sandbox.doctor"  # imported by the probe's fork servers, which register the kind
@@ -101,18 +100,16 @@ class DoctorReport:
         return lines
 
 
-def _probe_runner(skip: frozenset[str] = frozenset()) -> SandboxRunner:
+def _probe_runner(uid_base: int, skip: frozenset[str] = frozenset()) -> SandboxRunner:
     """A runner that requires nothing: a layer skipped on purpose is the point of a probe, and
-    a layer the host lacks belongs in the report (which weighs ``AIRLOCK_SANDBOX_REQUIRE``),
+    a layer the host lacks belongs in the report (which weighs the deployment's requirement),
     not in an exception that ends the probe before it reports anything."""
-    return SandboxRunner(
-        _LIMITS, warm_children=0, modules=(_MODULE,), require=frozenset(), skip=skip
-    )
+    return SandboxRunner(_LIMITS, warm_children=0, modules=(_MODULE,), uid_base=uid_base, skip=skip)
 
 
-def _attempt(port: int, skip: frozenset[str]) -> tuple[bool, str]:
+def _attempt(port: int, uid_base: int, skip: frozenset[str]) -> tuple[bool, str]:
     """Run the connect in a jailed child; (blocked, what happened)."""
-    with _probe_runner(skip) as runner:
+    with _probe_runner(uid_base, skip) as runner:
         try:
             runner.run(_CONNECT_KIND, "text/plain", str(port).encode())
         except SandboxError as exc:
@@ -138,24 +135,28 @@ def ocr_engine() -> OcrEngine:
     return OcrEngine(TESSERACT, version.strip(), languages)
 
 
-def probe() -> DoctorReport:
+def probe(required: frozenset[str] = frozenset(), uid_base: int = DEFAULT_UID_BASE) -> DoctorReport:
+    """Attack the jail a deployment requiring ``required`` (and, as root, the uid drop) would
+    run its jobs in, its children running as ``uid_base`` plus their pid."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        with _probe_runner() as runner:
+        with _probe_runner(uid_base) as runner:
             mechanisms = runner.mechanisms
-        blocked, outcome = _attempt(port, frozenset())
+        blocked, outcome = _attempt(port, uid_base, frozenset())
         layers = []
         for layer in _NETWORK_LAYERS:
             if layer not in mechanisms:
                 layers.append(LayerCheck(layer, False, "unavailable on this host"))
                 continue
-            layer_blocked, layer_outcome = _attempt(port, frozenset(_NETWORK_LAYERS) - {layer})
+            layer_blocked, layer_outcome = _attempt(
+                port, uid_base, frozenset(_NETWORK_LAYERS) - {layer}
+            )
             layers.append(LayerCheck(layer, layer_blocked, layer_outcome))
     return DoctorReport(
         mechanisms,
-        required_by_env() | root_requirement(),
+        required | root_requirement(),
         landlock.abi_version(),
         seccomp.compile_filter() is not None,
         blocked,

@@ -1,20 +1,32 @@
 """The ways a sandboxed job can fail, as types the trusted side raises.
 
-Only the parent raises these. The child never sends an exception object across the boundary
-(that would mean unpickling attacker-shaped data); it sends an error code, and the parent picks
-the class here. Every class carries a sentence naming what happened, so a caller that only sees
-``f"{type(exc).__name__}: {exc}"`` still learns why the document was not extracted.
+Only the parent raises these; a child answers with a code from ``sandbox/codes.py`` and the
+parent raises the class carrying it (``BY_CODE``). See docs/sandbox.md, "Outcomes" and
+"Notes by module".
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from sandbox import codes
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 class SandboxError(Exception):
     """Root of every outcome of a sandboxed job other than extracted text."""
 
+    #: The code a child answers with for this outcome (``sandbox/codes.py``); None when only
+    #: the parent can conclude it (from a kill, a timeout, a broken answer).
+    code: ClassVar[str | None] = None
+
 
 class ParserError(SandboxError):
     """The parser raised an exception on this document (e.g. "parser raised ValueError: ...")."""
+
+    code = codes.PARSER
 
 
 class WallClockExceeded(SandboxError):
@@ -27,6 +39,8 @@ class CpuLimitExceeded(SandboxError):
 
 class MemoryLimitExceeded(SandboxError):
     """The job hit its address-space limit, or was killed with evidence of memory exhaustion."""
+
+    code = codes.MEMORY
 
 
 class ProcessLimitExceeded(SandboxError):
@@ -56,13 +70,19 @@ class MalformedAnswer(SandboxError):
 class CeilingExceeded(SandboxError):
     """The document breaks a parse ceiling (pages, pixels, text); refused whole, never cut."""
 
+    code = codes.CEILING
+
 
 class OcrRequired(SandboxError):
     """The document can only be read by OCR, and this job ran with OCR turned off."""
 
+    code = codes.NEEDS_OCR
+
 
 class UnreadableInput(SandboxError):
     """The parser recognised the bytes as not a readable document of the declared kind."""
+
+    code = codes.UNREADABLE
 
 
 class UnreadableText(SandboxError):
@@ -71,9 +91,13 @@ class UnreadableText(SandboxError):
     (eng)"). Refused rather than handed to a model as if it were the document; a job with
     ``ParseLimits.admit_unreadable`` gets the text flagged instead."""
 
+    code = codes.UNREADABLE_TEXT
+
 
 class NoExtractor(SandboxError):
     """No parser is registered in the fork server for the requested kind."""
+
+    code = codes.NO_EXTRACTOR
 
 
 class SandboxUnavailable(SandboxError):
@@ -81,3 +105,13 @@ class SandboxUnavailable(SandboxError):
 
     An infrastructure failure, not a verdict on the document: a queue may retry it elsewhere.
     """
+
+
+def _subclasses(root: type[SandboxError]) -> list[type[SandboxError]]:
+    return [leaf for cls in root.__subclasses__() for leaf in (cls, *_subclasses(cls))]
+
+
+#: The class the parent raises for each code a child may answer with.
+BY_CODE: Mapping[str, type[SandboxError]] = {
+    cls.code: cls for cls in _subclasses(SandboxError) if cls.code is not None
+}

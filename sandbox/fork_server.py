@@ -1,8 +1,6 @@
 """The runner's handle on one zygote process: start it, take warm children, learn how they died.
 
-One dispatcher thread reads everything the zygote says (children ready, children exited) and
-files it under a condition variable, so any number of job threads can wait for their own
-child's exit notice without reading from the socket themselves.
+See docs/sandbox.md, "Shape" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ import weakref
 from collections import deque
 from dataclasses import dataclass
 
-from sandbox import temp_dirs
+from sandbox import policy, temp_dirs
 from sandbox.errors import SandboxUnavailable
 from sandbox.jail import remove_tree
 from sandbox.limits import SandboxLimits
@@ -74,10 +72,10 @@ def _zygote_env() -> dict[str, str]:
     included, so the worker's secrets (broker passwords, cloud keys) must never be in it."""
     search_path = [entry or os.getcwd() for entry in sys.path if os.path.isdir(entry or ".")]
     env = {
-        "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        "PATH": os.environ.get("PATH", policy.SEARCH_PATH),
         "PYTHONPATH": os.pathsep.join(search_path),
-        "LANG": "C.UTF-8",
-        "OMP_THREAD_LIMIT": "1",
+        "LANG": policy.LANG,
+        **policy.THREAD_ENV,
     }
     if "TESSDATA_PREFIX" in os.environ:
         env["TESSDATA_PREFIX"] = os.environ["TESSDATA_PREFIX"]

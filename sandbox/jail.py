@@ -1,28 +1,25 @@
 """What a child does to itself before it may read a single byte of payload.
 
-The fork server builds a ``JailPlan`` once (paths opened, seccomp compiled); every child calls
-``jail`` right after ``fork``. Each layer is attempted and recorded: a host without network
-namespaces (an unprivileged container) still gets seccomp's socket ban and Landlock's TCP rules,
-and the set of layers actually in force travels back to the runner, which refuses to run a
-job when a layer the deployment requires is missing.
+The mechanisms of the layers, each attempted and recorded; what they enforce is
+``sandbox/policy.py``. See docs/sandbox.md, "Layers" and "Notes by module".
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 import resource
 import shutil
 import signal
 import struct
 import subprocess
-import sysconfig
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from sandbox import landlock, seccomp
+from sandbox import landlock, policy, seccomp
 from sandbox.limits import SandboxLimits
 
 NETNS = "netns"
@@ -116,38 +113,20 @@ def _shared_libraries(program: str, loader: str) -> list[str]:
     return libraries
 
 
-def _allowed_paths() -> Iterator[tuple[str, int]]:
-    """The files a parser legitimately touches, and nothing else.
-
-    Python's own library directories (a forgotten lazy import should fail on DAC, not here),
-    tessdata, and exactly one executable: tesseract, plus the dynamic loader the kernel must
-    open to start it and the libraries it maps. The parsers' own C libraries are mapped in the
-    fork server before any child exists, so the child never opens them again.
-    """
-    paths = sysconfig.get_paths()
-    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
-        yield paths[name], landlock.READ
-    for path in ("/etc/ld.so.cache", "/usr/share/tesseract-ocr", "/dev/urandom"):
-        yield path, landlock.READ
-    # `tesseract --version` (run by the isolation tests to prove the binary may execute) makes
-    # libldap resolve the host's own name: from /etc/hosts when these are readable, else by
-    # DNS, a socket the seccomp filter kills. The OCR path itself never resolves a name.
-    for path in ("/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf"):
-        yield path, landlock.READ_FILE
-    tessdata = os.environ.get("TESSDATA_PREFIX")
-    if tessdata:
-        yield tessdata, landlock.READ
-    yield "/dev/null", landlock.READ_FILE | landlock.WRITE_FILE
-    tesseract = shutil.which("tesseract")
-    if tesseract:
-        tesseract = os.path.realpath(tesseract)
-        yield tesseract, landlock.RUN
-        interpreter = _elf_interpreter(tesseract)
-        if interpreter:
-            loader = os.path.realpath(interpreter)
-            yield loader, landlock.RUN
-            for library in _shared_libraries(tesseract, loader):
-                yield library, landlock.READ_FILE
+def _program_paths(name: str) -> Iterator[tuple[str, int]]:
+    """The program ``name`` resolves to and the dynamic loader the kernel opens to start it,
+    both to run, and the shared libraries it maps, to read; nothing when it is not installed."""
+    program = shutil.which(name)
+    if not program:
+        return
+    program = os.path.realpath(program)
+    yield program, landlock.RUN
+    interpreter = _elf_interpreter(program)
+    if interpreter:
+        loader = os.path.realpath(interpreter)
+        yield loader, landlock.RUN
+        for library in _shared_libraries(program, loader):
+            yield library, landlock.READ_FILE
 
 
 def plan(
@@ -169,7 +148,8 @@ def plan(
     """
     netns = NETNS not in skip and _LIBC.unshare(_CLONE_NEWNET) == 0
     _LIBC.unshare(_CLONE_NEWIPC)  # best effort: needs CAP_SYS_ADMIN
-    rules = landlock.prepare(_allowed_paths()) if LANDLOCK not in skip else landlock.Rules(0, ())
+    allowed = itertools.chain(policy.allowed_paths(), _program_paths(policy.EXECUTABLE))
+    rules = landlock.prepare(allowed) if LANDLOCK not in skip else landlock.Rules(0, ())
     program = seccomp.compile_filter(seccomp_log) if SECCOMP not in skip else None
     return JailPlan(limits, scratch_root, uid_base, skip, netns, rules, program)
 
@@ -200,26 +180,8 @@ def _move_fds(job_fd: int, answer_fd: int) -> None:
 
 
 def _set_rlimits(limits: SandboxLimits, own_uid: bool) -> None:
-    """Kernel ceilings for this process and everything it starts.
-
-    RLIMIT_NPROC counts every process and thread of the *uid*, system-wide: it bounds the job
-    only when the job has a uid of its own. Under the worker's shared uid it would count the
-    worker's own processes and starve tesseract, so it is left alone there (and the missing
-    uid_drop layer is what the report shows).
-    """
-    cpu = limits.cpu_seconds
-    ceilings = [
-        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
-        # soft < hard: the soft limit delivers SIGXCPU, which the parent can tell apart from
-        # every other SIGKILL; the hard limit still kills a child that ignores SIGXCPU.
-        (resource.RLIMIT_CPU, cpu, cpu + 1),
-        (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
-        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
-        (resource.RLIMIT_CORE, 0, 0),
-    ]
-    if own_uid:
-        ceilings.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
-    for which, soft, hard in ceilings:
+    """Kernel ceilings for this process and everything it starts (``policy.rlimits``)."""
+    for which, soft, hard in policy.rlimits(limits, own_uid):
         resource.setrlimit(which, (soft, hard))
 
 
@@ -269,16 +231,7 @@ def _reset_process_state(scratch: str) -> None:
     for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_DFL)
     os.environ.clear()
-    os.environ.update(
-        {
-            "PATH": "/usr/local/bin:/usr/bin:/bin",
-            "HOME": scratch,
-            "TMPDIR": scratch,
-            "LANG": "C.UTF-8",
-            # One OpenMP thread per job: on few cores tesseract's threads thrash (2.5 s vs 18 s).
-            "OMP_THREAD_LIMIT": "1",
-        }
-    )
+    os.environ.update(policy.child_env(scratch))
     tempfile.tempdir = scratch  # tempfile caches the directory it saw in the fork server
 
 

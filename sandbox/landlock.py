@@ -1,13 +1,7 @@
 """Landlock over ctypes: confine a process's file access, TCP and signals to an allow list.
 
-Landlock is unprivileged and stacks with everything else, so it also holds where a container
-forbids namespaces. Every access right the running kernel knows is *handled*, which means
-denied unless a rule grants it beneath a path; network rights are handled with no rule at all,
-so no TCP bind or connect succeeds; with ABI 6 the child may neither reach abstract unix sockets
-nor signal processes outside its own domain (the fork server, the worker, its siblings).
-
-The fork server opens the allowed paths once (``prepare``); a child only builds a ruleset from
-those descriptors and restricts itself, a handful of system calls.
+Unprivileged and stacking with everything else, so it holds where a container forbids
+namespaces. See docs/sandbox.md, "Layers" and "Notes by module".
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The ceilings a sandboxed job runs under.
-
-Two values, because they bound different things: ``ParseLimits`` travel *into* the child with
-each job and bound what a parser may produce (pages, pixels, language); ``SandboxLimits`` are the
-kernel-enforced ceilings the child is jailed with before it reads a byte (memory, CPU, wall
-clock, answer size, processes). A parser that ignores the first is still stopped by the second.
+"""The ceilings a sandboxed job runs under: ``ParseLimits`` (into the child with each job) and
+``SandboxLimits`` (kernel-enforced). See docs/sandbox.md, "Limits".
 """
 
 from __future__ import annotations

@@ -1,19 +1,98 @@
-"""The system calls a jailed job may make: an allow list, everything else kills the job.
+"""The sandbox policy as data: the files, system calls, environment and rlimits of a jailed job.
 
-Policy as data, apart from the mechanism that compiles it (``sandbox/seccomp.py``). Derived
-from what the parsers and tesseract really call on the corpus, the suite's hostile files and
-OCR (``python -m tests.sandbox.syscall_trace``), plus the few calls any C library may make on
-a path the corpus did not take (``mremap`` for a large realloc, ``abort``'s ``tgkill``). What
-is absent is the point: no ``fork`` (a job is its child plus the programs it execs), no file
-creation (``openat`` only without ``O_CREAT``/``O_TMPFILE``; no ``mkdir``, ``rename``,
-``unlink``), no ``memfd_create`` or ``execveat`` (code from memory), no SysV or POSIX IPC (memory
-that outlives the job), no ``ptrace``, namespaces, mounts, keyrings, BPF or io_uring.
-See docs/sandbox.md, "System calls".
+The mechanisms read it and define none of it: ``jail.py`` (paths, environment, rlimits),
+``seccomp.py`` (system calls), ``fork_server.py`` and the OCR extractor (environment). Each
+rule's why is beside it; docs/sandbox.md ("Layers", "System calls") gives the whole picture.
 """
 
 from __future__ import annotations
 
+import os
+import resource
+import sysconfig
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+
+from sandbox import landlock
+from sandbox.limits import SandboxLimits
+
+# --- files (Landlock) -------------------------------------------------------------------------
+
+#: The one program a job may execute. Its loader and the shared libraries it maps (as
+#: ``ld.so --list`` resolves them) are granted with it, and nothing else of /usr/lib: the
+#: loader runs any ELF it can read (``ld.so /usr/lib/git-core/git``), so what is readable is
+#: what can run.
+EXECUTABLE = "tesseract"
+
+
+def allowed_paths() -> Iterator[tuple[str, int]]:
+    """The files a parser legitimately touches besides ``EXECUTABLE``, with the rights on each.
+
+    Python's own library directories (a forgotten lazy import should fail on DAC, not here) and
+    tessdata. The parsers' own C libraries are mapped in the fork server before any child
+    exists, so the child never opens them again.
+    """
+    paths = sysconfig.get_paths()
+    for name in ("stdlib", "platstdlib", "purelib", "platlib"):
+        yield paths[name], landlock.READ
+    for path in ("/etc/ld.so.cache", "/usr/share/tesseract-ocr", "/dev/urandom"):
+        yield path, landlock.READ
+    # `tesseract --version` (run by the isolation tests to prove the binary may execute) makes
+    # libldap resolve the host's own name: from /etc/hosts when these are readable, else by
+    # DNS, a socket the seccomp filter kills. The OCR path itself never resolves a name.
+    for path in ("/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf"):
+        yield path, landlock.READ_FILE
+    tessdata = os.environ.get("TESSDATA_PREFIX")
+    if tessdata:
+        yield tessdata, landlock.READ
+    yield "/dev/null", landlock.READ_FILE | landlock.WRITE_FILE
+
+
+# --- environment ------------------------------------------------------------------------------
+
+#: One OpenMP thread per job: with OpenMP's default a 300-dpi page took 18 s of OCR instead of
+#: 2.5 s on two shared cores. Set for the fork server, the child and every tesseract run.
+THREAD_ENV: Mapping[str, str] = {"OMP_THREAD_LIMIT": "1"}
+SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
+LANG = "C.UTF-8"
+
+
+def child_env(scratch: str) -> dict[str, str]:
+    """A jailed child's whole environment: nothing of the fork server's, scratch as its home."""
+    return {"PATH": SEARCH_PATH, "HOME": scratch, "TMPDIR": scratch, "LANG": LANG, **THREAD_ENV}
+
+
+# --- rlimits ----------------------------------------------------------------------------------
+
+
+def rlimits(limits: SandboxLimits, own_uid: bool) -> tuple[tuple[int, int, int], ...]:
+    """(resource, soft, hard) for a child and everything it starts.
+
+    RLIMIT_NPROC counts every process and thread of the *uid*, system-wide: it bounds the job
+    only when the job has a uid of its own. Under the worker's shared uid it would count the
+    worker's own processes and starve tesseract, so it is left alone there (and the missing
+    uid_drop layer is what the report shows).
+    """
+    cpu = limits.cpu_seconds
+    table = (
+        (resource.RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
+        # soft < hard: the soft limit delivers SIGXCPU, which the parent can tell apart from
+        # every other SIGKILL; the hard limit still kills a child that ignores SIGXCPU.
+        (resource.RLIMIT_CPU, cpu, cpu + 1),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+    if own_uid:
+        return (*table, (resource.RLIMIT_NPROC, limits.processes, limits.processes))
+    return table
+
+
+# --- system calls (seccomp) -------------------------------------------------------------------
+# Derived from what the parsers and tesseract really call on the corpus, the suite's hostile
+# files and OCR (``python -m tests.sandbox.syscall_trace``), plus the few calls any C library
+# may make on a path the corpus did not take (``mremap`` for a large realloc, ``abort``'s
+# ``tgkill``). What is absent is the point: see docs/sandbox.md, "System calls".
 
 #: Calls allowed with any arguments, grouped by why a parser needs them.
 ALLOWED_SYSCALLS: tuple[str, ...] = (

@@ -1,10 +1,6 @@
 """How often a job's progress reaches its caller: at most once a second, and only forward.
 
-The child sends a progress frame whenever it likes, and a hostile one can send one per 24 bytes of
-its answer budget (about 175,000 in 4 MiB). The worker turns each update into a Redis write and a
-publish, so passing every frame on let a parser flood Redis and spend the caller's deadline on
-bookkeeping. Only an update that moves ``done`` forward is worth telling, and a person or a
-poller gains nothing from more than one a second.
+See docs/sandbox.md, "Shape" (Progress) and "Notes by module".
 """
 
 from __future__ import annotations

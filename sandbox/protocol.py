@@ -1,10 +1,8 @@
-"""The bytes that cross the pipe between the parent and a jailed child.
+"""The bytes that cross the pipe between the parent and a jailed child: length-prefixed frames.
 
-Everything is a frame: a 4-byte big-endian length, then that many bytes. The parent sends a JSON
-job header frame and a payload frame; the child answers with progress frames, then one JSON
-answer frame. JSON and plain values only: an answer is parsed by the trusted side, and nothing
-richer than strings and bounded integers (no pickle, no exception objects) may come back from a
-process an attacker's bytes may have taken over.
+JSON and plain values only, strictly checked: nothing richer than strings and bounded
+integers may come back from a process an attacker's bytes may have taken over.
+See docs/sandbox.md, "Shape" (Protocol).
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import struct
 from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 
+from sandbox import codes
 from sandbox.errors import MalformedAnswer
 from sandbox.limits import ParseLimits
 
@@ -30,11 +29,6 @@ _MAX_COUNT_DIGITS = len(str(MAX_COUNT))
 
 # A JSON escape can smuggle a lone surrogate past strict UTF-8 decoding; no valid text has one.
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-# Error codes a child may answer with; the parent maps each one to an exception class.
-ERROR_CODES = frozenset(
-    {"ceiling", "unreadable", "needs_ocr", "unreadable_text", "parser", "memory", "no_extractor"}
-)
 
 
 def frame(body: bytes) -> bytes:
@@ -203,7 +197,7 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
         if set(untrusted_answer) != {"ok", "code", "type", "reason"}:
             _malformed("an error answer must have exactly the keys ok, code, type, reason")
         code = _clean_string(untrusted_answer["code"], "code", MAX_TYPE_CHARS)
-        if code not in ERROR_CODES:
+        if code not in codes.ALL:
             _malformed(f"unknown error code {code!r}")
         type_name = _clean_string(untrusted_answer["type"], "type", MAX_TYPE_CHARS)
         if not type_name.isidentifier():

@@ -1,16 +1,7 @@
 """Whether extracted text is readable, judged in the child after every extractor.
 
-The spec's rule is drop, never mislead: a language model handed mojibake or OCR junk with
-nothing to say so treats it as the document. Every kind's text is checked for what a broken
-text layer produces (replacement, private-use and unassigned characters; letters that change
-script inside words; UTF-8 read as Latin-1); text tesseract produced is also checked against
-the scripts of the language it was read with and against tesseract's own mean word confidence.
-Unreadable text is refused as ``unreadable_text``, or, when the job's ``admit_unreadable`` is
-set, handed on under a first line that says so (:data:`FLAG_PREFIX`).
-
-The thresholds come from the corpus (../shared/corpus): every document with real text stays far
-below each one, and the unreadable ones (pypdf's mojibake of pdfminer_jo-japanese.pdf; Hindi,
-Korean and Japanese pages OCR'd with ``eng``) are far above at least one.
+Unreadable text is refused as ``unreadable_text``, or with ``admit_unreadable`` handed on
+under a first line that says so (:data:`FLAG_PREFIX`). See docs/sandbox.md, "Text quality".
 """
 
 from __future__ import annotations
@@ -20,7 +11,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sandbox import scripts
+from sandbox import codes, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
@@ -141,7 +132,7 @@ def judged(text: str, limits: ParseLimits) -> str:
         return text
     reasons = "; ".join(problems)
     if not limits.admit_unreadable:
-        raise Refusal("unreadable_text", reasons)
+        raise Refusal(codes.UNREADABLE_TEXT, reasons)
     return f"{FLAG_PREFIX}{reasons}]\n{text}"
 
 

@@ -1,9 +1,7 @@
 """Run one parser on untrusted bytes in a pre-jailed child and return its text or a typed failure.
 
-The runner owns one fork server (started on first use, restarted if it dies). A job takes a
-warm child, writes the job to its pipe, and reads at most ``output_bytes`` of answer before the
-wall clock runs out; nothing read back is trusted until ``sandbox.protocol`` has checked
-it. Thread-safe: jobs from several threads share the fork server, each on its own child.
+Nothing read back is trusted until ``sandbox.protocol`` has checked it; thread-safe.
+See docs/sandbox.md, "Shape" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -57,11 +55,6 @@ def mechanism_names(value: str, source: str) -> frozenset[str]:
             f"known: {sorted(MECHANISMS)}"
         )
     return names
-
-
-def required_by_env() -> frozenset[str]:
-    """The mechanisms ``AIRLOCK_SANDBOX_REQUIRE`` says a deployment may not run without."""
-    return mechanism_names(os.environ.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
 
 
 def root_requirement() -> frozenset[str]:
@@ -209,13 +202,12 @@ _RUNNERS: weakref.WeakSet[SandboxRunner] = weakref.WeakSet()
 class SandboxRunner:
     """Jobs in isolated children of one fork server that imported ``modules`` once.
 
-    ``require`` names mechanisms without which the runner refuses to run anything: by default
-    the ones ``AIRLOCK_SANDBOX_REQUIRE`` names; a set given here replaces that list, so the
-    doctor can probe one layer alone on a host whose deployment requires them all. As root,
-    ``uid_drop`` is always required, because a job must never parse as root. ``skip`` turns
-    mechanisms off on purpose, so a test can show that each remaining layer holds on its own;
-    naming one in both is an error. ``seccomp_log`` makes the filter log instead of kill, for
-    deriving the allow list only.
+    ``require`` names mechanisms without which the runner refuses to run anything (a
+    deployment's ``AIRLOCK_SANDBOX_REQUIRE``, read by ``worker/config.py``); as root,
+    ``uid_drop`` is always required, because a job must never parse as root. Each child runs as
+    ``uid_base`` plus its pid when the uid drop holds. ``skip`` turns mechanisms off on purpose,
+    so a test can show that each remaining layer holds on its own; naming one in both is an
+    error. ``seccomp_log`` makes the filter log instead of kill, for deriving the allow list only.
     """
 
     def __init__(
@@ -224,7 +216,8 @@ class SandboxRunner:
         *,
         warm_children: int = 2,
         modules: tuple[str, ...] = DEFAULT_MODULES,
-        require: frozenset[str] | None = None,
+        require: frozenset[str] = frozenset(),
+        uid_base: int = DEFAULT_UID_BASE,
         skip: frozenset[str] = frozenset(),
         seccomp_log: bool = False,
     ) -> None:
@@ -233,9 +226,7 @@ class SandboxRunner:
         self.limits = limits
         self._warm_children = warm_children
         self._modules = tuple(modules)
-        self._require = (
-            required_by_env() if require is None else mechanism_names(",".join(require), "require")
-        )
+        self._require = mechanism_names(",".join(require), "require")
         self._skip = mechanism_names(",".join(skip), "skip")
         if self._require & self._skip:
             both = sorted(self._require & self._skip)
@@ -246,7 +237,7 @@ class SandboxRunner:
         if self._job_require & self._skip:
             raise ValueError("uid_drop cannot be skipped when running as root")
         self._seccomp_log = seccomp_log
-        self._uid_base = int(os.environ.get("AIRLOCK_SANDBOX_UID_BASE", DEFAULT_UID_BASE))
+        self._uid_base = uid_base
         self._lock = threading.Lock()
         self._server: ForkServer | None = None
         self._closed = False

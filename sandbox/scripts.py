@@ -1,10 +1,6 @@
 """Which writing system a letter belongs to, and which ones a tesseract language reads.
 
-The text-quality check needs both: text in none of the scripts of the language it was OCR'd
-with, and text whose letters change script inside words, are signs of nonsense, not of a
-document. The standard library has no Unicode Script property, so a letter's script is read
-from the first words of its Unicode name ("DEVANAGARI LETTER KA", "CJK UNIFIED IDEOGRAPH-4E00"),
-which every script named here uses for all of its letters.
+For the text-quality check. See docs/sandbox.md, "Text quality" and "Notes by module".
 """
 
 from __future__ import annotations

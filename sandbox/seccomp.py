@@ -1,11 +1,7 @@
 """The system-call filter: the allow list of ``sandbox/policy.py`` compiled to BPF, default kill.
 
-*Kill*, not EPERM: an error can be swallowed by a parser's own ``except`` and the attack goes
-on; a kill cannot, and the parent sees SIGSYS and names it. A 32-bit or x32 call is killed too
-(a second, unfiltered table otherwise). libseccomp compiles the policy once, in the fork
-server (about a millisecond); each child hands the ready program to the kernel with one
-``prctl``. In ``log`` mode the default action is the kernel's audit log instead of the kill:
-for deriving the list, never for serving jobs. See docs/sandbox.md, "System calls".
+*Kill*, not EPERM: an error can be swallowed by a parser's own ``except``. ``log`` mode is for
+deriving the list, never for serving jobs. See docs/sandbox.md, "System calls".
 """
 
 from __future__ import annotations

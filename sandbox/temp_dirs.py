@@ -1,11 +1,6 @@
 """Temporary directories named after the process that owns them, reclaimed once it is gone.
 
-A process killed with SIGKILL runs no cleanup: every kill -9 of a worker left its multiprocessing
-directory (``pymp-*``) behind, and every killed pool process its sandbox's scratch root. A
-directory named ``PREFIX<pid>-…`` says whose it is, so the next process to claim one with the
-same prefix removes those whose owner has died. A pid the kernel has since given to another
-process does not keep a directory alive: the owner must have started before the directory was
-made. See docs/operations.md, "Temporary files".
+See docs/operations.md, "Temporary files".
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Turn what came back from a child (an answer, or only the way it died) into a typed outcome.
 
-What is distinguishable, and what is not: SIGSYS is always the seccomp filter (nothing else in
-the jail sends it); SIGXCPU is always the CPU soft limit; a SIGKILL we did not send is the CPU
-hard limit when the child's CPU time reached it, and otherwise someone outside the sandbox (the
-kernel's OOM killer, an operator). A C library that fails an allocation under RLIMIT_AS usually
-crashes (SIGSEGV, SIGABRT) rather than reporting it; the kernel does not record why, so such a
-crash is called a memory failure only with evidence (resident memory near the limit), and is
-otherwise reported as the crash it is.
+See docs/sandbox.md, "Outcomes" and "Notes by module" (what is distinguishable).
 """
 
 from __future__ import annotations
@@ -15,20 +9,16 @@ import os
 import signal
 
 from sandbox.errors import (
-    CeilingExceeded,
+    BY_CODE,
     ChildCrashed,
     CpuLimitExceeded,
     ForbiddenOperation,
     MalformedAnswer,
     MemoryLimitExceeded,
     NoAnswer,
-    NoExtractor,
-    OcrRequired,
     ParserError,
     ProcessLimitExceeded,
     SandboxError,
-    UnreadableInput,
-    UnreadableText,
 )
 from sandbox.fork_server import ExitNotice
 from sandbox.limits import MIB, SandboxLimits
@@ -40,22 +30,15 @@ _CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT})
 
 
 def from_error_answer(answer: ErrorAnswer, limits: SandboxLimits) -> SandboxError:
-    if answer.code == "ceiling":
-        return CeilingExceeded(answer.reason)
-    if answer.code == "unreadable":
-        return UnreadableInput(answer.reason)
-    if answer.code == "needs_ocr":
-        return OcrRequired(answer.reason)
-    if answer.code == "unreadable_text":
-        return UnreadableText(answer.reason)
-    if answer.code == "memory":
+    if answer.code == MemoryLimitExceeded.code:
         return MemoryLimitExceeded(
             f"the parser ran out of memory under the {limits.memory_bytes // MIB} MiB "
             f"address-space limit ({answer.type_name}: {answer.reason})"
         )
-    if answer.code == "no_extractor":
-        return NoExtractor(answer.reason)
-    return ParserError(f"parser raised {answer.type_name}: {answer.reason}")
+    error = BY_CODE.get(answer.code, ParserError)
+    if error is ParserError:
+        return ParserError(f"parser raised {answer.type_name}: {answer.reason}")
+    return error(answer.reason)
 
 
 def _signal_name(number: int) -> str:

@@ -1,13 +1,6 @@
 """The fork server: imports the parsers once, then forks pre-jailed single-use children.
 
-Run as ``python -m sandbox.zygote FD CONFIG_JSON`` by the runner, which keeps the other end of
-the SEQPACKET socket ``FD``. One thread, one event loop, so every ``fork`` happens from a
-process with no other thread holding a lock. For each ``want`` it forks a child that jails
-itself and reports ready; it then hands the child's job and answer pipes, and a pidfd, to the
-runner (SCM_RIGHTS) and forgets them. It stays the children's parent: it reaps them, kills what
-is left of each one's process group, removes its scratch directory, and tells the runner how
-each one died. When the runner's end closes (the worker exited or was killed) it kills every
-child and exits, so no job outlives its worker.
+See docs/sandbox.md, "Shape" and "Notes by module".
 """
 
 from __future__ import annotations

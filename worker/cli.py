@@ -268,7 +268,12 @@ def _extract(args: argparse.Namespace) -> int:
     if settings.broker_configured:
         selection = _extract_queued(refs, limits, settings, args, progress)
     else:
-        extractor = SandboxExtractor(settings.sandbox, settings.parse_limits_for(limits))
+        extractor = SandboxExtractor(
+            settings.sandbox,
+            settings.parse_limits_for(limits),
+            require=settings.sandbox_require,
+            uid_base=settings.sandbox_uid_base,
+        )
         selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
     progress.finish()
     _print_selection(selection, args.json)
@@ -346,8 +351,8 @@ def _doctor_json(report: DoctorReport) -> dict[str, object]:
     }
 
 
-def _doctor(args: argparse.Namespace) -> int:
-    report = probe()
+def _doctor(args: argparse.Namespace, settings: Settings) -> int:
+    report = probe(settings.sandbox_require, settings.sandbox_uid_base)
     if args.json:
         json.dump(_doctor_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -385,8 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bridge(Settings.from_env())
         if args.command == "health":
             return _health(args)
-        Settings.from_env()  # a misconfigured requirement is a usage error, not a crash
-        return _doctor(args)
+        return _doctor(args, Settings.from_env())
     except QueueUnavailable as exc:
         sys.stderr.write(f"airlock: {exc}\n")
         return EXIT_BROKER

@@ -25,6 +25,7 @@ from bridge.queue.admission import DEFAULT_MAX_QUEUED
 from bridge.queue.jobs import QUEUES
 from bridge.service.config import ServiceConfig, default_consumer
 from bridge.service.schema import MAX_DEADLINE_SECONDS
+from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.runner import mechanism_names
 
@@ -113,6 +114,15 @@ def _sandbox_require(env: Mapping[str, str]) -> frozenset[str]:
         return mechanism_names(env.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
+
+
+def _uid_base(env: Mapping[str, str]) -> int:
+    raw = env.get("AIRLOCK_SANDBOX_UID_BASE", "").strip()
+    if not raw:
+        return DEFAULT_UID_BASE
+    if not raw.isdigit():
+        raise ConfigurationError(f"AIRLOCK_SANDBOX_UID_BASE={raw!r} must be a uid (0 or more)")
+    return int(raw)
 
 
 def _extraction_limits(env: Mapping[str, str]) -> ExtractionLimits:
@@ -205,9 +215,11 @@ class Settings:
     heartbeat_file: Path = _DEFAULT_HEARTBEAT_FILE
     heartbeat_seconds: float = 10.0
     bridge_service: ServiceConfig = field(default_factory=ServiceConfig)
-    #: AIRLOCK_SANDBOX_REQUIRE, checked here so a typo stops the worker at start; the sandbox
-    #: runner reads the same variable for library users who have no Settings.
+    #: AIRLOCK_SANDBOX_REQUIRE: the layers without which the sandbox runs no job, checked here
+    #: so a typo stops the worker at start.
     sandbox_require: frozenset[str] = frozenset()
+    #: AIRLOCK_SANDBOX_UID_BASE: each jailed child runs as this plus its pid (as root).
+    sandbox_uid_base: int = DEFAULT_UID_BASE
 
     def __post_init__(self) -> None:
         if not self.result_backend.startswith(("redis://", "rediss://", "unix://")):
@@ -306,4 +318,5 @@ class Settings:
             heartbeat_seconds=_number(env, "AIRLOCK_HEARTBEAT_SECONDS", 10.0),
             bridge_service=_bridge_service(env, limits),
             sandbox_require=_sandbox_require(env),
+            sandbox_uid_base=_uid_base(env),
         )

@@ -57,7 +57,11 @@ def sandbox_extractor(
 ) -> TextExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server."""
     return SandboxExtractor(
-        settings.sandbox, stage_parse_limits(settings, stage, limits), on_progress=on_progress
+        settings.sandbox,
+        stage_parse_limits(settings, stage, limits),
+        on_progress=on_progress,
+        require=settings.sandbox_require,
+        uid_base=settings.sandbox_uid_base,
     )
 
 

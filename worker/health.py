@@ -84,7 +84,10 @@ def sandbox(settings: Settings) -> Verdict:
     """
     try:
         with SandboxRunner(
-            settings.sandbox, warm_children=0, require=settings.sandbox_require
+            settings.sandbox,
+            warm_children=0,
+            require=settings.sandbox_require,
+            uid_base=settings.sandbox_uid_base,
         ) as runner:
             runner.run("text", "text/plain", b"airlock readiness probe", settings.parse_limits)
     except SandboxError as exc:

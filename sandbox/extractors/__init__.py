@@ -1,1 +1,4 @@
-"""The parsers. Imported only by the fork server and run only inside a jailed child."""
+"""The parsers. Imported only by the fork server and run only inside a jailed child.
+
+See docs/sandbox.md, "Parsers".
+"""

@@ -1,11 +1,8 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the four kinds. :func:`warm_up` then runs each parser's code
-paths once on tiny samples built in memory, because the libraries import more on first use:
-Pillow's colour names, pypdf's image and text-extraction modules and font metrics, the codecs
-charset_normalizer tries and pypdf's "charmap", zipfile's cp437 file-name codec. A child that
-has dropped to an unprivileged uid under Landlock cannot read those files any more; a lazy
-import there would fail on the first real document instead of here, loudly, at start-up.
+Importing this module registers the four kinds; :func:`warm_up` runs each parser's lazy
+imports once, so none is left for a jailed child that could no longer read the files.
+See docs/sandbox.md, "Shape" and "Notes by module".
 """
 
 from __future__ import annotations

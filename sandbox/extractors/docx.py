@@ -1,18 +1,8 @@
 """DOCX: headers, body text in document order, footnotes and endnotes, then footers.
 
-python-docx opens the package and parses every XML part with its own lxml parser, built with
-``resolve_entities=False`` (lxml's defaults add ``load_dtd=False``, ``no_network=True`` and
-``huge_tree=False``): an external entity is never fetched and an internal one is not expanded
-(libxml2 rejects a billion-laughs chain outright with an XMLSyntaxError), so no entity text
-reaches the output. The tests check this on hostile documents rather than trusting the flags.
-
-The text is read from the WordprocessingML elements directly rather than through python-docx's
-``Paragraph.text``, which leaves out text boxes, content controls, tracked insertions and field
-results. List numbers and bullets, which Word draws rather than stores, are computed from
-numbering.xml (:mod:`sandbox.extractors.docx_numbering`). Headers and footers are laid out as
-on a page, each under a marker line (``[first-page header]``, ``[footer]``): at the top and at
-the end, so the running text a page repeats is neither mistaken for the body nor lost. Reviewer
-comments are left out: they are not part of the document's text.
+Read from the WordprocessingML elements, text boxes and tracked insertions included; list
+numbers from :mod:`sandbox.extractors.docx_numbering`; no XML entity is fetched or expanded.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -28,6 +18,7 @@ from docx.oxml.parser import parse_xml
 from docx.package import Package
 from lxml import etree
 
+from sandbox import codes
 from sandbox.extractors.docx_numbering import Numbering
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget
@@ -76,11 +67,11 @@ def _main_part(payload: bytes) -> XmlPart:
         archive = zipfile.ZipFile(io.BytesIO(payload))
     except zipfile.BadZipFile as exc:
         raise Refusal(
-            "unreadable", "the payload is not a DOCX package (not a ZIP archive)"
+            codes.UNREADABLE, "the payload is not a DOCX package (not a ZIP archive)"
         ) from exc
     if _CONTENT_TYPES not in archive.namelist():
         raise Refusal(
-            "unreadable",
+            codes.UNREADABLE,
             f"the payload is {_archive_kind(archive)}, not a DOCX package "
             f"(it has no {_CONTENT_TYPES})",
         )
@@ -90,12 +81,13 @@ def _main_part(payload: bytes) -> XmlPart:
         # python-docx reports a piece missing from the package as KeyError: no main document,
         # a relationship to a member the archive lacks, a part without a content type.
         missing = exc.args[0] if exc.args else ""
-        raise Refusal("unreadable", f"the DOCX package is incomplete: {missing}") from exc
+        raise Refusal(codes.UNREADABLE, f"the DOCX package is incomplete: {missing}") from exc
     if part.content_type != CONTENT_TYPE.WML_DOCUMENT_MAIN or not isinstance(part, XmlPart):
         # Macro-enabled documents, templates and other Office packages are not what the kind
         # promises; python-docx refuses them too.
         raise Refusal(
-            "unreadable", f"the package is not a Word document (main part is {part.content_type})"
+            codes.UNREADABLE,
+            f"the package is not a Word document (main part is {part.content_type})",
         )
     return part
 

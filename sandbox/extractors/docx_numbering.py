@@ -1,16 +1,8 @@
 """DOCX list and heading numbers as the reader sees them, computed from numbering.xml.
 
-Word does not store "1." or "•" in the text of a numbered paragraph: it draws them from the
-paragraph's numbering instance (its own ``w:numPr`` or its style's), the level's format and
-``lvlText`` template ("%1.%2."), and counters it keeps while laying out the document. Without
-them "1. Wear sunglasses" reads as "Wear sunglasses" and a step list loses its order, so the
-counters are replayed here in document order.
-
-Every value comes from the attacker's package, so each is bounded where it is read: levels are
-0-8, numbers at most six digits (Python refuses to convert long digit strings, and a start value
-of 10**9 in letters would be a gigabyte of "a"), style chains and numbering-style links are
-followed a fixed number of steps, and the prefix is counted against the text budget by the
-caller like any other text.
+Word draws these rather than storing them, so the counters are replayed in document order;
+every value from the package is bounded where it is read.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Images: PNG, JPEG, TIFF, GIF, WebP and BMP, read by OCR one frame at a time.
 
-The content decides the format, among the six decoders :mod:`sandbox.extractors.ocr` leaves
-registered; the media type is only a label (uploads are routinely mislabelled) and an EPS file
-labelled ``image/png`` is refused because no EPS opener exists, not because of its label.
+The content decides the format, among the decoders :mod:`sandbox.extractors.ocr` leaves
+registered; the media type is only a label. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from collections.abc import Iterator
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
+from sandbox import codes
 from sandbox.extractors.ocr import (
     ACCEPTED_FORMATS,
     check_pixels,
@@ -39,7 +39,7 @@ _JPEG_MIN_BYTES_PER_BLOCK = 0.25
 @extractor("image")
 def extract_image(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     if not limits.ocr:
-        raise Refusal("needs_ocr", "an image can only be read by OCR")
+        raise Refusal(codes.NEEDS_OCR, "an image can only be read by OCR")
     budget = TextBudget(limits)
     texts = []
     with decoding_under(limits):
@@ -76,9 +76,9 @@ def _open(payload: bytes) -> ImageFile.ImageFile:
     except UnidentifiedImageError as exc:
         known = pruned_format(payload)
         if known is not None:
-            raise Refusal("unreadable", f"the payload looks like {not_decoded(known)}") from exc
+            raise Refusal(codes.UNREADABLE, f"the payload looks like {not_decoded(known)}") from exc
         raise Refusal(
-            "unreadable",
+            codes.UNREADABLE,
             "the payload is not an image in a format the sandbox decodes "
             f"({', '.join(ACCEPTED_FORMATS)})",
         ) from exc
@@ -100,7 +100,7 @@ def _count_frames(image: Image.Image, limits: ParseLimits) -> int:
             return index
         check_pixels(image.size, limits)
     raise Refusal(
-        "ceiling",
+        codes.CEILING,
         f"more than {limits.max_pages} frames exceeds the {limits.max_pages}-page ceiling",
     )
 
@@ -125,7 +125,7 @@ def _refuse_implausibly_small(image: Image.Image, payload_size: int) -> None:
         return
     if payload_size < needed:
         raise Refusal(
-            "unreadable",
+            codes.UNREADABLE,
             f"image data is truncated: a {width}x{height} {image.format} needs at least "
             f"{needed} bytes, the payload has {payload_size}",
         )

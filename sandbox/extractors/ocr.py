@@ -1,20 +1,8 @@
 """Pillow's decoder registry, the pixel ceiling, and OCR of one decoded image by tesseract.
 
-Shared by the image extractor and by the PDF extractor's scanned pages, so both decode under the
-same six decoders and the same pixel ceiling and hand tesseract the same kind of input.
-
-Importing this module prunes Pillow's registry of format openers to exactly
-:data:`ACCEPTED_FORMATS`. Passing ``formats=`` to ``Image.open`` protects only the calls that
-pass it; pruning also covers the ones that do not (pypdf's, or a plugin's own), so no byte
-sequence can reach the EPS opener (which runs Ghostscript), PSD, FITS, ICNS, JPEG 2000 or the
-other rarely fuzzed decoders. An image in a pruned format (a JPEG 2000 upload, a PDF image with
-/JPXDecode) is refused as unreadable, with the format named: the pruned openers' signature
-checks, which read a few header bytes and decode nothing, are kept for that.
-
-tesseract is run directly with :mod:`subprocess`, not through pytesseract: under memory pressure
-tesseract exits 0 with empty output and reports the failure only on stderr, and pytesseract
-discards stderr whenever the exit status is 0, so a page it failed to read would become an
-empty page of a document that is otherwise complete.
+Shared by the image extractor and the PDF extractor's scanned pages. Importing it prunes
+Pillow's openers to :data:`ACCEPTED_FORMATS`; tesseract runs directly, its stderr read.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -32,7 +20,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from sandbox import quality, scripts
+from sandbox import codes, policy, quality, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -129,12 +117,14 @@ def damage_is_unreadable(what: str) -> Iterator[None]:
         yield
     except KeyError as exc:
         if exc.args and exc.args[0] in _PRUNED_FORMATS:
-            raise Refusal("unreadable", f"{what} is {not_decoded(exc.args[0])}") from exc
+            raise Refusal(codes.UNREADABLE, f"{what} is {not_decoded(exc.args[0])}") from exc
         raise
     except UnidentifiedImageError as exc:  # an OSError whose message is only a buffer's repr
-        raise Refusal("unreadable", f"{what} does not hold the image format it declares") from exc
+        raise Refusal(
+            codes.UNREADABLE, f"{what} does not hold the image format it declares"
+        ) from exc
     except _DAMAGE as exc:
-        raise Refusal("unreadable", f"{what} is truncated or corrupt: {exc}") from exc
+        raise Refusal(codes.UNREADABLE, f"{what} is truncated or corrupt: {exc}") from exc
 
 
 @contextmanager
@@ -153,7 +143,7 @@ def decoding_under(limits: ParseLimits) -> Iterator[None]:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise Refusal("ceiling", f"{exc} (the pixel ceiling is {limits.max_pixels})") from exc
+        raise Refusal(codes.CEILING, f"{exc} (the pixel ceiling is {limits.max_pixels})") from exc
     finally:
         Image.MAX_IMAGE_PIXELS = previous
 
@@ -166,7 +156,7 @@ def check_pixels(size: tuple[int, int], limits: ParseLimits) -> None:
     width, height = size
     if width * height > limits.max_pixels:
         raise Refusal(
-            "ceiling",
+            codes.CEILING,
             f"an image of {width}x{height} = {width * height} pixels exceeds the "
             f"{limits.max_pixels}-pixel ceiling",
         )
@@ -238,10 +228,9 @@ def encode_for_tesseract(image: Image.Image) -> bytes:
 def _run_tesseract(png: bytes, language: str) -> tuple[str, list[tuple[float, str]]]:
     """Run tesseract on one image and fail loudly when it did not read it.
 
-    ``OMP_THREAD_LIMIT=1``: a job uses one core; with OpenMP's default a 300-dpi page took 18 s
-    instead of 2.5 s on two shared cores. stderr is read whole: its size is bounded by
-    tesseract's CPU limit, and a flood would end the child as a typed memory failure. Returns
-    the text and each word with its confidence.
+    One OpenMP thread (``policy.THREAD_ENV``), whoever runs it. stderr is read whole: its size
+    is bounded by tesseract's CPU limit, and a flood would end the child as a typed memory
+    failure. Returns the text and each word with its confidence.
     """
     completed = _tesseract(png, ["-l", language, "--psm", "3", "tsv"])
     words = _tsv_words(completed.stdout.decode("utf-8", errors="replace"))
@@ -268,7 +257,7 @@ def _tesseract(png: bytes, arguments: list[str]) -> subprocess.CompletedProcess[
         [TESSERACT, "stdin", "stdout", *arguments],
         input=png,
         capture_output=True,
-        env={**os.environ, "OMP_THREAD_LIMIT": "1"},
+        env={**os.environ, **policy.THREAD_ENV},
         check=False,
     )
 

@@ -1,10 +1,7 @@
 """PDF: the text layer of every page, and OCR of the rendered page where there is none.
 
-pypdf 7 carries its own ceilings (decompressed stream length, page-tree size and depth, image
-buffer size, parsing work per content stream) and detects cycles in the page tree, the xref
-chain and object references. Those are why a FlateDecode bomb, a cyclic page tree or a looping
-xref chain ends in a refusal, an exception or a plain result within bounded time and memory;
-the runner's CPU and wall-clock limits are the backstop, not the mechanism.
+pypdf's own ceilings and cycle checks bound hostile PDFs; the runner's limits are the backstop.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject
 
+from sandbox import codes
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.pdf_forms import field_values, value_edits
 from sandbox.extractors.pdf_layout import (
@@ -56,7 +54,9 @@ PDFIUM_MARKER = (
 @extractor("pdf")
 def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     if _HEADER not in payload[:_HEADER_WINDOW]:
-        raise Refusal("unreadable", "the payload is not a PDF: no %PDF- header in its first 1 KiB")
+        raise Refusal(
+            codes.UNREADABLE, "the payload is not a PDF: no %PDF- header in its first 1 KiB"
+        )
     # jbig2dec_binary=None: pypdf would otherwise exec jbig2dec for JBIG2 images, a second
     # program fed attacker bytes (and one the jail does not let the child execute).
     with (
@@ -80,7 +80,7 @@ def _pypdf_limits_are_ceilings() -> Iterator[None]:
     try:
         yield
     except LimitReachedError as exc:
-        raise Refusal("ceiling", f"the PDF exceeds a parser safety limit: {exc}") from exc
+        raise Refusal(codes.CEILING, f"the PDF exceeds a parser safety limit: {exc}") from exc
 
 
 def _open_with_empty_password(reader: PdfReader) -> None:
@@ -91,7 +91,9 @@ def _open_with_empty_password(reader: PdfReader) -> None:
     ``cryptography`` package: without it pypdf raises DependencyError, a parser error.
     """
     if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
-        raise Refusal("unreadable", "the PDF is encrypted and does not open with an empty password")
+        raise Refusal(
+            codes.UNREADABLE, "the PDF is encrypted and does not open with an empty password"
+        )
 
 
 def _refuse_over_page_ceiling(reader: PdfReader, limits: ParseLimits) -> None:
@@ -103,7 +105,9 @@ def _refuse_over_page_ceiling(reader: PdfReader, limits: ParseLimits) -> None:
     """
     for count in (_declared_page_count(reader), len(reader.pages)):
         if isinstance(count, int) and count > limits.max_pages:
-            raise Refusal("ceiling", f"{count} pages exceeds the {limits.max_pages}-page ceiling")
+            raise Refusal(
+                codes.CEILING, f"{count} pages exceeds the {limits.max_pages}-page ceiling"
+            )
 
 
 def _declared_page_count(reader: PdfReader) -> object:
@@ -189,7 +193,7 @@ def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Pars
     if not has_ink(picture):
         return ""
     if not limits.ocr:
-        raise Refusal("needs_ocr", "a page has no text layer and needs OCR")
+        raise Refusal(codes.NEEDS_OCR, "a page has no text layer and needs OCR")
     try:
         return ocr_image(picture, limits)
     except EmptyPage:
@@ -228,5 +232,5 @@ def _page_image_is_unreadable() -> Iterator[None]:
             yield
         except DependencyError as exc:
             raise Refusal(
-                "unreadable", f"{what} needs a decoder the sandbox does not run: {exc}"
+                codes.UNREADABLE, f"{what} needs a decoder the sandbox does not run: {exc}"
             ) from exc

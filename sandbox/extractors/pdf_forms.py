@@ -1,10 +1,7 @@
 """The values of a page's filled form fields, placed in its text where a reader sees them.
 
-A filled form's answers live in the field dictionaries (/V), not in the page's content stream,
-so pypdf's text of a filled tax form is its blank questions. Each text or choice field's value
-goes after the label to its left on the same line, or on a line of its own above the first
-text below the field; a value whose place cannot be told goes at the end of the page, never
-nowhere.
+Each value goes after its label, above the text below it, or at the page's end, never nowhere.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations

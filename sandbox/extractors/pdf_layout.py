@@ -1,9 +1,7 @@
 """Where each piece of a page's text sits, and edits to pypdf's text that the layout calls for.
 
-pypdf emits text in content-stream order. A court transcript draws its margin line numbers in
-one block before the lines they number, so the text reads "1 2 3 ... 25" and then 25 unnumbered
-lines, and a reference to "page 4, line 12" cannot be followed. Positions come from pypdf's own
-visitor, whose pieces add up to the text it returns, so every edit is an offset in that text.
+Positions come from pypdf's own visitor, so every edit is an offset in the text it returns.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations

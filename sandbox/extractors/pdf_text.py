@@ -1,9 +1,7 @@
 """Repairs to a PDF page's text layer as pypdf reads it, and the measure of a broken one.
 
-A PDF stores glyphs, not words: typesetters draw "fi" as one ligature glyph and break words at
-line ends with a hyphen, and a font whose character map is missing or wrong yields characters
-no script uses. A language model reading "eﬃcient" or "exam-\nple" sees tokens that are not
-the word; one reading unassigned code points sees nothing at all and cannot tell.
+Ligatures spelled out, line-end hyphens joined, unmapped glyphs counted.
+See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations

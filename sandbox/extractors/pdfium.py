@@ -1,13 +1,7 @@
 """PDFium (through pypdfium2), for the pages pypdf cannot give text for: rendering a page for
 OCR, and the text of a page whose text layer pypdf reads as garbage.
 
-pypdf stays the first parser to touch a PDF's bytes, and the only one for a page whose text
-layer it reads: pure Python cannot corrupt memory. PDFium is C++, so it is opened only when a
-page needs it, inside the same jailed child, after pypdf has checked the document against the
-ceilings and decoded the page's images under the sandbox's decoders and pixel ceiling.
-libpdfium.so ships inside the pypdfium2 wheel in site-packages, which the jail keeps readable;
-it is loaded when this module is imported, in the fork server, and :func:`warm_up` exercises
-rendering and text once there so nothing loads lazily inside the jail.
+Opened only for such a page, after pypdf's checks. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations
@@ -20,6 +14,7 @@ from dataclasses import dataclass
 import pypdfium2
 from PIL import Image
 
+from sandbox import codes
 from sandbox.extractors.ocr import check_pixels
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
@@ -55,12 +50,12 @@ class PdfiumDocument:
             try:
                 document = pypdfium2.PdfDocument(self._payload)
             except pypdfium2.PdfiumError as exc:
-                raise Refusal("unreadable", f"PDFium cannot open the PDF: {exc}") from exc
+                raise Refusal(codes.UNREADABLE, f"PDFium cannot open the PDF: {exc}") from exc
             if len(document) != self._page_count:
                 pages = len(document)
                 document.close()
                 raise Refusal(
-                    "unreadable",
+                    codes.UNREADABLE,
                     f"pypdf and PDFium count different pages in the PDF's page tree "
                     f"({self._page_count} and {pages})",
                 )
@@ -173,7 +168,7 @@ def render_scale(width: float, height: float, limits: ParseLimits) -> float:
     A page without area (a zero or inverted box) has nothing to render and is unreadable.
     """
     if not (width > 0 and height > 0 and math.isfinite(width * height)):
-        raise Refusal("unreadable", f"a page of {width}x{height} points has no area to render")
+        raise Refusal(codes.UNREADABLE, f"a page of {width}x{height} points has no area to render")
     scale = OCR_DPI / _POINTS_PER_INCH
     fitting = math.sqrt(limits.max_pixels / (width * height))
     # One pixel of slack each way: the bitmap's sides are rounded up.

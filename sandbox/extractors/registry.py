@@ -1,9 +1,7 @@
-"""Which function parses which kind.
+"""Which function parses which kind, and the ``Refusal`` an extractor raises.
 
-Extractors register by kind with :func:`extractor`. The fork server imports every module that
-registers one *before* it forks, so a child never imports a parser lazily (after the uid drop
-and the Landlock ruleset it could not read the module files, and a lazy import is also a path
-an attacker's bytes could steer).
+The fork server imports every registering module before it forks, so no child imports a
+parser lazily. See docs/sandbox.md, "Notes by module".
 """
 
 from __future__ import annotations

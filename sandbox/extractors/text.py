@@ -1,9 +1,7 @@
 """Plain text: decoding bytes of unknown encoding, and the character budget every extractor uses.
 
-Decoding is deterministic: a byte-order mark decides first, then strict UTF-8, and only bytes
-that are not UTF-8 go to charset_normalizer, so the same payload always decodes the same way
-and valid UTF-8 is never re-guessed as some legacy code page. The media type's ``charset``
-parameter is not consulted: it is as untrusted as the bytes and often wrong.
+Deterministic: a byte-order mark, then strict UTF-8, then charset_normalizer; the declared
+charset is ignored. See docs/sandbox.md, "Parsers" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -12,6 +10,7 @@ import codecs
 
 from charset_normalizer import from_bytes
 
+from sandbox import codes
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.limits import ParseLimits
 
@@ -51,7 +50,7 @@ class TextBudget:
         self._spent += len(text)
         if self._spent > self._allowance:
             raise Refusal(
-                "ceiling",
+                codes.CEILING,
                 f"more than {self._allowance} characters of text exceeds the "
                 f"{self._ceiling}-character ceiling",
             )
@@ -64,7 +63,9 @@ def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     if "\x00" in text:
         # Text files never contain NUL; bytes full of them are binary that happens to be valid
         # UTF-8 (or a wrong guess), and handing them on would label noise as a document.
-        raise Refusal("unreadable", "the payload decodes to NUL characters: it is binary, not text")
+        raise Refusal(
+            codes.UNREADABLE, "the payload decodes to NUL characters: it is binary, not text"
+        )
     return TextBudget(limits).spend(text)
 
 
@@ -76,7 +77,7 @@ def decode_text(payload: bytes) -> str:
                 return payload.decode(codec)
             except UnicodeDecodeError as exc:
                 raise Refusal(
-                    "unreadable", f"the payload starts with a {codec} byte-order mark but {exc}"
+                    codes.UNREADABLE, f"the payload starts with a {codec} byte-order mark but {exc}"
                 ) from exc
     try:
         return payload.decode("utf-8")
@@ -85,8 +86,12 @@ def decode_text(payload: bytes) -> str:
     if b"\x00" in payload:
         # Without a byte-order mark only UTF-16/32 would hold NUL bytes, and a detector that
         # guesses those turns any binary (an executable, an image) into plausible "text".
-        raise Refusal("unreadable", "the payload holds NUL bytes and no byte-order mark: binary")
+        raise Refusal(
+            codes.UNREADABLE, "the payload holds NUL bytes and no byte-order mark: binary"
+        )
     best = from_bytes(payload).best()
     if best is None or best.encoding.startswith(("utf_16", "utf_32")):
-        raise Refusal("unreadable", "the payload is not text in any encoding the detector trusts")
+        raise Refusal(
+            codes.UNREADABLE, "the payload is not text in any encoding the detector trusts"
+        )
     return str(best)

@@ -116,9 +116,12 @@ def test_a_job_cannot_create_a_file_even_in_its_scratch_directory(runner: Sandbo
 @pytest.mark.parametrize("skip", [{"seccomp"}, {"seccomp", "landlock"}])
 def test_without_the_filter_file_creation_is_still_refused(skip: set[str]) -> None:
     """Landlock grants no write beneath scratch, and the directory is read-only to its owner."""
-    with SandboxRunner(
-        LIMITS, warm_children=0, modules=PROBE_MODULES, skip=frozenset(skip)
-    ) as sandbox, pytest.raises(ParserError, match="PermissionError"):
+    with (
+        SandboxRunner(
+            LIMITS, warm_children=0, modules=PROBE_MODULES, skip=frozenset(skip)
+        ) as sandbox,
+        pytest.raises(ParserError, match="PermissionError"),
+    ):
         run(sandbox, "probe-write", "notes.txt 1000")
 
 
@@ -377,39 +380,33 @@ def test_required_and_skipped_is_a_configuration_error() -> None:
         SandboxRunner(require=frozenset({"seccomp"}), skip=frozenset({"seccomp"}))
 
 
-def test_an_explicit_requirement_replaces_the_environments(monkeypatch: pytest.MonkeyPatch) -> None:
-    """How the doctor probes a layer alone where the deployment requires them all; every
-    other runner still holds the environment's requirement."""
+def test_the_runner_requires_what_it_is_given_not_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worker's configuration reads AIRLOCK_SANDBOX_REQUIRE and passes it on; the runner
+    itself holds only its ``require``, so the doctor can probe a layer alone."""
     monkeypatch.setenv("AIRLOCK_SANDBOX_REQUIRE", "landlock,seccomp")
     with pytest.raises(ValueError, match="both required and skipped"):
-        SandboxRunner(skip=frozenset({"landlock"}))
+        SandboxRunner(require=frozenset({"landlock", "seccomp"}), skip=frozenset({"landlock"}))
     with SandboxRunner(
-        LIMITS,
-        warm_children=0,
-        modules=PROBE_MODULES,
-        require=frozenset(),
-        skip=frozenset({"landlock"}),
+        LIMITS, warm_children=0, modules=PROBE_MODULES, skip=frozenset({"landlock"})
     ) as probe:
         assert "landlock" not in probe.mechanisms
         assert run(probe, "probe-echo", "ok") == "ok"
 
 
-def test_an_unknown_required_mechanism_is_a_configuration_error(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("AIRLOCK_SANDBOX_REQUIRE", "netns,firewall")
+def test_an_unknown_required_mechanism_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="firewall"):
-        SandboxRunner()
+        SandboxRunner(require=frozenset({"netns", "firewall"}))
 
 
-def test_a_failed_uid_drop_as_root_refuses_every_job(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_uid_drop_as_root_refuses_every_job() -> None:
     """As root the uid drop is required whatever AIRLOCK_SANDBOX_REQUIRE says: no job ever
     parses as root. A uid base this high leaves no valid uid to drop to, as on a container whose
     user namespace maps no spare uids."""
     assert os.geteuid() == 0, "this suite runs as root"
-    monkeypatch.setenv("AIRLOCK_SANDBOX_UID_BASE", str(2**32 - 1))
     with (
-        SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES) as strict,
+        SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES, uid_base=2**32 - 1) as strict,
         pytest.raises(SandboxUnavailable, match="came up without uid_drop"),
     ):
         assert "uid_drop" not in strict.mechanisms

@@ -5,6 +5,7 @@ import pytest
 from bridge.knowledge.attachments import ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
 from bridge.queue.jobs import QUEUES
+from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB
 from worker.config import DEFAULT_BROKER_URL, ConfigurationError, Settings
 
@@ -18,6 +19,8 @@ def test_defaults_keep_the_time_limits_in_order() -> None:
     assert wall < settings.soft_time_limit < settings.hard_time_limit < settings.visibility_timeout
     assert settings.max_deliveries == 3 and settings.result_cache
     assert Settings() == Settings.from_env({})
+    assert settings.sandbox_require == frozenset()
+    assert settings.sandbox_uid_base == DEFAULT_UID_BASE
 
 
 def test_every_variable_is_read() -> None:
@@ -42,6 +45,8 @@ def test_every_variable_is_read() -> None:
             "AIRLOCK_MAX_DELIVERIES": "5",
             "AIRLOCK_RESULT_CACHE": "off",
             "AIRLOCK_RESULT_CACHE_TTL": "60",
+            "AIRLOCK_SANDBOX_REQUIRE": "seccomp, landlock",
+            "AIRLOCK_SANDBOX_UID_BASE": "3000000",
         }
     )
     assert settings.broker_configured
@@ -58,6 +63,8 @@ def test_every_variable_is_read() -> None:
     assert (settings.result_expires, settings.payload_ttl) == (600, 900)
     assert settings.max_deliveries == 5
     assert not settings.result_cache and settings.result_cache_ttl == 60
+    assert settings.sandbox_require == frozenset({"seccomp", "landlock"})
+    assert settings.sandbox_uid_base == 3_000_000
 
 
 def test_the_ceilings_a_refusal_names_are_the_variables_read() -> None:
@@ -129,6 +136,9 @@ def test_derived_limits_follow_the_wall_clock() -> None:
         ({"AIRLOCK_SANDBOX_WALL_SECONDS": "nan"}, "positive, finite"),
         ({"AIRLOCK_SANDBOX_WALL_SECONDS": "soon"}, "not a number"),
         ({"AIRLOCK_RESULT_CACHE": "maybe"}, "1/0"),
+        ({"AIRLOCK_SANDBOX_REQUIRE": "seccom"}, "unknown sandbox mechanisms"),
+        ({"AIRLOCK_SANDBOX_UID_BASE": "-1"}, "AIRLOCK_SANDBOX_UID_BASE"),
+        ({"AIRLOCK_SANDBOX_UID_BASE": "high"}, "AIRLOCK_SANDBOX_UID_BASE"),
     ],
 )
 def test_values_that_break_a_guarantee_are_refused(env: dict[str, str], message: str) -> None:

@@ -303,13 +303,16 @@ def test_celerys_success_line_withholds_the_task_result() -> None:
 # --- health ----------------------------------------------------------------------------------
 
 
-def health_settings(tmp_path: Path, broker: str = REDIS_URL, sandbox_require: str = "") -> Settings:
+def health_settings(
+    tmp_path: Path, broker: str = REDIS_URL, sandbox_require: str = "", uid_base: str = ""
+) -> Settings:
     return Settings.from_env(
         {
             "AIRLOCK_BROKER_URL": broker,
             "AIRLOCK_HEARTBEAT_FILE": str(tmp_path / "heartbeat"),
             "AIRLOCK_HEARTBEAT_SECONDS": "1",
             "AIRLOCK_SANDBOX_REQUIRE": sandbox_require,
+            "AIRLOCK_SANDBOX_UID_BASE": uid_base,
         }
     )
 
@@ -341,13 +344,11 @@ def test_the_sandbox_check_runs_a_real_job(tmp_path: Path) -> None:
     assert verdict == health.Verdict(True, "the sandbox ran a job")
 
 
-def test_a_sandbox_that_cannot_run_a_job_is_not_ready(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_sandbox_that_cannot_run_a_job_is_not_ready(tmp_path: Path) -> None:
     # A uid base this high leaves no uid to drop to: the uid drop really fails on this host,
     # and a worker that requires it answers every job SandboxUnavailable.
-    monkeypatch.setenv("AIRLOCK_SANDBOX_UID_BASE", str(2**32 - 1))
-    verdict = health.sandbox(health_settings(tmp_path, sandbox_require="uid_drop"))
+    settings = health_settings(tmp_path, sandbox_require="uid_drop", uid_base=str(2**32 - 1))
+    verdict = health.sandbox(settings)
     assert not verdict.healthy
     assert verdict.detail == (
         "the sandbox cannot run a job: SandboxUnavailable: required sandbox mechanisms are "

@@ -352,3 +352,14 @@ def test_pages_done_and_total_are_published_as_progress(redis: Redis, corpus_dir
     )
     assert envelope["ok"] is True and "quick brown dog" in str(envelope["text"])
     assert task.states == [("PROGRESS", {"stage": "ocr", "done": 1, "total": 1})]
+
+
+def test_the_workers_sandbox_holds_the_deployments_requirement_and_uid_base() -> None:
+    """AIRLOCK_SANDBOX_REQUIRE and AIRLOCK_SANDBOX_UID_BASE reach the sandbox through Settings:
+    a uid base this high leaves no uid to drop to, so a worker requiring the drop runs no job."""
+    settings = Settings.from_env(
+        {"AIRLOCK_SANDBOX_REQUIRE": "uid_drop", "AIRLOCK_SANDBOX_UID_BASE": str(2**32 - 1)}
+    )
+    extractor = extraction.sandbox_extractor(settings, Stage.LIGHT, ExtractionLimits())
+    with pytest.raises(SandboxUnavailable, match=r"required sandbox mechanisms .*: uid_drop"):
+        extractor.extract("text", "text/plain", b"never parsed", max_pages=1)
