@@ -145,9 +145,10 @@ class _Limits:
 
 @dataclass(frozen=True)
 class _Archive:
-    """One archive to inspect: the upload, or a stored member's data read where it lies.
+    """One archive to inspect: the upload, or the byte range of a stored member's data.
 
-    Every position in this module is an index into ``data``, the whole upload.
+    Every position this module reads at is an index into ``data``, the whole upload; zipfile is
+    handed the range alone, so its offsets count from ``start``.
     """
 
     data: bytes
@@ -165,10 +166,6 @@ class _Directory:
     start: int
     end: int
     entries: int
-    # Where recorded offsets count from. It lies past the archive's first byte when bytes were
-    # prepended: zipfile adds them to every recorded offset, so a zip appended to another file
-    # still opens, and the local headers are looked for where it looks.
-    base: int
 
 
 @dataclass(frozen=True)
@@ -314,13 +311,15 @@ def _read_directory(archive: _Archive) -> _Directory:
         entries, size, offset, records_end = zip64.entries, zip64.size, zip64.offset, zip64.at
     elif disk or directory_disk or entries_here != entries:
         raise ArchiveLimitExceeded("the end record describes a multi-disk (spanned) archive")
-    base = records_end - size - offset
-    if base < archive.start:
+    # Recorded offsets count from where the directory's own offset says the archive began: past
+    # the first byte when bytes were prepended (zipfile adds them to every offset, so a zip
+    # appended to another file still opens), never before it.
+    if records_end - size - offset < archive.start:
         raise ArchiveLimitExceeded(
             f"the end record places a {size:,}-byte central directory at offset {offset:,}, "
             f"which does not fit before the end records at offset {records_end - archive.start:,}"
         )
-    return _Directory(start=records_end - size, end=records_end, entries=entries, base=base)
+    return _Directory(start=records_end - size, end=records_end, entries=entries)
 
 
 def _find_end_record(archive: _Archive) -> int:
@@ -385,10 +384,10 @@ def _list(archive: _Archive, directory: _Directory) -> list[zipfile.ZipInfo]:
             f"member name {exc.object[:_NAME_SHOWN_CHARS]!r} is flagged UTF-8 but is not"
         ) from None
     except _ZIPFILE_ERRORS as exc:
-        raise ArchiveLimitExceeded(
-            f"zipfile refuses the central directory: {exc or type(exc).__name__}"
-        ) from exc
-    # The checks below and the local header offsets assume both read the same directory.
+        reason = str(exc) or type(exc).__name__
+        raise ArchiveLimitExceeded(f"zipfile refuses the central directory: {reason}") from exc
+    # zipfile's rules for finding the end records differ between Python versions; the checks
+    # below and the local header offsets hold only if both read the same directory.
     if archive.start + directory_at != directory.start:
         raise ArchiveLimitExceeded(
             f"zipfile finds the central directory at offset {directory_at:,}, not at "

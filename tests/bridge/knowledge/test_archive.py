@@ -715,6 +715,44 @@ def test_a_malformed_central_directory_is_refused() -> None:
     refused(slack, "zipfile refuses the central directory: Truncated central directory")
 
 
+def test_entries_beyond_the_declared_count_are_refused_before_zipfile_lists_them() -> None:
+    only = member("a", b"", method=STORED)
+    body = local_header(only.local)
+    # zipfile would build one ZipInfo for each of these, whatever the end record declares.
+    directory = central_header(only.central, 0) * 100_000
+    payload = body + directory + end_record(1, len(directory), len(body))
+    tracemalloc.start()
+    try:
+        refused(payload, "holds more entries than the 1 its end record declares")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, f"the guard allocated {peak:,} bytes"
+
+
+def test_a_name_holding_the_central_signature_is_refused() -> None:
+    # The price of bounding zipfile's walk by counting signatures; no writer puts one in a name.
+    refused(
+        assemble([member(b"a\x50\x4b\x01\x02.xml", XML)]),
+        "holds more entries than the 1 its end record declares",
+    )
+
+
+def test_an_end_record_hidden_in_the_comment_is_the_one_inspected() -> None:
+    honest, hidden = member("word/document.xml", XML), member("evil.xml", bytes(MIB))
+    body = local_header(honest.local) + honest.body
+    hidden_at = len(body)
+    body += local_header(hidden.local) + hidden.body
+    listed = central_header(honest.central, 0)
+    secret = central_header(hidden.central, hidden_at)
+    secret_at = len(body) + len(listed) + 22
+    tail = secret + end_record(1, len(secret), secret_at)
+    payload = body + listed + end_record(1, len(listed), len(body), comment=tail)
+    # zipfile takes the last end record, the one inside the comment.
+    assert zipfile.ZipFile(io.BytesIO(payload)).namelist() == ["evil.xml"]
+    refused(payload, r"member 'evil.xml' declares 1,048,576 bytes from [\d,]+ compressed")
+
+
 def test_a_format_version_zipfile_cannot_open_is_refused() -> None:
     only = member("a.xml", XML)
     directory_at = len(local_header(only.local)) + len(only.body)
