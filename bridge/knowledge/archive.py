@@ -404,7 +404,7 @@ def _list(archive: _Archive, directory: _Directory) -> list[zipfile.ZipInfo]:
     folded: dict[str, str] = {}
     for member in members:
         name = member.orig_filename
-        _check_member_kind(member)
+        _check_member(member)
         # A reader keeps one member per name; which of two it keeps differs between readers
         # (and between a case-sensitive zipfile and the case-insensitive OOXML part names).
         if name in names:
@@ -436,7 +436,7 @@ def _raw_name(member: zipfile.ZipInfo) -> bytes:
     return member.orig_filename.encode("utf-8" if member.flag_bits & _FLAG_UTF8_NAME else "cp437")
 
 
-def _check_member_kind(member: zipfile.ZipInfo) -> None:
+def _check_member(member: zipfile.ZipInfo) -> None:
     name = _show(member.orig_filename)
     if "\0" in member.orig_filename:
         # zipfile cuts a name at NUL and other readers do not, so two readers see two names.
