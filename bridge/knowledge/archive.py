@@ -1,40 +1,15 @@
-"""Refuses a zip container before any parser opens it.
+"""Refuses a zip container before any parser opens it, without inflating a member.
 
-DOCX, XLSX, ODT and EPUB are zip archives, and a zip's central directory is a set of claims the
-uploader wrote: counts, sizes, offsets and methods that a parser believes while it inflates. This
-guard reads those claims with :mod:`struct` and refuses the archive when they describe a bomb (too
-many members, too many bytes, too steep an expansion, members sharing their data, an archive
-inside the archive) or when two of them disagree, because a disagreement is where two parsers
-see two different archives. It never inflates a member: the only member bytes it decodes are the
-first four of each, to recognise a nested archive.
-
-:mod:`zipfile` is not used to open the archive: it answers malformed input with a zoo of raw
-exceptions, and Python 3.11.7 predates its overlapping-entry fix (CVE-2024-0450). Where the format
-leaves a choice, the records are located the way :mod:`zipfile` (the parser behind python-docx)
-locates them, so the archive checked here is the archive the parser will open.
-
-Rules where the format or the threat left a choice:
-
-* Nesting: the uploaded archive is depth 1 and an archive stored as one of its members is depth
-  2, so ``max_nesting_depth=1`` refuses any inner archive. An inner archive is recognised by the
-  signature its data starts with, never by its name. One the limit permits is inspected with the
-  same limits, on its own, in place (it is a byte range of the upload, never copied), but only
-  when it is stored: a deflated inner archive could be checked only by inflating it, so it is
-  refused whatever the limit. An inner archive hidden behind a prefix (recognisable only by its
-  end record) is not seen.
-* Expansion: every member's declared ratio is checked, small members included; the worst member
-  of the reference DOCX corpus expands 32:1, well under the 100:1 default, so no floor is needed.
-  The whole archive's declared size is checked against the payload length as well.
-* Names: exact duplicates and names equal after case-folding are both refused.
-
-The limits bind *declared* sizes, which is all a guard that does not inflate can see. zipfile
-truncates a member's output to its declared size only after inflating up to 1 GiB in one call, so
-a member that lies about its size is left to the sandbox's memory ceiling.
+:mod:`zipfile` lists the central directory; this module checks what zipfile does not (end records,
+ceilings, methods, names, local headers, members sharing bytes, archives inside the archive).
+The rules, their reasons and the known gap: docs/spec-decisions.md (archive guard).
 """
 
 from __future__ import annotations
 
+import io
 import struct
+import zipfile
 import zlib
 from dataclasses import dataclass
 from itertools import pairwise
@@ -62,8 +37,10 @@ class ArchiveLimitExceeded(KnowledgeBridgeError):
 _END = struct.Struct("<4s4H2LH")
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_END = struct.Struct("<4sQ2H2L4Q")
-_CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
 _LOCAL = struct.Struct("<4s2B4HL2L2H")
+# A central entry is 46 fixed bytes, the name, extra and comment lengths lying at offset 28.
+_CENTRAL_SIZE = 46
+_CENTRAL_LENGTHS = struct.Struct("<28x3H")
 _EXTRA_HEADER = struct.Struct("<2H")
 _U64 = struct.Struct("<Q")
 _DESCRIPTOR = struct.Struct("<3L")
@@ -108,10 +85,19 @@ _ZIP64_COUNT_MARKER = 0xFFFF
 
 _STORED = 0
 _DEFLATED = 8
-# zipfile refuses to open an archive whose entries need a later version of the format (it raises
-# NotImplementedError); refusing here names the reason instead of failing inside the parser.
-_MAX_EXTRACT_VERSION = 63
 _METHOD_NAMES = {1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lzma", 93: "zstd"}
+
+# What zipfile raises, in one Python version or another, on an archive it cannot list; each
+# becomes a refusal naming zipfile's reason, so no malformed upload fails the bridge untyped.
+_ZIPFILE_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    ValueError,
+    EOFError,
+    OSError,
+    struct.error,
+)
 
 _FLAG_ENCRYPTED = 0x0001
 _FLAG_DATA_DESCRIPTOR = 0x0008
@@ -159,9 +145,10 @@ class _Limits:
 
 @dataclass(frozen=True)
 class _Archive:
-    """One archive to inspect: the upload, or a stored member's data read where it lies.
+    """One archive to inspect: the upload, or the byte range of a stored member's data.
 
-    Every position in this module is an index into ``data``, the whole upload.
+    Every position this module reads at is an index into ``data``, the whole upload; zipfile is
+    handed the range alone, so its offsets count from ``start``.
     """
 
     data: bytes
@@ -179,10 +166,6 @@ class _Directory:
     start: int
     end: int
     entries: int
-    # Where recorded offsets count from. It lies past the archive's first byte when bytes were
-    # prepended: zipfile adds them to every recorded offset, so a zip appended to another file
-    # still opens, and the local headers are looked for where it looks.
-    base: int
 
 
 @dataclass(frozen=True)
@@ -191,18 +174,6 @@ class _Zip64End:
     entries: int
     size: int
     offset: int
-
-
-@dataclass(frozen=True)
-class _Member:
-    name: str
-    raw_name: bytes
-    flags: int
-    method: int
-    crc: int
-    compressed: int
-    uncompressed: int
-    header_at: int
 
 
 @dataclass(frozen=True)
@@ -289,9 +260,9 @@ def _inspect(archive: _Archive, limits: _Limits) -> list[_Archive]:
             "max_members",
             directory.entries,
         )
-    members = _walk(archive.data, directory)
+    members = _list(archive, directory)
     _check_sizes(members, archive.end - archive.start, limits)
-    spans = [_read_local_header(archive.data, member, directory) for member in members]
+    spans = [_read_local_header(archive, member, directory) for member in members]
     _check_overlaps(spans)
     return [
         inner
@@ -340,13 +311,15 @@ def _read_directory(archive: _Archive) -> _Directory:
         entries, size, offset, records_end = zip64.entries, zip64.size, zip64.offset, zip64.at
     elif disk or directory_disk or entries_here != entries:
         raise ArchiveLimitExceeded("the end record describes a multi-disk (spanned) archive")
-    base = records_end - size - offset
-    if base < archive.start:
+    # Recorded offsets count from where the directory's own offset says the archive began: past
+    # the first byte when bytes were prepended (zipfile adds them to every offset, so a zip
+    # appended to another file still opens), never before it.
+    if records_end - size - offset < archive.start:
         raise ArchiveLimitExceeded(
             f"the end record places a {size:,}-byte central directory at offset {offset:,}, "
             f"which does not fit before the end records at offset {records_end - archive.start:,}"
         )
-    return _Directory(start=records_end - size, end=records_end, entries=entries, base=base)
+    return _Directory(start=records_end - size, end=records_end, entries=entries)
 
 
 def _find_end_record(archive: _Archive) -> int:
@@ -392,131 +365,95 @@ def _read_zip64_end(archive: _Archive, locator_at: int) -> _Zip64End:
     return _Zip64End(at=record_at, entries=entries, size=size, offset=offset)
 
 
-def _walk(payload: bytes, directory: _Directory) -> list[_Member]:
-    members: list[_Member] = []
-    names: set[str] = set()
-    folded: dict[str, str] = {}
-    cursor = directory.start
-    # zipfile walks by byte count and ignores the declared entry count, so the two must agree or
-    # the count checked against max_members is not the count the parser gets. Stopping at the
-    # declared count also bounds the walk by max_members.
-    while cursor < directory.end:
-        if len(members) == directory.entries:
-            raise ArchiveLimitExceeded(
-                f"the central directory holds more entries than the {directory.entries:,} "
-                "its end record declares"
-            )
-        member, cursor = _read_central_entry(payload, cursor, directory, len(members))
-        _check_member_kind(member)
-        # A reader keeps one member per name; which of two it keeps differs between readers
-        # (and between a case-sensitive zipfile and the case-insensitive OOXML part names).
-        if member.name in names:
-            raise ArchiveLimitExceeded(f"member name {_show(member.name)} appears twice")
-        key = member.name.casefold()
-        if key in folded:
-            raise ArchiveLimitExceeded(
-                f"member names {_show(folded[key])} and {_show(member.name)} differ only in case"
-            )
-        names.add(member.name)
-        folded[key] = member.name
-        members.append(member)
+def _list(archive: _Archive, directory: _Directory) -> list[zipfile.ZipInfo]:
+    """The members as zipfile lists them, each checked for what zipfile lets through."""
+    # zipfile walks the directory by byte count and ignores the declared entry count. Every entry
+    # starts with a signature (a name holding one only over-counts), so counting them bounds its
+    # work by the declared count, which max_members has bounded, and makes that count the real one.
+    if archive.data.count(_CENTRAL_SIGNATURE, directory.start, directory.end) > directory.entries:
+        raise ArchiveLimitExceeded(
+            f"the central directory holds more entries than the {directory.entries:,} "
+            "its end record declares"
+        )
+    try:
+        with zipfile.ZipFile(io.BytesIO(archive.data[archive.start : archive.end])) as listing:
+            members = listing.infolist()
+            directory_at = listing.start_dir
+    except UnicodeDecodeError as exc:
+        raise ArchiveLimitExceeded(
+            f"member name {exc.object[:_NAME_SHOWN_CHARS]!r} is flagged UTF-8 but is not"
+        ) from None
+    except _ZIPFILE_ERRORS as exc:
+        reason = str(exc) or type(exc).__name__
+        raise ArchiveLimitExceeded(f"zipfile refuses the central directory: {reason}") from exc
+    # zipfile's rules for finding the end records differ between Python versions; the checks
+    # below and the local header offsets hold only if both read the same directory.
+    if archive.start + directory_at != directory.start:
+        raise ArchiveLimitExceeded(
+            f"zipfile finds the central directory at offset {directory_at:,}, not at "
+            f"{directory.start - archive.start:,}"
+        )
     if len(members) != directory.entries:
         raise ArchiveLimitExceeded(
             f"the end record declares {directory.entries:,} members but the central directory "
             f"holds {len(members):,}"
         )
+    if members:
+        _check_last_entry(archive.data, members[-1], len(members), directory)
+    names: set[str] = set()
+    folded: dict[str, str] = {}
+    for member in members:
+        name = member.orig_filename
+        _check_member(member)
+        # A reader keeps one member per name; which of two it keeps differs between readers
+        # (and between a case-sensitive zipfile and the case-insensitive OOXML part names).
+        if name in names:
+            raise ArchiveLimitExceeded(f"member name {_show(name)} appears twice")
+        key = name.casefold()
+        if key in folded:
+            raise ArchiveLimitExceeded(
+                f"member names {_show(folded[key])} and {_show(name)} differ only in case"
+            )
+        names.add(name)
+        folded[key] = name
     return members
 
 
-def _read_central_entry(
-    payload: bytes, at: int, directory: _Directory, index: int
-) -> tuple[_Member, int]:
-    if at + _CENTRAL.size > directory.end:
-        raise ArchiveLimitExceeded(f"central directory entry {index + 1:,} is cut off")
-    (
-        signature,
-        _,
-        _,
-        extract_version,
-        _,
-        flags,
-        method,
-        _,
-        _,
-        crc,
-        compressed,
-        uncompressed,
-        name_length,
-        extra_length,
-        comment_length,
-        _,
-        _,
-        _,
-        header_offset,
-    ) = _CENTRAL.unpack_from(payload, at)
-    if signature != _CENTRAL_SIGNATURE:
-        raise ArchiveLimitExceeded(
-            f"central directory entry {index + 1:,} lacks its signature at offset {at:,}"
-        )
-    name_at = at + _CENTRAL.size
-    extra_at = name_at + name_length
-    after = extra_at + extra_length + comment_length
-    if after > directory.end:
-        raise ArchiveLimitExceeded(f"central directory entry {index + 1:,} is cut off")
-    raw_name = payload[name_at:extra_at]
-    name = _decode_name(raw_name, flags)
-    what = f"the central entry of {_show(name)}"
-    uncompressed, compressed, header_offset = _resolve_zip64(
-        _zip64_field(payload[extra_at : extra_at + extra_length], what),
-        (uncompressed, compressed, header_offset),
-        what,
-    )
-    if extract_version > _MAX_EXTRACT_VERSION:
-        raise ArchiveLimitExceeded(
-            f"member {_show(name)} needs version {extract_version / 10:.1f} of the zip format "
-            f"to extract; {_MAX_EXTRACT_VERSION / 10:.1f} is the latest its parser reads"
-        )
-    member = _Member(
-        name=name,
-        raw_name=raw_name,
-        flags=flags,
-        method=method,
-        crc=crc,
-        compressed=compressed,
-        uncompressed=uncompressed,
-        header_at=header_offset + directory.base,
-    )
-    return member, after
+def _check_last_entry(
+    payload: bytes, member: zipfile.ZipInfo, count: int, directory: _Directory
+) -> None:
+    # zipfile stops reading once it has consumed the directory's declared size, cutting short the
+    # name, extra or comment of a last entry that claims more; another reader takes the bytes
+    # after the directory too, and sees another name.
+    read = (len(_raw_name(member)), len(member.extra), len(member.comment))
+    at = directory.end - _CENTRAL_SIZE - sum(read)
+    if _CENTRAL_LENGTHS.unpack_from(payload, at) != read:
+        raise ArchiveLimitExceeded(f"central directory entry {count:,} is cut off")
 
 
-def _decode_name(raw: bytes, flags: int) -> str:
-    if flags & _FLAG_UTF8_NAME:
-        try:
-            name = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ArchiveLimitExceeded(
-                f"member name {raw[:_NAME_SHOWN_CHARS]!r} is flagged UTF-8 but is not"
-            ) from None
-    else:
-        name = raw.decode("cp437")
-    if "\0" in name:
+def _raw_name(member: zipfile.ZipInfo) -> bytes:
+    """The name's bytes as recorded; zipfile decoded them with the codec the flags select."""
+    return member.orig_filename.encode("utf-8" if member.flag_bits & _FLAG_UTF8_NAME else "cp437")
+
+
+def _check_member(member: zipfile.ZipInfo) -> None:
+    name = _show(member.orig_filename)
+    if "\0" in member.orig_filename:
         # zipfile cuts a name at NUL and other readers do not, so two readers see two names.
-        raise ArchiveLimitExceeded(f"member name {_show(name)} contains a NUL byte")
-    return name
-
-
-def _check_member_kind(member: _Member) -> None:
+        raise ArchiveLimitExceeded(f"member name {name} contains a NUL byte")
     for flag, description in _UNREADABLE_FLAGS.items():
-        if member.flags & flag:
-            raise ArchiveLimitExceeded(f"member {_show(member.name)} is {description}")
+        if member.flag_bits & flag:
+            raise ArchiveLimitExceeded(f"member {name} is {description}")
     # zipfile inflates bzip2 and lzma in one call with no output bound, so their declared sizes
     # bound nothing; stored and deflate are the only methods DOCX writers use anyway.
-    if member.method not in (_STORED, _DEFLATED):
-        method = _METHOD_NAMES.get(member.method, f"method {member.method}")
+    if member.compress_type not in (_STORED, _DEFLATED):
+        method = _METHOD_NAMES.get(member.compress_type, f"method {member.compress_type}")
         raise ArchiveLimitExceeded(
-            f"member {_show(member.name)} is compressed with {method}; only stored and "
-            "deflate members are accepted"
+            f"member {name} is compressed with {method}; only stored and deflate members are "
+            "accepted"
         )
+    # zipfile rejects an extra field that overruns; it applies every zip64 field in turn.
+    _zip64_field(member.extra, f"the central entry of {name}")
 
 
 def _zip64_field(extra: bytes, what: str) -> bytes | None:
@@ -562,38 +499,38 @@ def _resolve_zip64(field: bytes | None, values: tuple[int, ...], what: str) -> t
     return tuple(resolved)
 
 
-def _check_sizes(members: list[_Member], payload_length: int, limits: _Limits) -> None:
+def _check_sizes(members: list[zipfile.ZipInfo], payload_length: int, limits: _Limits) -> None:
     ratio = limits.max_expansion_ratio
     total = 0
     for member in members:
-        name = _show(member.name)
+        name = _show(member.orig_filename)
         # A stored member cannot expand; a difference is a lie one of two readers will believe.
-        if member.method == _STORED and member.uncompressed != member.compressed:
+        if member.compress_type == _STORED and member.file_size != member.compress_size:
             raise ArchiveLimitExceeded(
-                f"stored member {name} declares {member.uncompressed:,} bytes uncompressed but "
-                f"{member.compressed:,} stored"
+                f"stored member {name} declares {member.file_size:,} bytes uncompressed but "
+                f"{member.compress_size:,} stored"
             )
         # Multiplying instead of dividing makes zero compressed bytes an unbounded expansion.
-        if member.uncompressed > ratio * member.compressed:
+        if member.file_size > ratio * member.compress_size:
             steepness = (
-                f"{member.uncompressed / member.compressed:,.1f}:1"
-                if member.compressed
+                f"{member.file_size / member.compress_size:,.1f}:1"
+                if member.compress_size
                 else "an unbounded"
             )
             raise _ratio_exceeded(
-                f"member {name} declares {member.uncompressed:,} bytes from "
-                f"{member.compressed:,} compressed, {steepness} expansion over the "
+                f"member {name} declares {member.file_size:,} bytes from "
+                f"{member.compress_size:,} compressed, {steepness} expansion over the "
                 f"{ratio:g}:1 limit",
                 members,
                 payload_length,
             )
-        total += member.uncompressed
+        total += member.file_size
         if total > limits.max_uncompressed_bytes:
             raise ArchiveLimitExceeded(
                 f"declared uncompressed size {total:,} bytes exceeds the "
                 f"{limits.max_uncompressed_bytes:,}-byte ceiling (reached at member {name})",
                 "max_uncompressed_bytes",
-                sum(member.uncompressed for member in members),
+                sum(member.file_size for member in members),
             )
     # Implied by the member ratios while members do not share bytes; checked anyway because it
     # also refuses, before any local header is read, members that all claim the same data.
@@ -607,22 +544,23 @@ def _check_sizes(members: list[_Member], payload_length: int, limits: _Limits) -
 
 
 def _ratio_exceeded(
-    message: str, members: list[_Member], payload_length: int
+    message: str, members: list[zipfile.ZipInfo], payload_length: int
 ) -> ArchiveLimitExceeded:
     """The refusal, with the ratio that admits every member and the archive as a whole; none
     when a member claims bytes from no compressed bytes, which no ratio admits."""
-    if any(member.uncompressed and not member.compressed for member in members):
+    if any(member.file_size and not member.compress_size for member in members):
         return ArchiveLimitExceeded(message)
-    ratios = [member.uncompressed / member.compressed for member in members if member.compressed]
-    total = sum(member.uncompressed for member in members)
+    ratios = [member.file_size / member.compress_size for member in members if member.compress_size]
+    total = sum(member.file_size for member in members)
     return ArchiveLimitExceeded(
         message, "max_expansion_ratio", max([*ratios, total / max(payload_length, 1)])
     )
 
 
-def _read_local_header(payload: bytes, member: _Member, directory: _Directory) -> _Span:
-    name = _show(member.name)
-    at = member.header_at
+def _read_local_header(archive: _Archive, member: zipfile.ZipInfo, directory: _Directory) -> _Span:
+    payload = archive.data
+    name = _show(member.orig_filename)
+    at = archive.start + member.header_offset
     if at + _LOCAL.size > directory.start:
         raise ArchiveLimitExceeded(
             f"the local header of {name} at offset {at:,} lies outside the member data, which "
@@ -651,13 +589,13 @@ def _read_local_header(payload: bytes, member: _Member, directory: _Directory) -
         raise ArchiveLimitExceeded(f"the local header of {name} runs into the central directory")
     # Streaming readers trust the local header and zipfile the central directory; every value
     # that decides what gets decoded must be the same in both.
-    if payload[name_at:extra_at] != member.raw_name:
+    if payload[name_at:extra_at] != _raw_name(member):
         local_name = _show(payload[name_at:extra_at].decode("cp437"))
         raise ArchiveLimitExceeded(
             f"the central directory names a member {name} but its local header names it "
             f"{local_name}"
         )
-    if method != member.method or (flags ^ member.flags) & _LAYOUT_FLAGS:
+    if method != member.compress_type or (flags ^ member.flag_bits) & _LAYOUT_FLAGS:
         raise ArchiveLimitExceeded(
             f"the central directory and the local header of {name} disagree on its compression "
             "method or flags"
@@ -665,14 +603,14 @@ def _read_local_header(payload: bytes, member: _Member, directory: _Directory) -
     what = f"the local header of {name}"
     zip64 = _zip64_field(payload[extra_at:data_start], what)
     uncompressed, compressed = _resolve_zip64(zip64, (uncompressed, compressed), what)
-    end = data_start + member.compressed
-    if member.flags & _FLAG_DATA_DESCRIPTOR:
+    end = data_start + member.compress_size
+    if member.flag_bits & _FLAG_DATA_DESCRIPTOR:
         if end <= directory.start:
             end += _descriptor_length(payload, member, end, directory.start, zip64)
-    elif (crc, compressed, uncompressed) != (member.crc, member.compressed, member.uncompressed):
+    elif (crc, compressed, uncompressed) != (member.CRC, member.compress_size, member.file_size):
         raise ArchiveLimitExceeded(
-            f"the central directory gives {name} crc {member.crc:08x} and "
-            f"{member.compressed:,} -> {member.uncompressed:,} bytes, its local header crc "
+            f"the central directory gives {name} crc {member.CRC:08x} and "
+            f"{member.compress_size:,} -> {member.file_size:,} bytes, its local header crc "
             f"{crc:08x} and {compressed:,} -> {uncompressed:,} bytes"
         )
     if end > directory.start:
@@ -684,20 +622,20 @@ def _read_local_header(payload: bytes, member: _Member, directory: _Directory) -
 
 
 def _descriptor_length(
-    payload: bytes, member: _Member, at: int, limit: int, zip64: bytes | None
+    payload: bytes, member: zipfile.ZipInfo, at: int, limit: int, zip64: bytes | None
 ) -> int:
     # The descriptor's signature is optional and a CRC may look like one, so each reading is
     # tried and the one that repeats the central directory's values wins; none doing so is the
     # same lie as a disagreeing local header.
     layout = _DESCRIPTOR if zip64 is None else _ZIP64_DESCRIPTOR
-    expected = (member.crc, member.compressed, member.uncompressed)
+    expected = (member.CRC, member.compress_size, member.file_size)
     skips = (len(_SPANNED_SIGNATURE), 0) if payload.startswith(_SPANNED_SIGNATURE, at) else (0,)
     for skip in skips:
         if at + skip + layout.size <= limit and layout.unpack_from(payload, at + skip) == expected:
             return skip + layout.size
     raise ArchiveLimitExceeded(
-        f"the data descriptor of {_show(member.name)} does not repeat the crc and sizes of the "
-        "central directory"
+        f"the data descriptor of {_show(member.orig_filename)} does not repeat the crc and sizes "
+        "of the central directory"
     )
 
 
@@ -713,7 +651,7 @@ def _check_overlaps(spans: list[_Span]) -> None:
 
 
 def _nested_archive(
-    archive: _Archive, member: _Member, span: _Span, limits: _Limits
+    archive: _Archive, member: zipfile.ZipInfo, span: _Span, limits: _Limits
 ) -> _Archive | None:
     if not _peek(archive.data, member, span).startswith(_ARCHIVE_SIGNATURES):
         return None
@@ -724,7 +662,7 @@ def _nested_archive(
             "max_nesting_depth",
             archive.depth + 1,
         )
-    if member.method != _STORED:
+    if member.compress_type != _STORED:
         raise ArchiveLimitExceeded(
             f"member {span.label} is a deflated zip archive, which cannot be inspected without "
             "inflating it"
@@ -732,15 +670,15 @@ def _nested_archive(
     return _Archive(
         archive.data,
         span.data_start,
-        span.data_start + member.compressed,
+        span.data_start + member.compress_size,
         depth=archive.depth + 1,
         path=(*archive.path, span.label),
     )
 
 
-def _peek(payload: bytes, member: _Member, span: _Span) -> bytes:
-    data_end = span.data_start + member.compressed
-    if member.method == _STORED:
+def _peek(payload: bytes, member: zipfile.ZipInfo, span: _Span) -> bytes:
+    data_end = span.data_start + member.compress_size
+    if member.compress_type == _STORED:
         return payload[span.data_start : min(data_end, span.data_start + _SIGNATURE_LENGTH)]
     window_end = min(data_end, span.data_start + _PEEK_INPUT_BYTES)
     inflater = zlib.decompressobj(-zlib.MAX_WBITS)

@@ -625,12 +625,25 @@ def test_names_zipfile_and_other_readers_would_read_differently_are_refused() ->
 def test_malformed_zip64_extras_are_refused() -> None:
     honest = member("a.xml", XML)
     short = struct.pack("<HHL", 1, 4, 0)
+    # zipfile reads the central entries and names the fault; the guard reads the local headers.
     refused(
         assemble([lying(honest, uncompressed=MARKER, extra=short)]),
-        "zip64 extra field of the central entry of 'a.xml' is too short",
+        "zipfile refuses the central directory: Corrupt zip64 extra field",
+    )
+    local = replace(honest.local, uncompressed=MARKER, extra=short)
+    refused(
+        assemble([replace(honest, local=local)]),
+        "zip64 extra field of the local header of 'a.xml' is too short",
     )
     overrun = struct.pack("<HH", 0x5455, 100) + b"xx"
-    refused(assemble([lying(honest, extra=overrun)]), "extra field 0x5455 .* claims 100 bytes")
+    refused(
+        assemble([lying(honest, extra=overrun)]),
+        r"zipfile refuses the central directory: Corrupt extra field 5455 \(size=100\)",
+    )
+    refused(
+        assemble([replace(honest, local=replace(honest.local, extra=overrun))]),
+        "extra field 0x5455 of the local header of 'a.xml' claims 100 bytes",
+    )
     twice = struct.pack("<HHQ", 1, 8, 5) * 2
     refused(assemble([lying(honest, extra=twice)]), "carries two zip64 extra fields")
 
@@ -691,18 +704,62 @@ def test_a_malformed_central_directory_is_refused() -> None:
     only = member("a.xml", XML)
     one = assemble([only])
     directory_at = len(local_header(only.local)) + len(only.body)
-    refused(patched(one, directory_at, "<L", 0), "entry 1 lacks its signature")
+    refused(
+        patched(one, directory_at, "<L", 0),
+        "zipfile refuses the central directory: Bad magic number for central directory",
+    )
     refused(patched(one, directory_at + 28, "<H", 500), "central directory entry 1 is cut off")
     # Ten bytes of slack after the one entry, which the end record counts as two.
     directory_size = len(one) + END - directory_at + 10
     slack = one[:END] + bytes(10) + end_record(2, directory_size, directory_at)
-    refused(slack, "entry 2 is cut off")
+    refused(slack, "zipfile refuses the central directory: Truncated central directory")
+
+
+def test_entries_beyond_the_declared_count_are_refused_before_zipfile_lists_them() -> None:
+    only = member("a", b"", method=STORED)
+    body = local_header(only.local)
+    # zipfile would build one ZipInfo for each of these, whatever the end record declares.
+    directory = central_header(only.central, 0) * 100_000
+    payload = body + directory + end_record(1, len(directory), len(body))
+    tracemalloc.start()
+    try:
+        refused(payload, "holds more entries than the 1 its end record declares")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, f"the guard allocated {peak:,} bytes"
+
+
+def test_a_name_holding_the_central_signature_is_refused() -> None:
+    # The price of bounding zipfile's walk by counting signatures; no writer puts one in a name.
+    refused(
+        assemble([member(b"a\x50\x4b\x01\x02.xml", XML)]),
+        "holds more entries than the 1 its end record declares",
+    )
+
+
+def test_an_end_record_hidden_in_the_comment_is_the_one_inspected() -> None:
+    honest, hidden = member("word/document.xml", XML), member("evil.xml", bytes(MIB))
+    body = local_header(honest.local) + honest.body
+    hidden_at = len(body)
+    body += local_header(hidden.local) + hidden.body
+    listed = central_header(honest.central, 0)
+    secret = central_header(hidden.central, hidden_at)
+    secret_at = len(body) + len(listed) + 22
+    tail = secret + end_record(1, len(secret), secret_at)
+    payload = body + listed + end_record(1, len(listed), len(body), comment=tail)
+    # zipfile takes the last end record, the one inside the comment.
+    assert zipfile.ZipFile(io.BytesIO(payload)).namelist() == ["evil.xml"]
+    refused(payload, r"member 'evil.xml' declares 1,048,576 bytes from [\d,]+ compressed")
 
 
 def test_a_format_version_zipfile_cannot_open_is_refused() -> None:
     only = member("a.xml", XML)
     directory_at = len(local_header(only.local)) + len(only.body)
-    refused(patched(assemble([only]), directory_at + 6, "<B", 75), "needs version 7.5 of the zip")
+    refused(
+        patched(assemble([only]), directory_at + 6, "<B", 75),
+        "zipfile refuses the central directory: zip file version 7.5",
+    )
 
 
 def test_a_local_header_running_into_the_directory_is_refused() -> None:
