@@ -8,9 +8,24 @@ the class here. Every class carries a sentence naming what happened, so a caller
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class SandboxError(Exception):
-    """Root of every outcome of a sandboxed job other than extracted text."""
+    """Root of every outcome of a sandboxed job other than extracted text.
+
+    ``code`` is what a caller is told failed and what crosses a process boundary: the class's
+    name, unless a class only refines its parent for the trusted side's own decisions.
+    ``transient``: the host failed, not the document, so another attempt may succeed.
+    """
+
+    code: ClassVar[str] = "SandboxError"
+    transient: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:
+            cls.code = cls.__name__
 
 
 class ParserError(SandboxError):
@@ -35,6 +50,17 @@ class ProcessLimitExceeded(SandboxError):
 
 class ChildCrashed(SandboxError):
     """The child died from a signal that no limit of ours explains (e.g. SIGSEGV in C code)."""
+
+
+class KilledFromOutside(ChildCrashed):
+    """A SIGKILL none of the sandbox's limits sent: the kernel's OOM killer, an operator.
+
+    Callers are told the ``ChildCrashed`` it is; a queue tries the job again, since the host
+    failed, not the document (a parser that SIGKILLs itself looks the same, so only a few times).
+    """
+
+    code = ChildCrashed.code
+    transient = True
 
 
 class ForbiddenOperation(SandboxError):
@@ -81,3 +107,5 @@ class SandboxUnavailable(SandboxError):
 
     An infrastructure failure, not a verdict on the document: a queue may retry it elsewhere.
     """
+
+    transient = True
