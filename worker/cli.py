@@ -221,12 +221,15 @@ def _outcomes(
     refs: Sequence[AttachmentRef],
     extractor: TextExtractor,
     limits: ExtractionLimits,
+    concurrency: int,
     progress: _Progress,
 ) -> Iterator[tuple[AttachmentRef, Outcome]]:
     one = functools.partial(extraction_outcome, extractor=extractor, limits=limits)
     # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
-    # input order, so the selection is the one AttachmentSource.select would build.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # input order, so the selection is the one AttachmentSource.select would build. As many at
+    # once as a worker runs jobs (AIRLOCK_CONCURRENCY, one per core): each child is one busy
+    # core (tesseract single-threaded), so more would only wait inside their wall clocks.
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
         for ref, outcome in zip(refs, pool.map(one, refs), strict=True):
             progress.step()
             yield ref, outcome
@@ -269,7 +272,8 @@ def _extract(args: argparse.Namespace) -> int:
         selection = _extract_queued(refs, limits, settings, args, progress)
     else:
         extractor = SandboxExtractor(settings.sandbox, settings.parse_limits_for(limits))
-        selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
+        outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
+        selection = assemble_selection(outcomes, limits)
     progress.finish()
     _print_selection(selection, args.json)
     return EXIT_OMITTED if selection.dropped else EXIT_OK
