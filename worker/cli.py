@@ -1,8 +1,8 @@
-"""``airlock``: extract files into one IngestSelection from the command line.
+"""``airlock``: extract files into one IngestSelection from the command line, and run the service.
 
-Text goes to stdout and every omission, with its reason, to stderr, so a pipeline can keep the
-text and still see why a file is missing. Exit codes: 0 every file admitted, 1 some omitted,
-2 usage error, 3 the broker is unreachable. ``airlock health`` exits 0 healthy, 1 not.
+Text goes to stdout, each omission with its reason to stderr. Exit codes: 0 every file admitted,
+1 some omitted, 2 usage error, 3 the broker is unreachable; ``airlock health`` 0 healthy, 1 not.
+See README.md and docs/operations.md.
 """
 
 from __future__ import annotations

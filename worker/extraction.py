@@ -1,9 +1,7 @@
-"""Which extractor a job runs on, per stage, and when a light job must be handed to OCR.
+"""Which extractor a job runs on, per stage: the sandbox, behind the result cache.
 
-Parsing happens only in the sandbox child: this module composes :class:`SandboxExtractor`
-and never imports a parser. The light stage runs with OCR off, so that a PDF (seconds at
-most) never holds a light worker for the minutes its scanned pages take to OCR: the sandbox
-answers "needs OCR" and the task hands the job on to the OCR queue (``worker.tasks``).
+Parsing happens only in the sandbox child: this module composes :class:`SandboxExtractor` and
+never imports a parser. The light stage runs with OCR off. See docs/queue.md (Routing).
 """
 
 from __future__ import annotations

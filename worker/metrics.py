@@ -1,14 +1,8 @@
 """What a worker measures, and how its pool processes' measurements reach one endpoint.
 
-Celery's prefork pool runs tasks in child processes, so a counter a task increments lives in a
-child, where the main process's HTTP server cannot see it. prometheus_client's multiprocess
-mode fixes that: every process writes its values to files in one directory
-(``PROMETHEUS_MULTIPROC_DIR``) and the server sums the files at scrape time. The worker sets it
-up when it starts, before the pool forks: the operator's directory if ``PROMETHEUS_MULTIPROC_DIR``
-is set, else a private temporary one, removed at shutdown.
-
-Every label takes values from a fixed set (unknown ones become ``other``): a forged message must
-not be able to mint time series.
+Pool processes write their values to files (prometheus_client's multiprocess mode) that the main
+process sums at scrape time; every label takes values from a fixed set. See docs/operations.md
+(Metrics).
 """
 
 from __future__ import annotations

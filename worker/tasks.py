@@ -1,11 +1,8 @@
 """The extract task: one job in, one JSON envelope out.
 
-Order matters. The job is validated before anything uses it (the queue is a trust boundary);
-the delivery is counted before the payload is touched, so a payload that kills this process
-is counted even though nothing after the kill runs; the payload's hash is checked before it
-is parsed; the guards run again inside ``extract_attachment`` because anyone who can publish
-can skip the bridge's run of them. Deterministic refusals are answers, never retries; only an
-unreachable Redis or an unavailable sandbox is retried, with backoff.
+The job is validated, its delivery counted, its payload's hash checked and the guards run again
+before anything is parsed; refusals are answers, only the host's failures are retried. See
+docs/queue.md (Flow, Retries, Failures).
 """
 
 from __future__ import annotations
