@@ -143,8 +143,10 @@ class Variable(Generic[_T]):
     def read(self, env: Mapping[str, str], read: Read) -> _T | None:
         raw = env.get(self.name, "").strip()
         if not raw:
-            if self.default is None or callable(self.default):
-                return None if self.default is None else self.default(read)
+            if self.default is None:
+                return None
+            if callable(self.default):
+                return self.default(read)
             raw = self.default
         try:
             return self.parse(self.name, raw)
