@@ -16,7 +16,20 @@ if TYPE_CHECKING:
 
 
 class SandboxError(Exception):
-    """Root of every outcome of a sandboxed job other than extracted text."""
+    """Root of every outcome of a sandboxed job other than extracted text.
+
+    ``reported_as`` is what a caller is told failed: the class's name, unless a class only
+    refines its parent for the trusted side's own decisions.
+    ``transient``: the host failed, not the document, so another attempt may succeed.
+    """
+
+    reported_as: ClassVar[str] = "SandboxError"
+    transient: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "reported_as" not in cls.__dict__:
+            cls.reported_as = cls.__name__
 
     #: The code a child answers with for this outcome (``sandbox/codes.py``); None when only
     #: the parent can conclude it (from a kill, a timeout, a broken answer).
@@ -49,6 +62,17 @@ class ProcessLimitExceeded(SandboxError):
 
 class ChildCrashed(SandboxError):
     """The child died from a signal that no limit of ours explains (e.g. SIGSEGV in C code)."""
+
+
+class KilledFromOutside(ChildCrashed):
+    """A SIGKILL none of the sandbox's limits sent: the kernel's OOM killer, an operator.
+
+    Callers are told the ``ChildCrashed`` it is; a queue tries the job again, since the host
+    failed, not the document (a parser that SIGKILLs itself looks the same, so only a few times).
+    """
+
+    reported_as = ChildCrashed.reported_as
+    transient = True
 
 
 class ForbiddenOperation(SandboxError):
@@ -105,6 +129,8 @@ class SandboxUnavailable(SandboxError):
 
     An infrastructure failure, not a verdict on the document: a queue may retry it elsewhere.
     """
+
+    transient = True
 
 
 def _subclasses(root: type[SandboxError]) -> list[type[SandboxError]]:

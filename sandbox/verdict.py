@@ -13,6 +13,7 @@ from sandbox.errors import (
     ChildCrashed,
     CpuLimitExceeded,
     ForbiddenOperation,
+    KilledFromOutside,
     MalformedAnswer,
     MemoryLimitExceeded,
     NoAnswer,
@@ -88,7 +89,7 @@ def from_exit(notice: ExitNotice, limits: SandboxLimits, answered_bytes: int) ->
         if near_memory_limit and (number == signal.SIGKILL or number in _CRASH_SIGNALS):
             return MemoryLimitExceeded(f"the parser was killed by {name} with {memory}")
         if number == signal.SIGKILL:
-            return ChildCrashed(
+            return KilledFromOutside(
                 "the parser was killed by SIGKILL from outside the sandbox "
                 "(not by its wall-clock or CPU limit)"
             )

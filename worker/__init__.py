@@ -1,9 +1,8 @@
 """airlock's Celery workers: ``celery -A worker worker -Q airlock.light,airlock.ocr``.
 
-``worker.app`` (alias ``worker.celery``, the names ``celery -A`` looks for) is built from the
-environment on first access, so importing :mod:`worker.config` neither imports Celery nor
-builds an app. This package composes the bridge's guards with the sandbox's isolated extractor
-and never parses anything in its own process.
+``worker.app`` (alias ``worker.celery``) is built from the environment on first access, so
+importing :mod:`worker.config` builds nothing; the package composes the bridge's guards with the
+sandbox and parses nothing itself. See docs/queue.md.
 """
 
 from __future__ import annotations

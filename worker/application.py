@@ -1,22 +1,8 @@
 """The Celery application, configured from :class:`Settings` for the service's guarantees.
 
-Each setting below closes one failure:
-
-- JSON only (``bridge.queue.jobs.wire_settings``): pickle on the wire is code execution for anyone
-  who can publish or write a result.
-- ``task_acks_late`` + ``task_reject_on_worker_lost``: a job is acknowledged only after it
-  answered, so a worker killed mid-job puts the job back instead of losing it.
-- ``worker_prefetch_multiplier=1``: a worker holds no more jobs than it runs, so a job is not
-  stuck behind a long OCR job on one worker while another worker idles.
-- soft/hard time limits above the sandbox's wall clock: the sandbox's own limit fires first and
-  reports what happened; Celery's limits only catch a hang outside the sandbox.
-- broker ``visibility_timeout`` above the hard limit: a job of a lost worker is redelivered only
-  after it could no longer be running (trade-off in docs/queue.md); the restore sweep runs
-  every ``restore_interval`` seconds.
-- ``result_expires``: answers nobody collected (a caller gave up) do not accumulate.
-
-Besides consuming, the main process serves the metrics of the whole pool, beats the heartbeat
-file the probes read, and logs in the chosen format (JSON for ``airlock worker``).
+Each Celery setting and the failure it closes: docs/queue.md (Celery settings). Besides
+consuming, the main process serves the pool's metrics, beats the heartbeat file and logs in the
+chosen format (docs/operations.md).
 """
 
 from __future__ import annotations

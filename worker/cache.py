@@ -1,18 +1,8 @@
 """The result cache: a file sent again is not parsed again.
 
-Keyed by everything that decides the text: the payload's SHA-256, the declared kind and media
-type, the page ceiling, the parse limits, and the versions of the code that parses. Only text
-is cached, never a failure: a wall-clock or memory kill depends on the load of the host it
-happened on, and caching it would make one bad minute permanent for that file. The cache sits
-inside ``extract_attachment``, after the guards, so a cached text is admitted exactly as a
-fresh one is; and it is best effort, because an unreachable cache must cost a parse, not
-turn into an extraction failure.
-
-Every entry carries an HMAC-SHA256, over its key and its text, under a secret only the workers
-hold (``AIRLOCK_RESULT_CACHE_KEY``). The key of an entry can be computed offline from a
-document's SHA-256, and anyone who can write to Redis (a bridge-service client, say) could
-otherwise plant text there that another caller's ``gather`` of that document returns. An
-entry whose MAC does not verify is ignored (the document is parsed) and counted.
+Text only, never a failure; best effort; every entry MAC'd under the workers' own secret
+(``AIRLOCK_RESULT_CACHE_KEY``), so text anyone else planted is never served. See docs/queue.md
+(Result cache).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""``airlock``: extract files into one IngestSelection from the command line.
+"""``airlock``: extract files into one IngestSelection from the command line, and run the service.
 
-Text goes to stdout and every omission, with its reason, to stderr, so a pipeline can keep the
-text and still see why a file is missing. Exit codes: 0 every file admitted, 1 some omitted,
-2 usage error, 3 the broker is unreachable. ``airlock health`` exits 0 healthy, 1 not.
+Text goes to stdout, each omission with its reason to stderr. Exit codes: 0 every file admitted,
+1 some omitted, 2 usage error, 3 the broker is unreachable; ``airlock health`` 0 healthy, 1 not.
+See README.md and docs/operations.md.
 """
 
 from __future__ import annotations
@@ -221,12 +221,15 @@ def _outcomes(
     refs: Sequence[AttachmentRef],
     extractor: TextExtractor,
     limits: ExtractionLimits,
+    concurrency: int,
     progress: _Progress,
 ) -> Iterator[tuple[AttachmentRef, Outcome]]:
     one = functools.partial(extraction_outcome, extractor=extractor, limits=limits)
     # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
-    # input order, so the selection is the one AttachmentSource.select would build.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # input order, so the selection is the one AttachmentSource.select would build. As many at
+    # once as a worker runs jobs (AIRLOCK_CONCURRENCY, one per core): each child is one busy
+    # core (tesseract single-threaded), so more would only wait inside their wall clocks.
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
         for ref, outcome in zip(refs, pool.map(one, refs), strict=True):
             progress.step()
             yield ref, outcome
@@ -274,7 +277,8 @@ def _extract(args: argparse.Namespace) -> int:
             require=settings.sandbox_require,
             uid_base=settings.sandbox_uid_base,
         )
-        selection = assemble_selection(_outcomes(refs, extractor, limits, progress), limits)
+        outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
+        selection = assemble_selection(outcomes, limits)
     progress.finish()
     _print_selection(selection, args.json)
     return EXIT_OMITTED if selection.dropped else EXIT_OK

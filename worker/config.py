@@ -1,10 +1,7 @@
 """Every setting of the extraction service, read from the environment in this one place.
 
-Each variable is documented in docs/configuration.md. A value that cannot be honoured (a hard
-time limit under the sandbox's wall clock, a visibility timeout under the hard limit) is refused
-at start-up, because each such mismatch silently breaks a guarantee: a task killed by Celery
-before the sandbox's own limit reports the wrong reason, and a visibility timeout shorter than a
-task hands the same job to a second worker while the first is still running it.
+Each variable is one row of :data:`VARIABLES` (the setting it fills, its parser, its default,
+each stated once) and one row of docs/configuration.md, which says why each constraint holds.
 """
 
 from __future__ import annotations
@@ -14,13 +11,13 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from bridge.knowledge.attachments import DEFAULT_LIMITS, ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS
 from bridge.knowledge.errors import BridgeContractError
-from bridge.logs import LogFormat, requested_log_format
-from bridge.metrics import metrics_port
+from bridge.logs import LOG_FORMAT_VARIABLE, LogFormat, requested_log_format
+from bridge.metrics import METRICS_PORT_VARIABLE, metrics_port
 from bridge.queue.admission import DEFAULT_MAX_QUEUED
 from bridge.queue.jobs import QUEUES
 from bridge.service.config import ServiceConfig, default_consumer
@@ -37,21 +34,21 @@ _DEFAULT_HEARTBEAT_FILE = Path(tempfile.gettempdir()) / "airlock-worker.heartbea
 # One pool process per core: OCR runs tesseract single-threaded (OMP_THREAD_LIMIT=1), so more
 # processes than cores only make jobs wait on each other inside the sandbox's wall clock.
 _CORES = os.cpu_count() or 1
-_SANDBOX_DEFAULTS = SandboxLimits()
+# The defaults their own modules state: the sandbox's, the parser's and the bridge service's.
+_SANDBOX = SandboxLimits()
+_PARSE = ParseLimits()
+_SERVICE = ServiceConfig(consumer="")
 
 
 class ConfigurationError(ValueError):
     """An environment variable holds a value the service cannot run with."""
 
 
-def _text(env: Mapping[str, str], name: str, default: str) -> str:
-    return env.get(name, "").strip() or default
+def _text(name: str, raw: str) -> str:
+    return raw
 
 
-def _number(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def _number(name: str, raw: str) -> float:
     try:
         value = float(raw)
     except ValueError:
@@ -61,45 +58,39 @@ def _number(env: Mapping[str, str], name: str, default: float) -> float:
     return value
 
 
-def _integer(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def _integer(name: str, raw: str) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigurationError(f"{name}={raw!r} must be a positive integer")
     return int(raw)
 
 
-_T = TypeVar("_T")
+def _mebibytes(name: str, raw: str) -> int:
+    return _integer(name, raw) * MIB
 
 
-def _shared(parse: Callable[[Mapping[str, str]], _T], env: Mapping[str, str]) -> _T:
-    """A variable whose parser the bridge service shares, its refusal as a ConfigurationError."""
-    try:
-        return parse(env)
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in {"1", "true", "yes", "on"}:
+def _flag(name: str, raw: str) -> bool:
+    if raw.lower() in {"1", "true", "yes", "on"}:
         return True
-    if raw in {"0", "false", "no", "off"}:
+    if raw.lower() in {"0", "false", "no", "off"}:
         return False
-    raise ConfigurationError(f"{name}={raw!r} must be one of 1/0, true/false, yes/no, on/off")
+    raise ConfigurationError(
+        f"{name}={raw.lower()!r} must be one of 1/0, true/false, yes/no, on/off"
+    )
+
+
+def _names(name: str, raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _path(name: str, raw: str) -> Path:
+    return Path(raw)
 
 
 #: A MAC key shorter than this could be guessed; `openssl rand -hex 32` gives 64 digits.
 _MIN_SECRET_HEX_DIGITS = 32
 
 
-def _secret(env: Mapping[str, str], name: str) -> bytes | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
+def _secret(name: str, raw: str) -> bytes:
     try:
         secret = bytes.fromhex(raw)
     except ValueError:
@@ -109,53 +100,208 @@ def _secret(env: Mapping[str, str], name: str) -> bytes | None:
     return secret
 
 
-def _sandbox_require(env: Mapping[str, str]) -> frozenset[str]:
-    try:
-        return mechanism_names(env.get("AIRLOCK_SANDBOX_REQUIRE", ""), "AIRLOCK_SANDBOX_REQUIRE")
-    except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+# Parsers the bridge service shares (it reads the same variables without Settings).
+def _port(name: str, raw: str) -> int:
+    return metrics_port({name: raw}, DEFAULT_METRICS_PORT)
 
 
-def _uid_base(env: Mapping[str, str]) -> int:
-    raw = env.get("AIRLOCK_SANDBOX_UID_BASE", "").strip()
-    if not raw:
-        return DEFAULT_UID_BASE
+def _log_format(name: str, raw: str) -> LogFormat | None:
+    return requested_log_format({name: raw})
+
+
+def _mechanisms(name: str, raw: str) -> frozenset[str]:
+    return mechanism_names(raw, name)
+
+
+def _uid(name: str, raw: str) -> int:
     if not raw.isdigit():
-        raise ConfigurationError(f"AIRLOCK_SANDBOX_UID_BASE={raw!r} must be a uid (0 or more)")
+        raise ConfigurationError(f"{name}={raw!r} must be a uid (0 or more)")
     return int(raw)
 
 
-def _extraction_limits(env: Mapping[str, str]) -> ExtractionLimits:
-    """AIRLOCK_MAX_PAGES and the other ``ExtractionLimits`` variables (ceilings.py names
-    them, and a refusal by a ceiling quotes the same names)."""
-    values: dict[str, float] = {}
-    for name, setting in EXTRACTION_SETTINGS.items():
-        default = getattr(DEFAULT_LIMITS, name)
-        read = _number if isinstance(default, float) else _integer
-        values[name] = read(env, setting.variable, default)
+def _as_text(value: object) -> str:
+    """A default another module states, as the text a variable would hold."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+_T = TypeVar("_T")
+#: The settings read so far, by ``setting``: what a rule for a default is computed from.
+Read = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Variable(Generic[_T]):
+    """One environment variable: the setting it fills, how its text is read, and its default.
+
+    ``setting`` is a field of :class:`Settings`, or ``group.field`` for a field of one of its
+    nested values. ``default`` is the text an unset variable is read as (checked like a given
+    value), ``None`` for a setting absent when unset, or a rule over the settings read before.
+    """
+
+    setting: str
+    name: str
+    parse: Callable[[str, str], _T]
+    default: str | Callable[[Read], _T] | None
+
+    def read(self, env: Mapping[str, str], read: Read) -> _T | None:
+        raw = env.get(self.name, "").strip()
+        if not raw:
+            if self.default is None:
+                return None
+            if callable(self.default):
+                return self.default(read)
+            raw = self.default
+        try:
+            return self.parse(self.name, raw)
+        except ConfigurationError:
+            raise
+        except ValueError as exc:  # a shared parser's refusal, which names the variable
+            raise ConfigurationError(str(exc)) from None
+
+
+def _ceiling(name: str) -> Variable[float] | Variable[int]:
+    default = getattr(DEFAULT_LIMITS, name)
+    parse = _number if isinstance(default, float) else _integer
+    return Variable(
+        f"extraction_limits.{name}", EXTRACTION_SETTINGS[name].variable, parse, _as_text(default)
+    )
+
+
+#: Every variable, in the order it is read (a rule reads only the settings above it).
+VARIABLES: tuple[Variable[Any], ...] = (
+    Variable("broker_url", "AIRLOCK_BROKER_URL", _text, DEFAULT_BROKER_URL),
+    Variable("result_backend", "AIRLOCK_RESULT_BACKEND", _text, lambda read: read["broker_url"]),
+    Variable("queues", "AIRLOCK_QUEUES", _names, ",".join(QUEUES)),
+    Variable("concurrency", "AIRLOCK_CONCURRENCY", _integer, lambda _: _CORES),
+    Variable(
+        "sandbox.memory_bytes",
+        "AIRLOCK_SANDBOX_MEMORY_MB",
+        _mebibytes,
+        _as_text(_SANDBOX.memory_bytes // MIB),
+    ),
+    Variable(
+        "sandbox.cpu_seconds",
+        "AIRLOCK_SANDBOX_CPU_SECONDS",
+        _integer,
+        _as_text(_SANDBOX.cpu_seconds),
+    ),
+    Variable(
+        "sandbox.wall_seconds",
+        "AIRLOCK_SANDBOX_WALL_SECONDS",
+        _number,
+        _as_text(_SANDBOX.wall_seconds),
+    ),
+    Variable(
+        "sandbox.output_bytes",
+        "AIRLOCK_SANDBOX_OUTPUT_BYTES",
+        _integer,
+        _as_text(_SANDBOX.output_bytes),
+    ),
+    Variable("ocr_language", "AIRLOCK_OCR_LANGUAGE", _text, _PARSE.ocr_language),
+    Variable(
+        "admit_unreadable", "AIRLOCK_ADMIT_UNREADABLE", _flag, _as_text(_PARSE.admit_unreadable)
+    ),
+    Variable(
+        "soft_time_limit",
+        "AIRLOCK_TASK_SOFT_TIME_LIMIT",
+        _number,
+        lambda read: read["sandbox.wall_seconds"] + 30,
+    ),
+    Variable(
+        "hard_time_limit",
+        "AIRLOCK_TASK_TIME_LIMIT",
+        _number,
+        lambda read: read["soft_time_limit"] + 30,
+    ),
+    Variable(
+        "visibility_timeout",
+        "AIRLOCK_VISIBILITY_TIMEOUT",
+        _number,
+        lambda read: read["hard_time_limit"] + 60,
+    ),
+    Variable("restore_interval", "AIRLOCK_RESTORE_INTERVAL", _number, "10"),
+    Variable("result_expires", "AIRLOCK_RESULT_EXPIRES", _integer, "3600"),
+    Variable("payload_ttl", "AIRLOCK_PAYLOAD_TTL", _integer, "3600"),
+    Variable("max_deliveries", "AIRLOCK_MAX_DELIVERIES", _integer, "3"),
+    Variable("max_queued", "AIRLOCK_MAX_QUEUED", _integer, _as_text(DEFAULT_MAX_QUEUED)),
+    Variable("result_cache", "AIRLOCK_RESULT_CACHE", _flag, "1"),
+    Variable("result_cache_ttl", "AIRLOCK_RESULT_CACHE_TTL", _integer, "86400"),
+    Variable("result_cache_key", "AIRLOCK_RESULT_CACHE_KEY", _secret, None),
+    Variable("metrics_port", METRICS_PORT_VARIABLE, _port, _as_text(DEFAULT_METRICS_PORT)),
+    Variable("log_format", LOG_FORMAT_VARIABLE, _log_format, None),
+    Variable("heartbeat_file", "AIRLOCK_HEARTBEAT_FILE", _path, lambda _: _DEFAULT_HEARTBEAT_FILE),
+    Variable("heartbeat_seconds", "AIRLOCK_HEARTBEAT_SECONDS", _number, "10"),
+    Variable(
+        "bridge_service.request_stream", "AIRLOCK_REQUEST_STREAM", _text, _SERVICE.request_stream
+    ),
+    Variable(
+        "bridge_service.result_stream", "AIRLOCK_RESULT_STREAM", _text, _SERVICE.result_stream
+    ),
+    Variable("bridge_service.group", "AIRLOCK_BRIDGE_GROUP", _text, _SERVICE.group),
+    Variable(
+        "bridge_service.consumer", "AIRLOCK_BRIDGE_CONSUMER", _text, lambda _: default_consumer()
+    ),
+    Variable(
+        "bridge_service.result_ttl", "AIRLOCK_RESULT_TTL", _integer, _as_text(_SERVICE.result_ttl)
+    ),
+    Variable(
+        "bridge_service.stream_maxlen",
+        "AIRLOCK_RESULT_STREAM_MAXLEN",
+        _integer,
+        _as_text(_SERVICE.stream_maxlen),
+    ),
+    Variable(
+        "bridge_service.claim_idle_seconds",
+        "AIRLOCK_BRIDGE_CLAIM_IDLE",
+        _number,
+        _as_text(_SERVICE.claim_idle_seconds),
+    ),
+    Variable(
+        "bridge_service.concurrency",
+        "AIRLOCK_BRIDGE_CONCURRENCY",
+        _integer,
+        _as_text(_SERVICE.concurrency),
+    ),
+    Variable(
+        "bridge_service.max_request_bytes",
+        "AIRLOCK_BRIDGE_MAX_REQUEST_MB",
+        _mebibytes,
+        _as_text(_SERVICE.max_request_bytes // MIB),
+    ),
+    *(_ceiling(name) for name in EXTRACTION_SETTINGS),
+    #: ParseLimits.max_pixels: the largest decoded image, a memory budget of the deployment.
+    Variable("max_pixels", PIXELS.variable, _integer, _as_text(_PARSE.max_pixels)),
+    #: The layers without which the sandbox runs no job, checked here so a typo stops the
+    #: worker at start; the composition root hands them to the sandbox.
+    Variable("sandbox_require", "AIRLOCK_SANDBOX_REQUIRE", _mechanisms, ""),
+    #: Each jailed child runs as this plus its pid (as root).
+    Variable("sandbox_uid_base", "AIRLOCK_SANDBOX_UID_BASE", _uid, _as_text(DEFAULT_UID_BASE)),
+)
+
+
+def _read(env: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The settings ``env`` gives, and those of each nested value by its group."""
+    read: dict[str, Any] = {}
+    for variable in VARIABLES:
+        read[variable.setting] = variable.read(env, read)
+    flat = {key: value for key, value in read.items() if "." not in key}
+    groups: dict[str, dict[str, Any]] = {}
+    for key, value in read.items():
+        if "." in key:
+            group, name = key.split(".", 1)
+            groups.setdefault(group, {})[name] = value
+    return flat, groups
+
+
+def _extraction_limits(values: Mapping[str, Any]) -> ExtractionLimits:
     try:
-        return ExtractionLimits(**values)  # type: ignore[arg-type]
+        return ExtractionLimits(**values)
     except BridgeContractError as exc:
         raise ConfigurationError(str(exc)) from None
-
-
-def _bridge_service(env: Mapping[str, str], limits: ExtractionLimits) -> ServiceConfig:
-    defaults = ServiceConfig(consumer="")
-    return ServiceConfig(
-        limits=limits,
-        request_stream=_text(env, "AIRLOCK_REQUEST_STREAM", defaults.request_stream),
-        result_stream=_text(env, "AIRLOCK_RESULT_STREAM", defaults.result_stream),
-        group=_text(env, "AIRLOCK_BRIDGE_GROUP", defaults.group),
-        consumer=_text(env, "AIRLOCK_BRIDGE_CONSUMER", default_consumer()),
-        result_ttl=_integer(env, "AIRLOCK_RESULT_TTL", defaults.result_ttl),
-        stream_maxlen=_integer(env, "AIRLOCK_RESULT_STREAM_MAXLEN", defaults.stream_maxlen),
-        claim_idle_seconds=_number(env, "AIRLOCK_BRIDGE_CLAIM_IDLE", defaults.claim_idle_seconds),
-        concurrency=_integer(env, "AIRLOCK_BRIDGE_CONCURRENCY", defaults.concurrency),
-        max_request_bytes=_integer(
-            env, "AIRLOCK_BRIDGE_MAX_REQUEST_MB", defaults.max_request_bytes // MIB
-        )
-        * MIB,
-    )
 
 
 def _check_bridge_service(config: ServiceConfig) -> None:
@@ -178,48 +324,48 @@ def _check_bridge_service(config: ServiceConfig) -> None:
 
 @dataclass(frozen=True)
 class Settings:
-    """The service's configuration; :meth:`from_env` is the only reader of the environment."""
+    """The service's configuration; :meth:`from_env` is the only reader of the environment.
 
-    broker_url: str = DEFAULT_BROKER_URL
-    #: True when AIRLOCK_BROKER_URL was set: the CLI then extracts through the queue.
-    broker_configured: bool = False
-    result_backend: str = DEFAULT_BROKER_URL
-    queues: tuple[str, ...] = QUEUES
-    concurrency: int = _CORES
-    sandbox: SandboxLimits = _SANDBOX_DEFAULTS
-    ocr_language: str = "eng"
-    #: ParseLimits.max_pixels: the largest decoded image, a memory budget of the deployment.
-    max_pixels: int = ParseLimits().max_pixels
-    #: AIRLOCK_MAX_PAGES and the other ExtractionLimits variables: the defaults of
-    #: ``airlock extract``'s flags and the ceilings of ``airlock bridge``'s requests.
-    extraction_limits: ExtractionLimits = DEFAULT_LIMITS
+    Each field is filled by its :data:`VARIABLES` row (nested values by theirs), except
+    ``broker_configured``: whether AIRLOCK_BROKER_URL was set, so the CLI extracts through the
+    queue.
+    """
+
+    broker_url: str
+    broker_configured: bool
+    result_backend: str
+    queues: tuple[str, ...]
+    concurrency: int
+    sandbox: SandboxLimits
+    ocr_language: str
+    max_pixels: int
+    #: The defaults of ``airlock extract``'s flags and the ceilings of ``airlock bridge``'s
+    #: requests.
+    extraction_limits: ExtractionLimits
     #: Hand on text the sandbox finds unreadable, flagged, instead of refusing it.
-    admit_unreadable: bool = False
-    soft_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 30
-    hard_time_limit: float = _SANDBOX_DEFAULTS.wall_seconds + 60
-    visibility_timeout: float = _SANDBOX_DEFAULTS.wall_seconds + 120
-    restore_interval: float = 10.0
-    result_expires: int = 3600
-    payload_ttl: int = 3600
-    max_deliveries: int = 3
+    admit_unreadable: bool
+    soft_time_limit: float
+    hard_time_limit: float
+    visibility_timeout: float
+    restore_interval: float
+    result_expires: int
+    payload_ttl: int
+    max_deliveries: int
     #: Jobs one queue may hold before callers are answered QueueFull (bridge.queue.admission).
-    max_queued: int = DEFAULT_MAX_QUEUED
-    result_cache: bool = True
-    result_cache_ttl: int = 86400
-    #: AIRLOCK_RESULT_CACHE_KEY: the workers' secret that MACs cache entries; no key, no cache.
-    result_cache_key: bytes | None = field(default=None, repr=False)
-    metrics_port: int = DEFAULT_METRICS_PORT
+    max_queued: int
+    result_cache: bool
+    result_cache_ttl: int
+    #: The workers' secret that MACs cache entries; no key, no cache.
+    result_cache_key: bytes | None = field(repr=False)
+    metrics_port: int
     #: None when AIRLOCK_LOG_FORMAT is unset: ``airlock worker`` then logs JSON, Celery's own
     #: command line plain text.
-    log_format: LogFormat | None = None
-    heartbeat_file: Path = _DEFAULT_HEARTBEAT_FILE
-    heartbeat_seconds: float = 10.0
-    bridge_service: ServiceConfig = field(default_factory=ServiceConfig)
-    #: AIRLOCK_SANDBOX_REQUIRE: the layers without which the sandbox runs no job, checked here
-    #: so a typo stops the worker at start.
-    sandbox_require: frozenset[str] = frozenset()
-    #: AIRLOCK_SANDBOX_UID_BASE: each jailed child runs as this plus its pid (as root).
-    sandbox_uid_base: int = DEFAULT_UID_BASE
+    log_format: LogFormat | None
+    heartbeat_file: Path
+    heartbeat_seconds: float
+    bridge_service: ServiceConfig
+    sandbox_require: frozenset[str]
+    sandbox_uid_base: int
 
     def __post_init__(self) -> None:
         if not self.result_backend.startswith(("redis://", "rediss://", "unix://")):
@@ -268,55 +414,12 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        broker_url = _text(env, "AIRLOCK_BROKER_URL", DEFAULT_BROKER_URL)
-        wall = _number(env, "AIRLOCK_SANDBOX_WALL_SECONDS", _SANDBOX_DEFAULTS.wall_seconds)
-        soft = _number(env, "AIRLOCK_TASK_SOFT_TIME_LIMIT", wall + 30)
-        hard = _number(env, "AIRLOCK_TASK_TIME_LIMIT", soft + 30)
-        limits = _extraction_limits(env)
-        queues = tuple(
-            name.strip()
-            for name in _text(env, "AIRLOCK_QUEUES", ",".join(QUEUES)).split(",")
-            if name.strip()
-        )
+        flat, groups = _read(env)
+        limits = _extraction_limits(groups["extraction_limits"])
         return cls(
-            broker_url=broker_url,
+            **flat,
             broker_configured=bool(env.get("AIRLOCK_BROKER_URL", "").strip()),
-            result_backend=_text(env, "AIRLOCK_RESULT_BACKEND", broker_url),
-            queues=queues,
-            concurrency=_integer(env, "AIRLOCK_CONCURRENCY", _CORES),
-            sandbox=SandboxLimits(
-                memory_bytes=_integer(
-                    env, "AIRLOCK_SANDBOX_MEMORY_MB", _SANDBOX_DEFAULTS.memory_bytes // MIB
-                )
-                * MIB,
-                cpu_seconds=_integer(
-                    env, "AIRLOCK_SANDBOX_CPU_SECONDS", _SANDBOX_DEFAULTS.cpu_seconds
-                ),
-                wall_seconds=wall,
-                output_bytes=_integer(
-                    env, "AIRLOCK_SANDBOX_OUTPUT_BYTES", _SANDBOX_DEFAULTS.output_bytes
-                ),
-            ),
-            ocr_language=_text(env, "AIRLOCK_OCR_LANGUAGE", "eng"),
-            max_pixels=_integer(env, PIXELS.variable, ParseLimits().max_pixels),
+            sandbox=SandboxLimits(**groups["sandbox"]),
             extraction_limits=limits,
-            admit_unreadable=_flag(env, "AIRLOCK_ADMIT_UNREADABLE", False),
-            soft_time_limit=soft,
-            hard_time_limit=hard,
-            visibility_timeout=_number(env, "AIRLOCK_VISIBILITY_TIMEOUT", hard + 60),
-            restore_interval=_number(env, "AIRLOCK_RESTORE_INTERVAL", 10.0),
-            result_expires=_integer(env, "AIRLOCK_RESULT_EXPIRES", 3600),
-            payload_ttl=_integer(env, "AIRLOCK_PAYLOAD_TTL", 3600),
-            max_deliveries=_integer(env, "AIRLOCK_MAX_DELIVERIES", 3),
-            max_queued=_integer(env, "AIRLOCK_MAX_QUEUED", DEFAULT_MAX_QUEUED),
-            result_cache=_flag(env, "AIRLOCK_RESULT_CACHE", True),
-            result_cache_ttl=_integer(env, "AIRLOCK_RESULT_CACHE_TTL", 86400),
-            result_cache_key=_secret(env, "AIRLOCK_RESULT_CACHE_KEY"),
-            metrics_port=_shared(lambda e: metrics_port(e, DEFAULT_METRICS_PORT), env),
-            log_format=_shared(requested_log_format, env),
-            heartbeat_file=Path(_text(env, "AIRLOCK_HEARTBEAT_FILE", str(_DEFAULT_HEARTBEAT_FILE))),
-            heartbeat_seconds=_number(env, "AIRLOCK_HEARTBEAT_SECONDS", 10.0),
-            bridge_service=_bridge_service(env, limits),
-            sandbox_require=_sandbox_require(env),
-            sandbox_uid_base=_uid_base(env),
+            bridge_service=ServiceConfig(limits=limits, **groups["bridge_service"]),
         )

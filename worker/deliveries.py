@@ -1,10 +1,7 @@
 """Counting how often one job was delivered, so a payload that kills its worker cannot loop.
 
-``acks_late`` with ``task_reject_on_worker_lost`` puts a job back on its queue when the worker
-process running it dies. That is what keeps a ``kill -9`` from losing a request, and also what
-would make a payload that crashes every worker it reaches circulate forever, taking a worker
-down each time. The count lives in Redis (``INCR``), not in the message, because a process
-that dies mid-task cannot write anything back into the message it was given.
+The count lives in Redis (``INCR``), not in the message: a process that dies mid-task cannot
+write anything back into the message it was given. See docs/queue.md (Delivery counting).
 """
 
 from __future__ import annotations

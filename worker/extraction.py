@@ -1,9 +1,7 @@
-"""Which extractor a job runs on, per stage, and when a light job must be handed to OCR.
+"""Which extractor a job runs on, per stage: the sandbox, behind the result cache.
 
-Parsing happens only in the sandbox child: this module composes :class:`SandboxExtractor`
-and never imports a parser. The light stage runs with OCR off, so that a PDF (seconds at
-most) never holds a light worker for the minutes its scanned pages take to OCR: the sandbox
-answers "needs OCR" and the task hands the job on to the OCR queue (``worker.tasks``).
+Parsing happens only in the sandbox child: this module composes :class:`SandboxExtractor` and
+never imports a parser. The light stage runs with OCR off. See docs/queue.md (Routing).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from redis import Redis
 
 from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
 from bridge.queue.jobs import Stage
-from sandbox.errors import ChildCrashed, OcrRequired
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits
 from sandbox.runner import ProgressCallback
@@ -27,26 +24,6 @@ def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimit
     """The parse limits a stage runs a job with: the light stage never runs tesseract."""
     parse = settings.parse_limits_for(limits)
     return replace(parse, ocr=False) if stage is Stage.LIGHT else parse
-
-
-def needs_ocr(failure: BaseException | None) -> bool:
-    """True when the light stage's failure means "run me again with OCR"."""
-    return isinstance(failure, OcrRequired)
-
-
-#: How the sandbox words a SIGKILL that none of its own limits sent (sandbox/verdict.py): the
-#: kernel's OOM killer or an operator ended the child, so the document is not to blame.
-_KILLED_FROM_OUTSIDE = "SIGKILL from outside the sandbox"
-
-
-def killed_from_outside(failure: BaseException | None) -> bool:
-    """True when the sandbox child was killed by something outside the sandbox.
-
-    That is the host failing, not a verdict on the document, so the job is tried again (within
-    AIRLOCK_MAX_DELIVERIES attempts) instead of answering a crash the document never caused.
-    A parser that SIGKILLs itself looks the same; it is answered once the attempts are used up.
-    """
-    return isinstance(failure, ChildCrashed) and _KILLED_FROM_OUTSIDE in str(failure)
 
 
 def sandbox_extractor(

@@ -1,12 +1,8 @@
 """What ``airlock health`` means: live is cheap and local, ready goes through the broker.
 
-``--live`` only reads the heartbeat file's age (see :mod:`worker.heartbeat`): a liveness probe
-restarts a container, so it must not fail because Redis is briefly away. ``--ready`` connects
-to the broker and, for a worker (``--worker``), pings the Celery node the heartbeat file names,
-which answers only while it is connected and consuming, then runs one trivial real job through
-a sandbox built as the worker builds its own: a node that consumes but whose sandbox cannot run
-a job would take the queue's jobs only to fail them. Both together are whether this container
-should count as serving.
+``--live`` reads only the heartbeat file's age; ``--ready --worker`` pings the node it names and
+runs one trivial job through a sandbox built as the worker builds its own. See
+docs/operations.md (Health).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The worker's heartbeat file: proof that its main loop still turns, and which node it is.
 
-The main process's event-loop timer rewrites the file every ``AIRLOCK_HEARTBEAT_SECONDS``, so
-the file goes stale when that loop is stuck (a wedged broker connection, a deadlock), and a
-liveness probe learns it from the file's age alone: no broker round trip, nothing that a short
-Redis outage would fail. The file holds the worker's Celery node name, which the readiness
-probe pings.
-
-The same beat announces the worker on the broker (``bridge.queue.admission``): a key per consumed
-queue, living a few beats, so a caller learns within seconds that no worker consumes a queue
-instead of waiting out its deadline. Redis being away costs that beat's announcement, never
-the beat.
+The same beat announces the worker on the broker, so a caller learns within seconds that no
+worker consumes a queue. See docs/operations.md (Health) and docs/queue.md (Admission).
 """
 
 from __future__ import annotations
@@ -67,6 +59,8 @@ def announce(redis: Redis, node: str, queues: Sequence[str], ttl_seconds: int) -
                 pipe.set(consumers_key(queue), node, ex=ttl_seconds)
             pipe.execute()
     except RedisError as exc:
+        # Redis being away costs this beat's announcement, never the beat: the file is what
+        # the liveness probe reads.
         _log.debug("could not announce the consumed queues: %s", exc)
 
 

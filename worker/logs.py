@@ -1,10 +1,7 @@
 """How a worker logs: Celery's own handlers in the chosen format, and no task result in any line.
 
-Celery sets up the worker's logging itself (root, task and pool loggers, on stderr), so the
-format is applied through its ``after_setup_*`` signals rather than by replacing its handlers.
-Whatever the format, Celery's "Task ... succeeded" line would quote the task's return value,
-which is the answer envelope with the extracted text in it: that value is withheld, and the
-task's own log line (``worker.tasks``) says what happened instead.
+Celery's "Task ... succeeded" line would quote the answer envelope, extracted text and all: that
+value is withheld. See docs/operations.md (Logs).
 """
 
 from __future__ import annotations
@@ -47,5 +44,7 @@ def install(log_format: LogFormat) -> None:
     """Log this process's worker in ``log_format``, never quoting a task's result."""
     logging.getLogger("celery.app.trace").addFilter(_WITHHOLD)
     if log_format is LogFormat.JSON:
+        # Celery builds the worker's handlers itself (root, task and pool loggers); replaced
+        # handlers would be rebuilt under us, so the format is applied once it has built them.
         signals.after_setup_logger.connect(_json_process_loggers, weak=False)
         signals.after_setup_task_logger.connect(_json_task_logger, weak=False)

@@ -1,14 +1,8 @@
 """What a worker measures, and how its pool processes' measurements reach one endpoint.
 
-Celery's prefork pool runs tasks in child processes, so a counter a task increments lives in a
-child, where the main process's HTTP server cannot see it. prometheus_client's multiprocess
-mode fixes that: every process writes its values to files in one directory
-(``PROMETHEUS_MULTIPROC_DIR``) and the server sums the files at scrape time. The worker sets it
-up when it starts, before the pool forks: the operator's directory if ``PROMETHEUS_MULTIPROC_DIR``
-is set, else a private temporary one, removed at shutdown.
-
-Every label takes values from a fixed set (unknown ones become ``other``): a forged message must
-not be able to mint time series.
+Pool processes write their values to files (prometheus_client's multiprocess mode) that the main
+process sums at scrape time; every label takes values from a fixed set. See docs/operations.md
+(Metrics).
 """
 
 from __future__ import annotations
@@ -27,6 +21,7 @@ from celery import signals
 from prometheus_client import Counter, Histogram, multiprocess, values
 
 from bridge.knowledge.attachments import EXTRACTABLE_KINDS, TextExtractor
+from bridge.knowledge.failures import Failure
 from bridge.knowledge.labels import safe_label
 from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, start_endpoint
 from bridge.queue.claim_check import PayloadUnavailable
@@ -49,18 +44,18 @@ _log = logging.getLogger(__name__)
 
 #: Failure types a worker answers with; any other (a parser's own) is counted as ``other``.
 _FAILURE_TYPES = frozenset(
-    {cls.__name__ for cls in SandboxError.__subclasses__()}
+    {cls.reported_as for cls in SandboxError.__subclasses__()}
     | {PayloadUnavailable.__name__, WORKER_LOST}
 )
 #: Failures that mean the sandbox stopped the job at one of its limits, by the cause's label.
 _KILL_CAUSES = {
-    WallClockExceeded.__name__: "wall_clock",
-    CpuLimitExceeded.__name__: "cpu",
-    MemoryLimitExceeded.__name__: "memory",
-    ChildCrashed.__name__: "signal",
-    ForbiddenOperation.__name__: "forbidden_syscall",
-    OutputTooLarge.__name__: "output_cap",
-    ProcessLimitExceeded.__name__: "processes",
+    WallClockExceeded.reported_as: "wall_clock",
+    CpuLimitExceeded.reported_as: "cpu",
+    MemoryLimitExceeded.reported_as: "memory",
+    ChildCrashed.reported_as: "signal",
+    ForbiddenOperation.reported_as: "forbidden_syscall",
+    OutputTooLarge.reported_as: "output_cap",
+    ProcessLimitExceeded.reported_as: "processes",
 }
 # Light jobs take milliseconds, OCR seconds per page, up to the 120 s default wall clock.
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -89,22 +84,21 @@ class TaskReport:
     seconds: float
     deliveries: int
     payload_bytes: int = 0
-    #: For an error answer: its error ("IngestionRejected"/"ExtractionFailed") and type.
-    error: str | None = None
-    error_type: str | None = None
+    #: What the delivery answered instead of text, if it did.
+    failure: Failure | None = None
 
     @property
     def reason_class(self) -> str | None:
-        """``IngestionRejected``, or ``ExtractionFailed:<type>`` for a typed failure."""
-        if self.error is None or self.error_type is None:
+        """``IngestionRejected``, or ``ExtractionFailed:<code>`` for a typed failure."""
+        if self.failure is None:
             return None
-        if self.error_type == self.error:
-            return self.error
-        return f"{self.error}:{bounded(self.error_type, _FAILURE_TYPES)}"
+        if self.failure.code == self.failure.error:
+            return self.failure.error
+        return f"{self.failure.error}:{bounded(self.failure.code, _FAILURE_TYPES)}"
 
     @property
     def kill_cause(self) -> str | None:
-        return None if self.error_type is None else _KILL_CAUSES.get(self.error_type)
+        return None if self.failure is None else _KILL_CAUSES.get(self.failure.code)
 
     def log_fields(self) -> dict[str, object]:
         """The ``extra`` of the task's log line (the fields ``bridge.logs`` writes)."""

@@ -1,11 +1,8 @@
 """The extract task: one job in, one JSON envelope out.
 
-Order matters. The job is validated before anything uses it (the queue is a trust boundary);
-the delivery is counted before the payload is touched, so a payload that kills this process
-is counted even though nothing after the kill runs; the payload's hash is checked before it
-is parsed; the guards run again inside ``extract_attachment`` because anyone who can publish
-can skip the bridge's run of them. Deterministic refusals are answers, never retries; only an
-unreachable Redis or an unavailable sandbox is retried, with backoff.
+The job is validated, its delivery counted, its payload's hash checked and the guards run again
+before anything is parsed; refusals are answers, only the host's failures are retried. See
+docs/queue.md (Flow, Retries, Failures).
 """
 
 from __future__ import annotations
@@ -21,12 +18,12 @@ from redis import Redis, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bridge.knowledge.attachments import AttachmentRef, extraction_outcome
-from bridge.knowledge.errors import ExtractionFailed
+from bridge.knowledge.attachments import AttachmentRef, ExtractedAttachment, extraction_outcome
+from bridge.knowledge.failures import Failure
 from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
-from bridge.queue.envelope import error_envelope, outcome_envelope
+from bridge.queue.envelope import answer_envelope
 from bridge.queue.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import OcrRequired, SandboxUnavailable
 from sandbox.runner import ProgressCallback
 from worker import extraction, metrics
 from worker.config import Settings
@@ -75,11 +72,8 @@ class Runtime:
         return int(self.settings.visibility_timeout * (self.settings.max_deliveries + 1))
 
 
-def _over_delivered(job: ExtractionJob, deliveries: int) -> dict[str, object]:
-    return error_envelope(
-        job.label,
-        job.sha256,
-        "ExtractionFailed",
+def _over_delivered(deliveries: int) -> Failure:
+    return Failure(
         WORKER_LOST,
         f"the worker failed {deliveries - 1} times on this job (it was delivered "
         f"{deliveries} times and its worker process died or was lost before answering each "
@@ -89,16 +83,17 @@ def _over_delivered(job: ExtractionJob, deliveries: int) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class _Answered:
-    """How one delivery ends: the envelope it answers (None: handed on to the OCR stage)."""
+    """How one delivery ends: its answer, or None when it was handed on to the OCR stage."""
 
-    envelope: dict[str, object] | None
+    answer: ExtractedAttachment | Failure | None
     outcome: TaskOutcome
     deliveries: int
     payload_bytes: int = 0
 
 
-def _error_outcome(envelope: dict[str, object]) -> TaskOutcome:
-    return TaskOutcome.REJECTED if envelope["error"] == "IngestionRejected" else TaskOutcome.FAILED
+def _failed(failure: Failure, deliveries: int, payload_bytes: int = 0) -> _Answered:
+    outcome = TaskOutcome.REJECTED if failure.refused else TaskOutcome.FAILED
+    return _Answered(failure, outcome, deliveries, payload_bytes)
 
 
 def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
@@ -106,14 +101,11 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
     key = delivery_key(task.request.id, job.stage.value, task.request.retries)
     deliveries = record_delivery(runtime.redis, key, runtime.delivery_ttl)
     if deliveries > settings.max_deliveries:
-        return _Answered(_over_delivered(job, deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
+        return _Answered(_over_delivered(deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
     try:
         payload = fetch_payload(runtime.redis, job)
     except PayloadUnavailable as exc:
-        envelope = error_envelope(
-            job.label, job.sha256, "ExtractionFailed", type(exc).__name__, str(exc)
-        )
-        return _Answered(envelope, TaskOutcome.FAILED, deliveries)
+        return _failed(Failure.of(exc), deliveries)
     ref = AttachmentRef(job.label, job.kind, job.media_type, payload)
     extractor = extraction.extractor_for(
         settings,
@@ -124,26 +116,22 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         on_progress=_progress_reporter(task, job.stage),
     )
     outcome = extraction_outcome(ref, extractor, job.limits)
-    if isinstance(outcome, ExtractionFailed):
-        cause = outcome.__cause__
-        if isinstance(cause, SandboxUnavailable):
-            raise cause  # retried with backoff: the host, not the document, failed
-        if extraction.killed_from_outside(cause) and (
-            task.request.retries + 1 < settings.max_deliveries
-        ):
-            # Retried like an unavailable sandbox, but only max_deliveries times in all: a
-            # parser that kills itself the same way must not buy itself endless runs.
-            raise SandboxChildLost(str(cause)) from cause
-        if job.stage is Stage.LIGHT and extraction.needs_ocr(cause):
-            return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
-    envelope = outcome_envelope(outcome, job.label, job.sha256)
-    result = TaskOutcome.ADMITTED if envelope["ok"] else _error_outcome(envelope)
-    return _Answered(envelope, result, deliveries, len(payload))
+    if isinstance(outcome, ExtractedAttachment):
+        return _Answered(outcome, TaskOutcome.ADMITTED, deliveries, len(payload))
+    failure = outcome.failure
+    if failure.code == SandboxUnavailable.reported_as:
+        raise SandboxUnavailable(failure.reason)  # retried with backoff: the host failed
+    if failure.transient and task.request.retries + 1 < settings.max_deliveries:
+        # Retried like an unavailable sandbox, but only max_deliveries times in all: a
+        # parser that kills itself the same way must not buy itself endless runs.
+        raise SandboxChildLost(failure.reason)
+    if job.stage is Stage.LIGHT and failure.code == OcrRequired.reported_as:
+        return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
+    return _failed(failure, deliveries, len(payload))
 
 
 def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) -> None:
     """The one place a delivery's outcome is counted and logged."""
-    envelope = answered.envelope or {}
     report = TaskReport(
         request_id=task.request.id,
         label=job.label,
@@ -154,8 +142,7 @@ def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) 
         seconds=seconds,
         deliveries=answered.deliveries,
         payload_bytes=answered.payload_bytes,
-        error=_optional_text(envelope.get("error")),
-        error_type=_optional_text(envelope.get("type")),
+        failure=answered.answer if isinstance(answered.answer, Failure) else None,
     )
     metrics.record(report)
     fields = report.log_fields()
@@ -168,10 +155,6 @@ def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) 
         seconds,
         extra=fields,
     )
-
-
-def _optional_text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def _progress_reporter(task: Any, stage: Stage) -> ProgressCallback:
@@ -203,7 +186,7 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
     job = job_from_wire(untrusted_job)
     answered = _answer(task, job, runtime)
     _report(task, job, answered, time.monotonic() - started)
-    if answered.envelope is None:
+    if answered.answer is None:
         # Same task id, OCR queue: the bridge keeps waiting on the one id it published,
         # so the hand-off cannot lose or double-count the attachment. The caller's
         # deadline travels along, so a hand-off nobody waits for any more is not run.
@@ -211,7 +194,7 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
             (job.handed_on(Stage.OCR).to_wire(),), expires=task.request.expires
         )
         return task.replace(handed_on)  # type: ignore[no-any-return]
-    return answered.envelope
+    return answer_envelope(answered.answer, job.label, job.sha256)
 
 
 def _forget_revoked(sender: Any = None, request: Any = None, **_: object) -> None:

@@ -1,9 +1,7 @@
 """One temporary directory per worker, holding everything its processes put in /tmp.
 
-Celery's pool keeps a ``pymp-*`` directory and every pool process's sandbox a scratch root; a
-worker killed with SIGKILL removed neither. Pointing the worker's temporary directory at one it
-owns (``airlock-worker-<pid>-*``) before the pool starts puts them all under it: a clean exit
-removes it, and the next worker on the machine reclaims one whose owner was killed.
+A clean exit removes it, and the next worker on the machine reclaims one whose owner was killed.
+See docs/operations.md (Temporary files).
 """
 
 from __future__ import annotations

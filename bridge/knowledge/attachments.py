@@ -24,6 +24,7 @@ from bridge.knowledge.contracts import (
     session_contribution,
 )
 from bridge.knowledge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
+from bridge.knowledge.failures import Failure
 from bridge.knowledge.labels import safe_label, strip_invisible
 from bridge.knowledge.markers import escape_markers
 
@@ -120,6 +121,7 @@ class TextExtractor(Protocol):
 
     It receives bytes, never a path: a path would make the framework write untrusted bytes
     under a name derived from an untrusted label (the AS-ING-2 failure, with extra steps).
+    What it raises becomes the attachment's :class:`Failure` (``Failure.of``).
     """
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str: ...
@@ -220,17 +222,18 @@ def admit_text(
     )
 
 
-def extraction_failure(ref: AttachmentRef, exc_type: str, message: str) -> ExtractionFailed:
+def extraction_failure(ref: AttachmentRef, failure: Failure) -> ExtractionFailed:
     """The one wording of "the parser lost on this attachment", whichever path saw it lose.
 
     A sandbox ceiling's or limit's reason ends with the setting that raises it, after the
     quoted message so a long message cannot cut it off.
     """
-    hint = explain_failure(exc_type, message)
+    hint = explain_failure(failure.code, failure.reason)
     return ExtractionFailed(
         f"extraction of attachment {safe_label(ref.label)!r} "
         f"({quoted(ref.kind)}/{quoted(ref.media_type)}) failed: "
-        f"{quoted(exc_type)}: {quoted(message, _QUOTED_MESSAGE_CHARS)}{hint}"
+        f"{quoted(failure.code)}: {quoted(failure.reason, _QUOTED_MESSAGE_CHARS)}{hint}",
+        failure,
     )
 
 
@@ -248,7 +251,7 @@ def extract_attachment(
     try:
         raw = extractor.extract(ref.kind, ref.media_type, ref.payload, max_pages=limits.max_pages)
     except Exception as exc:  # a parser is a hostile black box: anything it raises is typed
-        raise extraction_failure(ref, type(exc).__name__, str(exc)) from exc
+        raise extraction_failure(ref, Failure.of(exc)) from exc
     return admit_text(ref, raw, limits)
 
 

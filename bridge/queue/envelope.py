@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
@@ -30,6 +29,7 @@ from bridge.knowledge.attachments import (
     quoted,
 )
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.failures import Failure
 from bridge.knowledge.labels import MAX_LABEL_CHARS
 
 _OK_KEYS = frozenset({"ok", "sha256", "label", "text", "byte_size"})
@@ -53,48 +53,30 @@ def answer_size_cap(limits: ExtractionLimits) -> int:
     return 12 * limits.max_text_chars + _ANSWER_OVERHEAD_BYTES
 
 
-def success_envelope(extracted: ExtractedAttachment, sha256: str) -> dict[str, object]:
-    return {
-        "ok": True,
-        "sha256": sha256,
-        "label": extracted.label,
-        "text": extracted.text,
-        "byte_size": extracted.byte_size,
-    }
-
-
-def error_envelope(
-    label: str,
-    sha256: str,
-    error: Literal["IngestionRejected", "ExtractionFailed"],
-    type_name: str,
-    reason: str,
+def answer_envelope(
+    answer: ExtractedAttachment | Failure, label: str, sha256: str
 ) -> dict[str, object]:
+    """The envelope a worker stores for one job: the text, or the failure as plain data.
+
+    A failure travels as its code and reason, not worded: the bridge words it with the
+    caller's label exactly as the local path does.
+    """
+    if isinstance(answer, ExtractedAttachment):
+        return {
+            "ok": True,
+            "sha256": sha256,
+            "label": answer.label,
+            "text": answer.text,
+            "byte_size": answer.byte_size,
+        }
     return {
         "ok": False,
         "sha256": sha256,
         "label": label,
-        "error": error,
-        "type": type_name[:_MAX_TYPE_CHARS],
-        "reason": reason[:MAX_REASON_CHARS],
+        "error": answer.error,
+        "type": answer.code[:_MAX_TYPE_CHARS],
+        "reason": answer.reason[:MAX_REASON_CHARS],
     }
-
-
-def outcome_envelope(outcome: Outcome, label: str, sha256: str) -> dict[str, object]:
-    """The envelope for what ``extract_attachment`` produced on the worker.
-
-    An extraction failure travels as the parser's own error type and message, not as the
-    worded failure, so the bridge can word it with the caller's label exactly as the local
-    path does.
-    """
-    if isinstance(outcome, ExtractedAttachment):
-        return success_envelope(outcome, sha256)
-    if isinstance(outcome, IngestionRejected):
-        return error_envelope(label, sha256, "IngestionRejected", "IngestionRejected", str(outcome))
-    cause = outcome.__cause__
-    if cause is None:
-        return error_envelope(label, sha256, "ExtractionFailed", "ExtractionFailed", str(outcome))
-    return error_envelope(label, sha256, "ExtractionFailed", type(cause).__name__, str(cause))
 
 
 @dataclass(frozen=True)
@@ -125,7 +107,9 @@ def read_stored(untrusted_raw: bytes, limits: ExtractionLimits) -> StoredAnswer 
 
 
 def _malformed(ref: AttachmentRef, why: str) -> ExtractionFailed:
-    return extraction_failure(ref, "MalformedAnswer", f"the worker's answer was refused: {why}")
+    return extraction_failure(
+        ref, Failure("MalformedAnswer", f"the worker's answer was refused: {why}")
+    )
 
 
 def outcome_from_stored(
@@ -139,9 +123,11 @@ def outcome_from_stored(
     if status == "SUCCESS":
         return _outcome_from_envelope(ref, untrusted_meta.get("result"), limits, sha256)
     if status == "FAILURE":
-        return extraction_failure(ref, "WorkerError", _task_exception(untrusted_meta.get("result")))
+        return extraction_failure(
+            ref, Failure("WorkerError", _task_exception(untrusted_meta.get("result")))
+        )
     return extraction_failure(
-        ref, "WorkerError", f"the task ended in state {status} without an answer"
+        ref, Failure("WorkerError", f"the task ended in state {status} without an answer")
     )
 
 
@@ -203,7 +189,7 @@ def _outcome_from_envelope(
     ):
         return _malformed(ref, "the envelope's error fields have the wrong types or sizes")
     if untrusted_error == "ExtractionFailed":
-        return extraction_failure(ref, untrusted_type, untrusted_reason)
+        return extraction_failure(ref, Failure(untrusted_type, untrusted_reason))
     # A worker-side guard refusal: its wording is the worker's, so it is quoted (one line, no
     # invisible characters) rather than trusted. Legitimate reasons pass through unchanged.
     return IngestionRejected(quoted(untrusted_reason, MAX_REASON_CHARS))

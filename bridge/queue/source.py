@@ -30,6 +30,7 @@ from bridge.knowledge.errors import (
     IngestionRejected,
     KnowledgeBridgeError,
 )
+from bridge.knowledge.failures import Failure
 from bridge.knowledge.labels import safe_label
 from bridge.queue.claim_check import sha256_hex
 from bridge.queue.envelope import StoredAnswer, outcome_from_stored
@@ -64,12 +65,11 @@ class QueueFull(QueueUnavailable):
 class NotQueued:
     """A job answered at once instead of queued: no worker consumes its queue, or it is full.
 
-    ``error_type`` (``NoWorkers``, ``QueueFull``) and ``reason`` become the attachment's
-    reason as any other failure does; nothing of the job's content is in either.
+    Its failure (``NoWorkers``, ``QueueFull``) becomes the attachment's reason as any other
+    does; nothing of the job's content is in it.
     """
 
-    error_type: str
-    reason: str
+    failure: Failure
 
 
 @dataclass(frozen=True)
@@ -118,9 +118,11 @@ def _refused_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits) -> Ou
     if len(ref.media_type) > MAX_DECLARED_CHARS:
         return extraction_failure(
             ref,
-            "DeclarationTooLong",
-            f"the declared media type is {len(ref.media_type)} characters; a job carries at "
-            f"most {MAX_DECLARED_CHARS}",
+            Failure(
+                "DeclarationTooLong",
+                f"the declared media type is {len(ref.media_type)} characters; a job carries "
+                f"at most {MAX_DECLARED_CHARS}",
+            ),
         )
     return None
 
@@ -128,9 +130,11 @@ def _refused_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits) -> Ou
 def _no_answer(ref: AttachmentRef, deadline_seconds: float) -> ExtractionFailed:
     return extraction_failure(
         ref,
-        "DeadlineExceeded",
-        f"no answer within the deadline of {deadline_seconds:g} seconds; the job was "
-        "withdrawn and an answer arriving later is never read",
+        Failure(
+            "DeadlineExceeded",
+            f"no answer within the deadline of {deadline_seconds:g} seconds; the job was "
+            "withdrawn and an answer arriving later is never read",
+        ),
     )
 
 
@@ -180,7 +184,7 @@ def gather(
             if answer is None:
                 outcomes[index] = _no_answer(ref, deadline)
             elif isinstance(answer, NotQueued):
-                outcomes[index] = extraction_failure(ref, answer.error_type, answer.reason)
+                outcomes[index] = extraction_failure(ref, answer.failure)
             else:
                 outcomes[index] = outcome_from_stored(ref, answer, limits, queued.job.sha256)
 

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import re
+from dataclasses import fields
+from typing import Any
+
 import pytest
 
 from bridge.knowledge.attachments import ExtractionLimits
@@ -7,7 +11,8 @@ from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTI
 from bridge.queue.jobs import QUEUES
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB
-from worker.config import DEFAULT_BROKER_URL, ConfigurationError, Settings
+from tests.conftest import REPO_ROOT
+from worker.config import DEFAULT_BROKER_URL, VARIABLES, ConfigurationError, Settings, Variable
 
 
 def test_defaults_keep_the_time_limits_in_order() -> None:
@@ -18,9 +23,34 @@ def test_defaults_keep_the_time_limits_in_order() -> None:
     wall = settings.sandbox.wall_seconds
     assert wall < settings.soft_time_limit < settings.hard_time_limit < settings.visibility_timeout
     assert settings.max_deliveries == 3 and settings.result_cache
-    assert Settings() == Settings.from_env({})
     assert settings.sandbox_require == frozenset()
     assert settings.sandbox_uid_base == DEFAULT_UID_BASE
+
+
+def test_every_setting_is_filled_from_the_table() -> None:
+    filled = {variable.setting.split(".")[0] for variable in VARIABLES} | {"broker_configured"}
+    assert filled == {field.name for field in fields(Settings)}
+    assert len({variable.name for variable in VARIABLES}) == len(VARIABLES)
+
+
+def _documented_rows() -> dict[str, tuple[str, str]]:
+    """Each variable of docs/configuration.md's table: its row's default and the whole row."""
+    rows = {}
+    for line in (REPO_ROOT / "docs" / "configuration.md").read_text().splitlines():
+        if line.startswith("| `AIRLOCK_"):
+            names, default = line.split(" | ")[:2]
+            for name in re.findall(r"`(AIRLOCK_\w+)`", names):
+                rows[name] = (default, line)
+    return rows
+
+
+@pytest.mark.parametrize("variable", VARIABLES, ids=lambda variable: variable.name)
+def test_every_variable_is_documented_with_its_default(variable: Variable[Any]) -> None:
+    rows = _documented_rows()
+    assert variable.name in rows, f"{variable.name} has no row in docs/configuration.md"
+    default, _ = rows[variable.name]
+    if isinstance(variable.default, str) and variable.default:
+        assert f"`{variable.default}`" in default, (variable.name, variable.default, default)
 
 
 def test_every_variable_is_read() -> None:

@@ -18,6 +18,7 @@ import pytest
 from prometheus_client import REGISTRY
 from redis import Redis
 
+from bridge.knowledge.failures import Failure
 from bridge.logs import JsonFormatter, LogFormat, configure, requested_log_format
 from bridge.metrics import OTHER, QueueDepthCollector, bounded, metrics_port, start_endpoint
 from bridge.queue.jobs import Stage
@@ -26,9 +27,11 @@ from sandbox.errors import (
     ChildCrashed,
     CpuLimitExceeded,
     ForbiddenOperation,
+    KilledFromOutside,
     MemoryLimitExceeded,
     OcrRequired,
     OutputTooLarge,
+    SandboxError,
     WallClockExceeded,
 )
 from tests.metrics_scrape import scrape
@@ -53,30 +56,28 @@ def sample(name: str, **labels: str) -> float:
 # --- what one delivery counts ----------------------------------------------------------------
 
 
-def report(
-    outcome: TaskOutcome, error: str | None = None, error_type: str | None = None
-) -> TaskReport:
-    return TaskReport(
-        "id", "a.txt", "0" * 64, "text", "light", outcome, 0.1, 1, 0, error, error_type
-    )
+def report(outcome: TaskOutcome, code: str | None = None) -> TaskReport:
+    failure = None if code is None else Failure(code, "why")
+    return TaskReport("id", "a.txt", "0" * 64, "text", "light", outcome, 0.1, 1, 0, failure)
 
 
 @pytest.mark.parametrize(
-    ("error", "error_type", "reason_class"),
+    ("code", "reason_class"),
     [
-        ("IngestionRejected", "IngestionRejected", "IngestionRejected"),
-        ("ExtractionFailed", "ExtractionFailed", "ExtractionFailed"),
-        ("ExtractionFailed", CeilingExceeded.__name__, "ExtractionFailed:CeilingExceeded"),
-        ("ExtractionFailed", "PayloadUnavailable", "ExtractionFailed:PayloadUnavailable"),
-        ("ExtractionFailed", "WorkerLost", "ExtractionFailed:WorkerLost"),
-        ("ExtractionFailed", "ZeroDivisionError", f"ExtractionFailed:{OTHER}"),
-        (None, None, None),
+        ("IngestionRejected", "IngestionRejected"),
+        ("ExtractionFailed", "ExtractionFailed"),
+        (CeilingExceeded.reported_as, "ExtractionFailed:CeilingExceeded"),
+        (KilledFromOutside.reported_as, "ExtractionFailed:ChildCrashed"),
+        ("PayloadUnavailable", "ExtractionFailed:PayloadUnavailable"),
+        ("WorkerLost", "ExtractionFailed:WorkerLost"),
+        ("ZeroDivisionError", f"ExtractionFailed:{OTHER}"),
+        (None, None),
     ],
 )
-def test_reason_classes_are_the_error_and_a_known_type(
-    error: str | None, error_type: str | None, reason_class: str | None
+def test_reason_classes_are_the_error_and_a_known_code(
+    code: str | None, reason_class: str | None
 ) -> None:
-    assert report(TaskOutcome.FAILED, error, error_type).reason_class == reason_class
+    assert report(TaskOutcome.FAILED, code).reason_class == reason_class
 
 
 @pytest.mark.parametrize(
@@ -86,14 +87,16 @@ def test_reason_classes_are_the_error_and_a_known_type(
         (CpuLimitExceeded, "cpu"),
         (MemoryLimitExceeded, "memory"),
         (ChildCrashed, "signal"),
+        (KilledFromOutside, "signal"),
         (ForbiddenOperation, "forbidden_syscall"),
         (OutputTooLarge, "output_cap"),
         (CeilingExceeded, None),  # a refusal, not a kill
     ],
 )
-def test_kill_causes_come_from_the_sandbox_error_type(failure: type, cause: str | None) -> None:
-    failed = report(TaskOutcome.FAILED, "ExtractionFailed", failure.__name__)
-    assert failed.kill_cause == cause
+def test_kill_causes_come_from_the_sandbox_error_code(
+    failure: type[SandboxError], cause: str | None
+) -> None:
+    assert report(TaskOutcome.FAILED, failure.reported_as).kill_cause == cause
 
 
 def test_labels_stay_bounded() -> None:

@@ -23,6 +23,7 @@ from bridge.knowledge.attachments import (
 )
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, explain_sandbox_ceiling
 from bridge.knowledge.errors import IngestionRejected
+from bridge.knowledge.failures import Failure
 from sandbox.errors import OutputTooLarge
 from sandbox.extractors.image import extract_image
 from sandbox.extractors.ocr import check_pixels
@@ -78,7 +79,9 @@ def test_sandbox_ceiling_reasons_end_with_what_raises_them(
     reason = _refusal(refuse)
     assert explain_sandbox_ceiling(reason) == hint
     ref = AttachmentRef("book.pdf", "pdf", "application/pdf", b"%PDF")
-    assert str(extraction_failure(ref, "CeilingExceeded", reason)).endswith(f"{reason}{hint}")
+    assert str(extraction_failure(ref, Failure("CeilingExceeded", reason))).endswith(
+        f"{reason}{hint}"
+    )
 
 
 def test_a_sandbox_limit_names_its_variable() -> None:
@@ -90,7 +93,7 @@ def test_a_sandbox_limit_names_its_variable() -> None:
     ):
         sandbox.run("probe-big-answer", "text/plain", b"200000")
     ref = AttachmentRef("a.txt", "text", "text/plain", b"200000")
-    failure = extraction_failure(ref, type(exceeded.value).__name__, str(exceeded.value))
+    failure = extraction_failure(ref, Failure.of(exceeded.value))
     assert str(failure).endswith("; raise output_bytes (AIRLOCK_SANDBOX_OUTPUT_BYTES=N)")
 
 
@@ -99,14 +102,16 @@ def test_a_ceiling_no_setting_raises_gets_no_hint() -> None:
     assert explain_sandbox_ceiling(reason) == ""
     ref = AttachmentRef("a.pdf", "pdf", "application/pdf", b"%PDF")
     # The same words from another error type are not a ceiling and get no hint either.
-    failure = extraction_failure(ref, "ParserError", "117 pages exceeds the 20-page ceiling")
+    failure = extraction_failure(
+        ref, Failure("ParserError", "117 pages exceeds the 20-page ceiling")
+    )
     assert str(failure).endswith("ParserError: 117 pages exceeds the 20-page ceiling")
 
 
 def test_the_hint_is_computed_from_the_whole_message_not_the_quoted_one() -> None:
     reason = "117 pages exceeds the 20-page ceiling" + " padding" * 100
     ref = AttachmentRef("a.pdf", "pdf", "application/pdf", b"%PDF")
-    assert str(extraction_failure(ref, "CeilingExceeded", reason)).endswith(
+    assert str(extraction_failure(ref, Failure("CeilingExceeded", reason))).endswith(
         "…; raise max_pages (--max-pages 117, AIRLOCK_MAX_PAGES=117)"
     )
 

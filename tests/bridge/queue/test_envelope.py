@@ -11,19 +11,20 @@ from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
+    ExtractedAttachment,
     ExtractionLimits,
     Outcome,
     admit_text,
     extraction_failure,
 )
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.failures import Failure
 from bridge.queue.claim_check import sha256_hex
 from bridge.queue.envelope import (
     MAX_REASON_CHARS,
     StoredAnswer,
+    answer_envelope,
     answer_size_cap,
-    error_envelope,
-    outcome_envelope,
     outcome_from_stored,
     read_stored,
 )
@@ -113,14 +114,14 @@ def test_text_is_held_to_the_ceiling_as_locally() -> None:
 
 
 def error(**changes: object) -> dict[str, object]:
-    envelope = error_envelope("x", SHA, "ExtractionFailed", "ParserError", "bad xref")
+    envelope = answer_envelope(Failure("ParserError", "bad xref"), "x", SHA)
     envelope.update(changes)
     return envelope
 
 
 def test_a_failure_is_worded_with_the_callers_label() -> None:
     failed = outcome(error(label="evil\nlabel"))
-    expected = extraction_failure(REF, "ParserError", "bad xref")
+    expected = extraction_failure(REF, Failure("ParserError", "bad xref"))
     assert type(failed) is ExtractionFailed and str(failed) == str(expected)
 
 
@@ -170,7 +171,8 @@ class _ParserBoom(Exception):
 
 
 def _through_the_wire(outcome: Outcome, label: str) -> Outcome:
-    envelope = json.loads(json.dumps(outcome_envelope(outcome, label, SHA)))
+    answer = outcome if isinstance(outcome, ExtractedAttachment) else outcome.failure
+    envelope = json.loads(json.dumps(answer_envelope(answer, label, SHA)))
     return outcome_from_stored(REF, stored(envelope), LIMITS, SHA)
 
 
@@ -189,7 +191,8 @@ def test_any_extracted_text_crosses_the_wire_unchanged(text: str) -> None:
 @given(st.text(max_size=600))
 def test_any_parser_failure_crosses_the_wire_with_the_local_wording(message: str) -> None:
     try:
-        raise extraction_failure(REF, "_ParserBoom", message) from _ParserBoom(message)
+        boom = _ParserBoom(message)
+        raise extraction_failure(REF, Failure.of(boom)) from boom
     except ExtractionFailed as exc:
         local = exc
     crossed = _through_the_wire(local, "report.txt")

@@ -20,13 +20,14 @@ from hypothesis import strategies as st
 from bridge.knowledge.attachments import (
     AttachmentRef,
     AttachmentSource,
+    ExtractedAttachment,
     ExtractionLimits,
     Outcome,
     extract_attachment,
 )
 from bridge.knowledge.contracts import ContextRequest
 from bridge.knowledge.errors import BridgeContractError, ExtractionFailed, IngestionRejected
-from bridge.queue.envelope import StoredAnswer, outcome_envelope, read_stored
+from bridge.queue.envelope import StoredAnswer, answer_envelope, read_stored
 from bridge.queue.jobs import job_from_wire
 from bridge.queue.source import (
     QueueAttachmentSource,
@@ -69,7 +70,8 @@ class WorkerInProcess:
                 outcome = extract_attachment(ref, FakeParser(), job.limits)
             except (IngestionRejected, ExtractionFailed) as exc:
                 outcome = exc
-            envelope = outcome_envelope(outcome, job.label, job.sha256)
+            answer = outcome if isinstance(outcome, ExtractedAttachment) else outcome.failure
+            envelope = answer_envelope(answer, job.label, job.sha256)
             meta = {"status": "SUCCESS", "result": envelope, "traceback": None, "children": []}
             answers.append(read_stored(json.dumps(meta).encode(), job.limits))
         return answers
