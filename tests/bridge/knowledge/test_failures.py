@@ -19,7 +19,7 @@ REF = AttachmentRef("a.pdf", "pdf", "application/pdf", b"%PDF-1.7")
 
 
 class _HostDown(Exception):
-    """Names itself as the sandbox's verdicts do: what a caller reads, and whether the host failed."""
+    """Names itself as the sandbox's verdicts do: what a caller reads, and if the host failed."""
 
     reported_as: ClassVar[str] = "SandboxUnavailable"
     transient: ClassVar[bool] = True
