@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from redis import Redis
 
 from tests.redis_server import SUITE_PORT, RedisServer
 
@@ -31,3 +32,11 @@ def suite_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServe
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def redis(suite_redis: RedisServer) -> Iterator[Redis]:
+    """A client on the suite's own Redis; keys the tests write are random or content-addressed."""
+    client = suite_redis.client()
+    yield client
+    client.close()

@@ -44,10 +44,10 @@ from bridge.service.schema import (
 )
 from bridge.service.server import BridgeService
 from bridge.service.streams import selection_key
+from tests.bridge.queue.test_gather import FakeParser, WorkerInProcess
 from tests.conftest import REPO_ROOT
 from tests.deploy.conftest import HELPER, run_tool
 from tests.helpers import selection_as_json
-from tests.worker.test_gather import FakeParser, WorkerInProcess
 from worker.config import ConfigurationError, Settings
 
 SCHEMAS = REPO_ROOT / "docs" / "schemas"
