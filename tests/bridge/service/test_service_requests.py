@@ -41,6 +41,7 @@ from bridge.service.schema import (
     InvalidRequest,
     parse_request,
     request_bytes,
+    schemas,
 )
 from bridge.service.server import BridgeService
 from bridge.service.streams import selection_key
@@ -307,6 +308,14 @@ def test_the_request_schema_and_the_parser_agree_on_near_misses(
         assert (errors == []) == _accepted_by_parser(document), (document, errors)
 
 
+def test_the_committed_schemas_are_the_generated_ones() -> None:
+    """docs/schemas/ is written by ``python -m bridge.service.schema`` from the decoder's types."""
+    generated = schemas()
+    assert sorted(path.name for path in SCHEMAS.iterdir()) == sorted(generated)
+    for name, text in generated.items():
+        assert (SCHEMAS / name).read_text() == text, f"{name}: run python -m bridge.service.schema"
+
+
 def test_the_schemas_name_the_service_bounds() -> None:
     request_schema = json.loads(REQUEST_SCHEMA.read_text())
     result_schema = json.loads(RESULT_SCHEMA.read_text())
@@ -317,7 +326,8 @@ def test_the_schemas_name_the_service_bounds() -> None:
     assert request_schema["properties"]["attachments"]["maxItems"] == MAX_ATTACHMENTS
     assert request_schema["properties"]["deadline_seconds"]["maximum"] == MAX_DEADLINE_SECONDS
     assert request_schema["properties"]["deadline_seconds"]["default"] == DEFAULT_DEADLINE_SECONDS
-    error_types = result_schema["properties"]["error"]["properties"]["type"]["enum"]
+    assert result_schema["properties"]["error"] == {"$ref": "#/$defs/ResultError"}
+    error_types = result_schema["$defs"]["ResultError"]["properties"]["type"]["enum"]
     assert error_types == list(get_args(ErrorType))
 
 
