@@ -65,6 +65,12 @@ def test_unfinished_states_are_not_answers() -> None:
         (b'{"status": 1}', "not a task state"),
         (b'{"result": {}}', "not a task state"),
         (b'"x' + b"a" * answer_size_cap(LIMITS) + b'"', "exceeds the size"),
+        (b'{"status": "SUCCESS", "status": "PENDING"}', "not JSON: it repeats a key"),
+        (b'{"status": "SUCCESS", "result": {"ok": true, "ok": false}}', "repeats a key"),
+        (b'{"status": "SUCCESS", "result": NaN}', "not JSON"),
+        (b'{"status": "SUCCESS", "result": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "not JSON"),
+        ('{"status": "SUCCESS"}'.encode("utf-16"), "not JSON"),
+        (b'{"status": ["SUCCESS"]}', "not a task state"),
     ],
 )
 def test_unreadable_values_are_refused_with_a_reason(raw: bytes, why: str) -> None:
@@ -95,12 +101,27 @@ def test_a_genuine_answer_is_admitted_under_the_callers_label() -> None:
         (ok(byte_size=True), "byte_size"),
         ("hello", "not a JSON object"),
         (None, "not a JSON object"),
+        # Where a decoder built on types could be laxer than the hand-written checks were.
+        (ok(byte_size=13.0), "byte_size"),
+        (ok(byte_size="13"), "byte_size"),
+        (ok(byte_size=2**70 + 13), "byte_size"),
+        (ok(sha256=None), "different payload"),
+        (ok(sha256=SHA.upper()), "different payload"),
+        (ok(label=[[["x"]]]), "label"),
+        (ok(ok=False), "exact keys"),
+        ({**ok(), "error": "ExtractionFailed"}, "exact keys"),
     ],
 )
 def test_malformed_envelopes_are_refused(result: object, why: str) -> None:
     refused = outcome(result)
     assert isinstance(refused, ExtractionFailed)
     assert "MalformedAnswer" in str(refused) and why in str(refused)
+
+
+def test_bounds_are_inclusive() -> None:
+    assert type(outcome(ok(label="x" * 128))) is not ExtractionFailed
+    long_type = outcome(error(type="T" * 100, reason="r" * MAX_REASON_CHARS))
+    assert type(long_type) is ExtractionFailed and "MalformedAnswer" not in str(long_type)
 
 
 def test_text_is_held_to_the_ceiling_as_locally() -> None:
@@ -134,6 +155,10 @@ def test_a_failure_is_worded_with_the_callers_label() -> None:
         error(reason=7),
         error(reason="x" * (MAX_REASON_CHARS + 1)),
         error(extra=None),
+        error(ok=True),
+        error(error=True),
+        error(type=["ParserError"]),
+        error(reason=None),
     ],
 )
 def test_malformed_failures_are_refused(result: dict[str, object]) -> None:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -79,11 +81,36 @@ def test_hand_off_changes_only_the_stage() -> None:
         wire(limits={**wire()["limits"], "max_pages": 0}),
         wire(limits={**wire()["limits"], "max_expansion_ratio": -1}),
         wire(limits={**wire()["limits"], "unknown": 1}),
+        # Where a decoder built on types could be laxer than the hand-written checks were.
+        wire(sha256="ab" * 32 + "\n"),
+        wire(size=12.0),
+        wire(size=-(2**70)),
+        wire(label=[[[["report.pdf"]]]]),
+        wire(kind={"pdf": True}),
+        wire(use_cache="true"),
+        wire(stage=None),
+        wire(limits={**wire()["limits"], "max_pages": "3"}),
+        wire(limits={**wire()["limits"], "max_expansion_ratio": float("nan")}),
+        wire(limits={**wire()["limits"], "max_expansion_ratio": True}),
+        wire(limits={k: v for k, v in wire()["limits"].items() if k != "max_pages"}),
+        # kombu's JSON decoder turns {"__type__": ..., "__value__": ...} into Python objects.
+        wire(size=Decimal(12)),
+        wire(label=datetime(2026, 1, 1, tzinfo=UTC)),
+        wire(media_type=b"application/pdf"),
     ],
 )
 def test_malformed_messages_are_refused(body: object) -> None:
     with pytest.raises(MalformedJob):
         job_from_wire(body)
+
+
+def test_a_refused_message_names_the_field() -> None:
+    with pytest.raises(MalformedJob, match="size"):
+        job_from_wire(wire(size=True))
+    with pytest.raises(MalformedJob, match=r"limits\.max_pages"):
+        job_from_wire(wire(limits={**wire()["limits"], "max_pages": 0}))
+    with pytest.raises(MalformedJob, match="unknown field `extra`"):
+        job_from_wire(wire(extra=1))
 
 
 def test_routing_by_stage() -> None:
