@@ -282,7 +282,7 @@ def _attachment(attachment: Attachment, index: int) -> AttachmentRef | ClaimChec
     return AttachmentRef(attachment.label, attachment.kind, attachment.media_type, payload)
 
 
-def _limits(untrusted: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
+def _limits(asked: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
     """The request's limits, each at most the service's ceiling.
 
     A request may tighten a ceiling, never loosen it: the service's ceilings (the defaults, or
@@ -291,7 +291,7 @@ def _limits(untrusted: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
     """
     chosen = {
         name: value
-        for name, value in msgspec.structs.asdict(untrusted).items()
+        for name, value in msgspec.structs.asdict(asked).items()
         if value is not UNSET
     }
     for name, value in chosen.items():
