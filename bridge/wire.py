@@ -65,10 +65,10 @@ class WireError(ValueError):
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     # Parsers disagree on which of two equal keys wins (Python's and msgspec's keep the last,
     # others the first), so a document that repeats one means different things to each.
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
+    untrusted_object = dict(pairs)
+    if len(untrusted_object) != len(pairs):
         raise WireError("repeats a key in one object")
-    return dict(pairs)
+    return untrusted_object
 
 
 def _no_constants(name: str) -> object:
@@ -79,6 +79,12 @@ def _schema_number(text: str) -> float | int:
     # JSON Schema's integer is any number without a fractional part: 5.0 is one.
     value = float(text)
     return int(value) if value.is_integer() else value
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+_STRICT_SCHEMA = json.JSONDecoder(
+    object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_schema_number
+)
 
 
 def parse_json(untrusted_raw: bytes, *, schema_integers: bool = False) -> object:
@@ -92,12 +98,7 @@ def parse_json(untrusted_raw: bytes, *, schema_integers: bool = False) -> object
     except UnicodeDecodeError:
         raise WireError("is not UTF-8") from None
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_unique_keys,
-            parse_constant=_no_constants,
-            parse_float=_schema_number if schema_integers else float,
-        )
+        return (_STRICT_SCHEMA if schema_integers else _STRICT).decode(text)
     except WireError:
         raise
     except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
