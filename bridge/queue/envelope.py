@@ -109,16 +109,18 @@ class _Failed(msgspec.Struct, forbid_unknown_fields=True):
     reason: Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
 
 
-#: Why an envelope was refused, by the field the decoder stopped at.
+_NOT_AN_ANSWER = "the envelope does not have the exact keys of a known answer"
+_BAD_ERROR = "the envelope's error fields have the wrong types or sizes"
+#: Why an envelope was refused, by the field the decoder stopped at ("": the key set).
 _REFUSALS = {
-    "": "the envelope does not have the exact keys of a known answer",
-    "ok": "the envelope does not have the exact keys of a known answer",
+    "": _NOT_AN_ANSWER,
+    "ok": _NOT_AN_ANSWER,
     "label": "the envelope's label is not a short string",
     "sha256": "the envelope answers for a different payload",
     "byte_size": "the envelope's byte_size is not the payload's size",
-    "error": "the envelope's error fields have the wrong types or sizes",
-    "type": "the envelope's error fields have the wrong types or sizes",
-    "reason": "the envelope's error fields have the wrong types or sizes",
+    "error": _BAD_ERROR,
+    "type": _BAD_ERROR,
+    "reason": _BAD_ERROR,
 }
 
 
@@ -197,7 +199,7 @@ def _outcome_from_envelope(
         return _malformed(ref, "the envelope is not a JSON object")
     untrusted_ok = untrusted_envelope.get("ok")
     if untrusted_ok is not True and untrusted_ok is not False:
-        return _malformed(ref, _REFUSALS["ok"])
+        return _malformed(ref, _NOT_AN_ANSWER)
     envelope: _Extracted | _Failed
     try:
         if untrusted_ok:
@@ -205,7 +207,7 @@ def _outcome_from_envelope(
         else:
             envelope = decode(untrusted_envelope, _Failed)
     except WireError as exc:
-        return _malformed(ref, _REFUSALS.get(exc.field, _REFUSALS[""]))
+        return _malformed(ref, _REFUSALS.get(exc.field, _NOT_AN_ANSWER))
     if envelope.sha256 != sha256:
         # A replayed or misdirected answer for some other payload must not stand in for this one.
         return _malformed(ref, _REFUSALS["sha256"])
@@ -218,7 +220,7 @@ def _outcome_from_envelope(
         except (IngestionRejected, ExtractionFailed) as exc:
             return exc
     if not envelope.type.isidentifier():
-        return _malformed(ref, _REFUSALS["type"])
+        return _malformed(ref, _BAD_ERROR)
     if envelope.error == "ExtractionFailed":
         return extraction_failure(ref, envelope.type, envelope.reason)
     # A worker-side guard refusal: its wording is the worker's, so it is quoted (one line, no

@@ -290,9 +290,7 @@ def _limits(asked: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
     time limits were sized for.
     """
     chosen = {
-        name: value
-        for name, value in msgspec.structs.asdict(asked).items()
-        if value is not UNSET
+        name: value for name, value in msgspec.structs.asdict(asked).items() if value is not UNSET
     }
     for name, value in chosen.items():
         if value > getattr(ceilings, name):
