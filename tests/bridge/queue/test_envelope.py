@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import (
@@ -188,6 +188,41 @@ def test_tasks_that_did_not_answer_become_failures(
 ) -> None:
     failed = outcome(result, status)
     assert type(failed) is ExtractionFailed and expected in str(failed)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+
+
+@st.composite
+def near_envelopes(draw: st.DrawFn) -> dict[str, object]:
+    """A genuine answer or failure with one field replaced or removed."""
+    envelope = ok() if draw(st.booleans()) else error()
+    key = draw(st.sampled_from([*envelope, "extra"]))
+    if key in envelope and draw(st.booleans()):
+        del envelope[key]
+    else:
+        envelope[key] = draw(json_values)
+    return envelope
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
+def test_any_stored_bytes_become_an_outcome_or_a_wait(untrusted_raw: bytes) -> None:
+    answer = read_stored(untrusted_raw, LIMITS)
+    if answer is not None:
+        assert isinstance(outcome_from_stored(REF, answer, LIMITS, SHA), ExtractionFailed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(near_envelopes())
+def test_any_near_miss_envelope_becomes_an_outcome(untrusted: dict[str, object]) -> None:
+    result = outcome(untrusted)
+    if not isinstance(result, ExtractionFailed | IngestionRejected):
+        assert result == admit_text(REF, untrusted["text"], LIMITS)
 
 
 class _ParserBoom(Exception):

@@ -6,6 +6,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import ExtractionLimits
 from bridge.queue.jobs import (
@@ -102,6 +104,36 @@ def test_hand_off_changes_only_the_stage() -> None:
 def test_malformed_messages_are_refused(body: object) -> None:
     with pytest.raises(MalformedJob):
         job_from_wire(body)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+
+
+@st.composite
+def near_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    """A genuine job with one field of it, or of its limits, replaced or removed."""
+    body = wire()
+    target = body if draw(st.booleans()) else body["limits"]
+    key = draw(st.sampled_from([*target, "extra"]))
+    if key in target and draw(st.booleans()):
+        del target[key]
+    else:
+        target[key] = draw(json_values)
+    return body
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values | near_jobs())
+def test_nothing_but_malformed_job_escapes_the_decoder(untrusted: object) -> None:
+    try:
+        job = job_from_wire(untrusted)
+    except MalformedJob:
+        return
+    assert job.to_wire() == untrusted
 
 
 def test_a_refused_message_names_the_field() -> None:
