@@ -14,6 +14,7 @@ import msgspec
 from kombu.entity import Exchange, Queue
 
 from bridge.knowledge.attachments import ExtractionLimits
+from bridge.knowledge.errors import BridgeContractError
 from bridge.wire import Declared, Label, Sha256Hex, WireError, decode, limits_struct
 
 #: The one task name both sides agree on; a rename is a protocol change.
@@ -140,7 +141,9 @@ def job_from_wire(untrusted_job: object) -> ExtractionJob:
     """Validate a message body into a job, or raise :class:`MalformedJob`."""
     try:
         job = decode(untrusted_job, _WireJob)
-    except WireError as exc:
+        # Rebuilt through its own checks too, so a rule added there binds messages at once.
+        limits = ExtractionLimits(**msgspec.structs.asdict(job.limits))
+    except (WireError, BridgeContractError) as exc:
         raise MalformedJob(f"the job was refused: {exc}") from None
     return ExtractionJob(
         sha256=job.sha256,
@@ -148,7 +151,7 @@ def job_from_wire(untrusted_job: object) -> ExtractionJob:
         label=job.label,
         kind=job.kind,
         media_type=job.media_type,
-        limits=ExtractionLimits(**msgspec.structs.asdict(job.limits)),
+        limits=limits,
         stage=job.stage,
         use_cache=job.use_cache,
     )
