@@ -1,23 +1,16 @@
 """The answer a worker gives for one job, and how the bridge turns it back into an outcome.
 
-An answer crossed a trust boundary: whoever can write to the result backend (a compromised
-worker, anyone with the Redis password) can put anything under a task's key. So the bridge
-believes nothing in it but the extracted text itself, and that only after :func:`admit_text`
-re-normalised it and re-checked its ceiling. The label is re-derived from the caller's own
-ref; a failure is re-worded through :func:`extraction_failure` with the caller's label; a shape
-this module does not know is refused with a reason, never rendered raw.
-
-Envelope shapes (exact key sets, exact JSON types)::
-
-    {"ok": true,  "sha256": str, "label": str, "text": str, "byte_size": int}
-    {"ok": false, "sha256": str, "label": str, "error": "IngestionRejected"|"ExtractionFailed",
-     "type": str, "reason": str}
+Nothing in a stored answer is believed but the text, re-admitted by ``admit_text``; its shape
+is held to the types below by the shared decoder (bridge.wire). See docs/queue.md, the trust
+boundaries, for the envelope shapes and why.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
@@ -30,11 +23,7 @@ from bridge.knowledge.attachments import (
 )
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
 from bridge.knowledge.failures import Failure
-from bridge.knowledge.labels import MAX_LABEL_CHARS
-
-_OK_KEYS = frozenset({"ok", "sha256", "label", "text", "byte_size"})
-_ERROR_KEYS = frozenset({"ok", "sha256", "label", "error", "type", "reason"})
-_ERROR_CLASSES = {"IngestionRejected": IngestionRejected, "ExtractionFailed": ExtractionFailed}
+from bridge.wire import Label, WireError, decode, parse_json
 
 #: A reason longer than this is not one a worker of this version writes.
 MAX_REASON_CHARS = 2000
@@ -79,11 +68,50 @@ def answer_envelope(
     }
 
 
+class TaskMeta(msgspec.Struct):
+    """Celery's stored meta: other fields (traceback, children, date_done) are Celery's own."""
+
+    status: str
+    result: Any = None
+
+
+class _Extracted(msgspec.Struct, forbid_unknown_fields=True):
+    ok: Literal[True]
+    sha256: str
+    label: Label
+    text: Any  # admit_text refuses what is not text, with the local path's reason
+    byte_size: int
+
+
+class _Failed(msgspec.Struct, forbid_unknown_fields=True):
+    ok: Literal[False]
+    sha256: str
+    label: Label
+    error: Literal["IngestionRejected", "ExtractionFailed"]
+    type: Annotated[str, msgspec.Meta(max_length=_MAX_TYPE_CHARS)]
+    reason: Annotated[str, msgspec.Meta(max_length=MAX_REASON_CHARS)]
+
+
+_NOT_AN_ANSWER = "the envelope does not have the exact keys of a known answer"
+_BAD_ERROR = "the envelope's error fields have the wrong types or sizes"
+#: Why an envelope was refused, by the field the decoder stopped at ("": the key set).
+_REFUSALS = {
+    "": _NOT_AN_ANSWER,
+    "ok": _NOT_AN_ANSWER,
+    "label": "the envelope's label is not a short string",
+    "sha256": "the envelope answers for a different payload",
+    "byte_size": "the envelope's byte_size is not the payload's size",
+    "error": _BAD_ERROR,
+    "type": _BAD_ERROR,
+    "reason": _BAD_ERROR,
+}
+
+
 @dataclass(frozen=True)
 class StoredAnswer:
     """A task's final stored meta, parsed but not yet believed; or why it could not be parsed."""
 
-    untrusted_meta: object
+    untrusted_meta: TaskMeta | None
     refusal: str | None = None
 
 
@@ -96,12 +124,14 @@ def read_stored(untrusted_raw: bytes, limits: ExtractionLimits) -> StoredAnswer 
     if len(untrusted_raw) > answer_size_cap(limits):
         return StoredAnswer(None, "the stored result exceeds the size any legitimate answer has")
     try:
-        untrusted_meta = json.loads(untrusted_raw)
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return StoredAnswer(None, "the stored result is not JSON")
-    if type(untrusted_meta) is not dict or type(untrusted_meta.get("status")) is not str:
+        untrusted_doc = parse_json(untrusted_raw)
+    except WireError as exc:
+        return StoredAnswer(None, f"the stored result is not JSON: it {exc.detail}")
+    try:
+        untrusted_meta = decode(untrusted_doc, TaskMeta)
+    except WireError:
         return StoredAnswer(None, "the stored result is not a task state")
-    if untrusted_meta["status"] not in _FINAL_STATES:
+    if untrusted_meta.status not in _FINAL_STATES:
         return None
     return StoredAnswer(untrusted_meta)
 
@@ -117,14 +147,14 @@ def outcome_from_stored(
 ) -> Outcome:
     """Re-validate one final task meta into the outcome the local path would have produced."""
     untrusted_meta = stored.untrusted_meta
-    if stored.refusal is not None or type(untrusted_meta) is not dict:
+    if stored.refusal is not None or untrusted_meta is None:
         return _malformed(ref, stored.refusal or "the stored result is not a task state")
-    status = untrusted_meta["status"]
+    status = untrusted_meta.status
     if status == "SUCCESS":
-        return _outcome_from_envelope(ref, untrusted_meta.get("result"), limits, sha256)
+        return _outcome_from_envelope(ref, untrusted_meta.result, limits, sha256)
     if status == "FAILURE":
         return extraction_failure(
-            ref, Failure("WorkerError", _task_exception(untrusted_meta.get("result")))
+            ref, Failure("WorkerError", _task_exception(untrusted_meta.result))
         )
     return extraction_failure(
         ref, Failure("WorkerError", f"the task ended in state {status} without an answer")
@@ -155,41 +185,31 @@ def _outcome_from_envelope(
     if type(untrusted_envelope) is not dict:
         return _malformed(ref, "the envelope is not a JSON object")
     untrusted_ok = untrusted_envelope.get("ok")
-    expected_keys = _OK_KEYS if untrusted_ok is True else _ERROR_KEYS
-    if (untrusted_ok is not True and untrusted_ok is not False) or set(
-        untrusted_envelope
-    ) != expected_keys:
-        return _malformed(ref, "the envelope does not have the exact keys of a known answer")
-    untrusted_label = untrusted_envelope["label"]
-    if type(untrusted_label) is not str or len(untrusted_label) > MAX_LABEL_CHARS:
-        return _malformed(ref, "the envelope's label is not a short string")
-    if untrusted_envelope["sha256"] != sha256:
+    if untrusted_ok is not True and untrusted_ok is not False:
+        return _malformed(ref, _NOT_AN_ANSWER)
+    envelope: _Extracted | _Failed
+    try:
+        if untrusted_ok:
+            envelope = decode(untrusted_envelope, _Extracted)
+        else:
+            envelope = decode(untrusted_envelope, _Failed)
+    except WireError as exc:
+        return _malformed(ref, _REFUSALS.get(exc.field, _NOT_AN_ANSWER))
+    if envelope.sha256 != sha256:
         # A replayed or misdirected answer for some other payload must not stand in for this one.
-        return _malformed(ref, "the envelope answers for a different payload")
-    if untrusted_ok is True:
-        untrusted_size = untrusted_envelope["byte_size"]
-        if type(untrusted_size) is not int or untrusted_size != len(ref.payload):
-            return _malformed(ref, "the envelope's byte_size is not the payload's size")
+        return _malformed(ref, _REFUSALS["sha256"])
+    if isinstance(envelope, _Extracted):
+        if envelope.byte_size != len(ref.payload):
+            return _malformed(ref, _REFUSALS["byte_size"])
         # The label in the envelope is ignored: the caller's own ref names the attachment.
         try:
-            return admit_text(ref, untrusted_envelope["text"], limits)
+            return admit_text(ref, envelope.text, limits)
         except (IngestionRejected, ExtractionFailed) as exc:
             return exc
-    untrusted_error = untrusted_envelope["error"]
-    untrusted_type = untrusted_envelope["type"]
-    untrusted_reason = untrusted_envelope["reason"]
-    if (
-        type(untrusted_error) is not str
-        or untrusted_error not in _ERROR_CLASSES
-        or type(untrusted_type) is not str
-        or not untrusted_type.isidentifier()
-        or len(untrusted_type) > _MAX_TYPE_CHARS
-        or type(untrusted_reason) is not str
-        or len(untrusted_reason) > MAX_REASON_CHARS
-    ):
-        return _malformed(ref, "the envelope's error fields have the wrong types or sizes")
-    if untrusted_error == "ExtractionFailed":
-        return extraction_failure(ref, Failure(untrusted_type, untrusted_reason))
+    if not envelope.type.isidentifier():
+        return _malformed(ref, _BAD_ERROR)
+    if envelope.error == "ExtractionFailed":
+        return extraction_failure(ref, Failure(envelope.type, envelope.reason))
     # A worker-side guard refusal: its wording is the worker's, so it is quoted (one line, no
     # invisible characters) rather than trusted. Legitimate reasons pass through unchanged.
-    return IngestionRejected(quoted(untrusted_reason, MAX_REASON_CHARS))
+    return IngestionRejected(quoted(envelope.reason, MAX_REASON_CHARS))

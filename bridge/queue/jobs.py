@@ -1,21 +1,21 @@
 """The job message: what the bridge publishes for one attachment and what a worker accepts.
 
-The message carries a claim check (payload key, size, SHA-256), never the bytes, and only plain
-JSON values. A worker reads it as untrusted: anyone who can write to the broker can publish a
-message, so :func:`job_from_wire` checks the exact key set and every type before anything uses
-a field, and the limits are rebuilt through :class:`ExtractionLimits`' own validation.
+A claim check (payload key, size, SHA-256) and plain JSON values, read by the worker as
+untrusted through the shared decoder (bridge.wire). See docs/queue.md, the trust boundaries.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from enum import StrEnum
+from typing import Annotated
 
+import msgspec
 from kombu.entity import Exchange, Queue
 
 from bridge.knowledge.attachments import ExtractionLimits
-from bridge.knowledge.labels import MAX_LABEL_CHARS
+from bridge.knowledge.errors import BridgeContractError
+from bridge.wire import Declared, Label, Sha256Hex, WireError, decode, limits_struct
 
 #: The one task name both sides agree on; a rename is a protocol change.
 TASK_NAME = "airlock.extract"
@@ -30,13 +30,6 @@ QUEUES = (LIGHT_QUEUE, OCR_QUEUE)
 #: Kinds whose every job needs OCR. A PDF starts on the light queue and is handed on to the
 #: OCR queue only when one of its pages turns out to have no text layer.
 _OCR_KINDS = frozenset({"image"})
-
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
-
-#: Kind and media type are quoted into reasons and routed on; a declared string longer than
-#: this is refused as a malformed message rather than carried further. The bridge never
-#: publishes longer ones (it drops such a ref with a reason instead).
-MAX_DECLARED_CHARS = 1024
 
 _PAYLOAD_KEY_PREFIX = "airlock:payload:"
 
@@ -128,56 +121,37 @@ class ExtractionJob:
         )
 
 
-_JOB_KEYS = frozenset(field.name for field in fields(ExtractionJob))
-_LIMIT_FIELDS = frozenset(field.name for field in fields(ExtractionLimits))
+_JobLimits = limits_struct("JobLimits", partial=False)
 
 
-def _string(untrusted_job: dict[str, object], name: str, limit: int) -> str:
-    untrusted_value = untrusted_job[name]
-    if type(untrusted_value) is not str or len(untrusted_value) > limit:
-        raise MalformedJob(f"job field {name!r} is not a string of at most {limit} characters")
-    return untrusted_value
+class _WireJob(msgspec.Struct, forbid_unknown_fields=True):
+    """An :class:`ExtractionJob` as the message carries it, every field required."""
 
-
-def _limits(untrusted_limits: object) -> ExtractionLimits:
-    if type(untrusted_limits) is not dict or set(untrusted_limits) != set(_LIMIT_FIELDS):
-        raise MalformedJob(f"job limits must have exactly the keys {sorted(_LIMIT_FIELDS)}")
-    for name, untrusted_value in untrusted_limits.items():
-        # JSON has one number type; an integer ceiling must arrive as an integer (not 1e9,
-        # not true), and the ratio may arrive as either.
-        allowed = (int, float) if name == "max_expansion_ratio" else (int,)
-        if type(untrusted_value) not in allowed:
-            raise MalformedJob(f"job limit {name!r} has the wrong type")
-    try:
-        return ExtractionLimits(**untrusted_limits)
-    except Exception as exc:  # any refusal of ExtractionLimits is a malformed message here
-        raise MalformedJob(f"job limits are invalid: {exc}") from exc
+    sha256: Sha256Hex
+    size: Annotated[int, msgspec.Meta(ge=1)]
+    label: Label
+    kind: Declared
+    media_type: Declared
+    limits: _JobLimits  # type: ignore[valid-type]
+    stage: Stage
+    use_cache: bool
 
 
 def job_from_wire(untrusted_job: object) -> ExtractionJob:
     """Validate a message body into a job, or raise :class:`MalformedJob`."""
-    if type(untrusted_job) is not dict or set(untrusted_job) != _JOB_KEYS:
-        raise MalformedJob(f"a job must be an object with exactly the keys {sorted(_JOB_KEYS)}")
-    untrusted_sha256 = untrusted_job["sha256"]
-    if type(untrusted_sha256) is not str or not _SHA256_HEX.match(untrusted_sha256):
-        raise MalformedJob("job sha256 is not 64 lowercase hex digits")
-    untrusted_size = untrusted_job["size"]
-    if type(untrusted_size) is not int or untrusted_size < 1:
-        raise MalformedJob("job size is not a positive integer")
-    untrusted_stage = untrusted_job["stage"]
-    if type(untrusted_stage) is not str or untrusted_stage not in {m.value for m in Stage}:
-        raise MalformedJob("job stage is not a known stage")
-    untrusted_use_cache = untrusted_job["use_cache"]
-    if type(untrusted_use_cache) is not bool:
-        raise MalformedJob("job use_cache is not a boolean")
+    try:
+        job = decode(untrusted_job, _WireJob)
+        # Rebuilt through its own checks too, so a rule added there binds messages at once.
+        limits = ExtractionLimits(**msgspec.structs.asdict(job.limits))
+    except (WireError, BridgeContractError) as exc:
+        raise MalformedJob(f"the job was refused: {exc}") from None
     return ExtractionJob(
-        sha256=untrusted_sha256,
-        size=untrusted_size,
-        # The bridge sends ``safe_label`` output; a longer label can only be forged.
-        label=_string(untrusted_job, "label", MAX_LABEL_CHARS),
-        kind=_string(untrusted_job, "kind", MAX_DECLARED_CHARS),
-        media_type=_string(untrusted_job, "media_type", MAX_DECLARED_CHARS),
-        limits=_limits(untrusted_job["limits"]),
-        stage=Stage(untrusted_stage),
-        use_cache=untrusted_use_cache,
+        sha256=job.sha256,
+        size=job.size,
+        label=job.label,
+        kind=job.kind,
+        media_type=job.media_type,
+        limits=limits,
+        stage=job.stage,
+        use_cache=job.use_cache,
     )

@@ -34,7 +34,8 @@ from bridge.knowledge.failures import Failure
 from bridge.knowledge.labels import safe_label
 from bridge.queue.claim_check import sha256_hex
 from bridge.queue.envelope import StoredAnswer, outcome_from_stored
-from bridge.queue.jobs import MAX_DECLARED_CHARS, ExtractionJob, first_stage
+from bridge.queue.jobs import ExtractionJob, first_stage
+from bridge.wire import MAX_DECLARED_CHARS
 
 DEFAULT_DEADLINE_SECONDS = 30.0
 

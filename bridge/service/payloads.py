@@ -1,9 +1,8 @@
 """Turning a request's attachments into refs: claim checks redeemed, the total size bounded.
 
-A request may name payloads the client stored with the claim check instead of carrying them.
-Their sizes are read (``STRLEN``) before their bytes, so a request naming a hundred megabytes
-is refused without the bridge holding them; the bytes fetched are re-hashed, so a value
-planted under a key yields a refusal, never another document's text.
+Sizes are read (``STRLEN``) before bytes and the bytes fetched are re-hashed, so a request
+cannot make the bridge hold more than its budget nor extract a planted value. See
+docs/bridge-service.md, Requests.
 """
 
 from __future__ import annotations

@@ -1,31 +1,38 @@
 """The bridge service's wire format, version 1: a request in, one result out, JSON only.
 
-Whoever can ``XADD`` to the request stream can put anything in an entry, so nothing in it is
-used before :func:`parse_request` accepted the whole document: strict UTF-8, plain JSON (no
-``NaN``, no duplicate keys, whose meaning differs between parsers), exact key sets, exact
-types, bounded strings and numbers. It accepts exactly the documents
-``docs/schemas/request.schema.json`` accepts (a test holds the two together), and also refuses
-what a schema cannot see: bytes that are not strict UTF-8 JSON. (The payloads' total size is
-bounded where they are resolved, ``bridge.service.payloads``.) A refusal carries the request id
-when one could be recovered, so the client that sent it is answered instead of left waiting.
+The types below are the format: :func:`parse_request` decodes with them (bridge.wire) and
+:func:`schemas` generates docs/schemas/ from them. See docs/bridge-service.md, Requests.
 """
 
 from __future__ import annotations
 
 import binascii
 import json
-import math
 import re
+import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, UnsetType
 
 from bridge.knowledge.attachments import DEFAULT_LIMITS, AttachmentRef, ExtractionLimits
 from bridge.knowledge.contracts import IngestSelection
-from bridge.queue.jobs import MAX_DECLARED_CHARS
 from bridge.queue.source import DEFAULT_DEADLINE_SECONDS
+from bridge.wire import (
+    MAX_DECLARED_CHARS,
+    Declared,
+    Sha256Hex,
+    WireError,
+    decode,
+    json_schema,
+    limits_struct,
+    parse_json,
+)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 #: The one field of a request stream entry, and of a result stream entry.
 REQUEST_FIELD = "request"
 RESULT_FIELD = "result"
@@ -38,21 +45,142 @@ MAX_DEADLINE_SECONDS = 600.0
 
 # Request ids name a Redis key and are matched by clients: no spaces, braces or separators
 # that a key pattern or a log line would read differently.
-_REQUEST_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}\Z")
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}\Z")
+_REQUEST_ID_PATTERN = "^[A-Za-z0-9_.:-]{1,128}$"
+RequestId = Annotated[str, Meta(pattern=_REQUEST_ID_PATTERN)]
+_BASE64_PATTERN = "^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
 
-_TOP_KEYS = frozenset(
-    {"v", "request_id", "attachments", "limits", "on_rejection", "deadline_seconds"}
-)
-_REQUIRED_KEYS = frozenset({"v", "request_id", "attachments"})
-_DECLARED_KEYS = ("label", "kind", "media_type")
-_INLINE_KEYS = frozenset({*_DECLARED_KEYS, "payload_b64"})
-_CLAIM_CHECK_KEYS = frozenset({*_DECLARED_KEYS, "sha256"})
-_LIMIT_NAMES = tuple(f.name for f in fields(ExtractionLimits))
-
+# In the order msgspec lists an enum's values in the schema.
 ErrorType = Literal[
-    "InvalidRequest", "PayloadUnavailable", "IngestionRejected", "ExtractionFailed", "InternalError"
+    "ExtractionFailed", "IngestionRejected", "InternalError", "InvalidRequest", "PayloadUnavailable"
 ]
+
+
+class Attachment(msgspec.Struct, forbid_unknown_fields=True):
+    """A file in the request (payload_b64) or stored at airlock:payload:<sha256> (sha256)."""
+
+    label: Declared
+    kind: Annotated[
+        Declared,
+        Meta(description="pdf, docx, image or text; any other kind is dropped with a reason."),
+    ]
+    media_type: Declared
+    # The pattern is shown, not matched: strict base64 decoding is the check, and a regular
+    # expression over megabytes of base64 would only repeat it slowly.
+    payload_b64: (
+        Annotated[
+            str,
+            Meta(
+                description="The file's bytes, standard base64 (RFC 4648 section 4) with "
+                "padding, no line breaks.",
+                extra_json_schema={"pattern": _BASE64_PATTERN},
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    sha256: Sha256Hex | UnsetType = UNSET
+
+
+_Limits = limits_struct("limits", partial=True)
+_ONE_OF_PAYLOAD = {"oneOf": [{"required": ["payload_b64"]}, {"required": ["sha256"]}]}
+_ONE_OF_ANSWER = {"oneOf": [{"required": ["selection"]}, {"required": ["error"]}]}
+
+
+class Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    v: Annotated[Literal[1], Meta(description="The schema version.")]
+    request_id: Annotated[
+        RequestId,
+        Meta(
+            description="Chosen by the client; names the result and its key "
+            "airlock:selection:<request_id>. Answered once within AIRLOCK_RESULT_TTL."
+        ),
+    ]
+    attachments: Annotated[
+        list[Annotated[Attachment, Meta(extra_json_schema=_ONE_OF_PAYLOAD)]],
+        Meta(
+            min_length=1,
+            max_length=MAX_ATTACHMENTS,
+            description="The files, extracted and folded in this order.",
+        ),
+    ]
+    limits: (
+        Annotated[
+            _Limits,  # type: ignore[valid-type]
+            Meta(
+                description="Ceilings for this request; each may only be lowered from the "
+                "service's ceiling, which is the default shown here as its maximum."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
+    on_rejection: Annotated[
+        Literal["omit", "raise"],
+        Meta(
+            description="omit: a refused file is listed in dropped with its reason; raise: "
+            "the first refusal is the answer, as an error."
+        ),
+    ] = "omit"
+    deadline_seconds: Annotated[
+        float,
+        Meta(
+            gt=0,
+            le=MAX_DEADLINE_SECONDS,
+            description="How long the workers may take, counted from when a bridge takes the "
+            "request up. Files without an answer by then are dropped with a reason.",
+        ),
+    ] = DEFAULT_DEADLINE_SECONDS
+
+
+class Selection(msgspec.Struct, forbid_unknown_fields=True):
+    """The IngestSelection, as AttachmentSource.select builds it for the same files."""
+
+    text: Annotated[str, Meta(description="ATTACHMENT [label] blocks, untrusted.")]
+    revision: Annotated[
+        str, Meta(description="label:byte_size of each admitted file, joined by |.")
+    ]
+    dropped: Annotated[
+        list[tuple[str, str]],
+        Meta(description="[label, reason] for every file left out, in input order."),
+    ]
+
+
+class ResultError(msgspec.Struct, forbid_unknown_fields=True):
+    """Why the request as a whole was not answered with a selection."""
+
+    type: ErrorType
+    reason: str
+
+
+class Result(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    v: Literal[1]
+    request_id: RequestId
+    selection: Selection | UnsetType = UNSET
+    error: ResultError | UnsetType = UNSET
+
+
+def schemas() -> dict[str, str]:
+    """The JSON Schemas of docs/schemas/, by file name, generated from the types above."""
+    generated = {
+        "request.schema.json": json_schema(
+            Request,
+            title="airlock bridge request, version 1",
+            description="The JSON document in the `request` field of an entry of the bridge's "
+            "request stream (docs/bridge-service.md). Beyond this schema the bridge also "
+            "requires payload_b64 to decode as strict base64, and the attachments' payloads to "
+            "total at most limits.max_bytes per attachment and AIRLOCK_BRIDGE_MAX_REQUEST_MB; "
+            "it refuses duplicate keys and the non-JSON constants NaN and Infinity.",
+        ),
+        "result.schema.json": json_schema(
+            Annotated[
+                Result,
+                Meta(extra_json_schema=_ONE_OF_ANSWER),
+            ],
+            title="airlock bridge result, version 1",
+            description="The JSON document in the `result` field of an entry of the bridge's "
+            "result stream, and the value of airlock:selection:<request_id> "
+            "(docs/bridge-service.md). Exactly one of selection and error.",
+        ),
+    }
+    return {name: json.dumps(schema, indent=2) + "\n" for name, schema in generated.items()}
 
 
 class InvalidRequest(ValueError):
@@ -99,136 +227,95 @@ def request_bytes(untrusted_fields: Mapping[bytes, bytes], max_bytes: int) -> by
     return untrusted_raw
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    keys = [key for key, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise InvalidRequest("the request repeats a key in one object")
-    return dict(pairs)
+_FIELDS = msgspec.structs.fields(Request)
+_ATTACHMENT_KEYS = [f.name for f in msgspec.structs.fields(Attachment)]
+_INLINE_KEYS = sorted(set(_ATTACHMENT_KEYS) - {"sha256"})
+_CLAIM_CHECK_KEYS = sorted(set(_ATTACHMENT_KEYS) - {"payload_b64"})
+_DECLARED_RULE = f"{{where}} must be a string of at most {MAX_DECLARED_CHARS} characters"
+#: What a refused field must be, by the field the decoder stopped at (``[]``: any index).
+_RULES = {
+    "": f"a request must have the keys {sorted(f.name for f in _FIELDS if f.required)} and may "
+    f"have {sorted(f.name for f in _FIELDS if not f.required)}; nothing else",
+    "v": f"v must be {SCHEMA_VERSION}: this bridge speaks version 1 only",
+    "attachments": f"attachments must be a list of 1 to {MAX_ATTACHMENTS} attachments",
+    "attachments[]": f"{{where}} must be an object with exactly the keys {_INLINE_KEYS} or "
+    f"{_CLAIM_CHECK_KEYS}",
+    "attachments[].label": _DECLARED_RULE,
+    "attachments[].kind": _DECLARED_RULE,
+    "attachments[].media_type": _DECLARED_RULE,
+    "attachments[].payload_b64": "{where} must be standard base64 with padding and nothing else",
+    "attachments[].sha256": "{where} must be 64 lowercase hex digits",
+    "limits": "limits must be an object with some of the keys "
+    f"{[f.name for f in msgspec.structs.fields(_Limits)]}",
+    "on_rejection": "on_rejection must be 'omit' or 'raise'",
+    "deadline_seconds": "deadline_seconds must be a number above 0 and at most "
+    f"{MAX_DEADLINE_SECONDS:g}",
+}
 
 
-def _no_constants(name: str) -> object:
-    raise InvalidRequest(f"{name} is not a JSON number")
+def _limit_rule(name: str, ceilings: ExtractionLimits) -> str:
+    ceiling = getattr(ceilings, name)
+    kind = "a number" if isinstance(ceiling, float) else "an integer"
+    return f"limits.{name} must be {kind} above 0 and at most {ceiling:g}"
 
 
-def _document(untrusted_raw: bytes) -> object:
-    try:
-        text = untrusted_raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidRequest("the request is not UTF-8") from None
-    try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
-    except InvalidRequest:
-        raise
-    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
-        raise InvalidRequest("the request is not a JSON document") from None
+def _refusal(error: WireError, ceilings: ExtractionLimits) -> str:
+    if error.field.startswith("limits."):
+        return _limit_rule(error.field.removeprefix("limits."), ceilings)
+    rule = _RULES.get(error.field)
+    return rule.format(where=error.path) if rule else f"{error.path}: {error.detail}"
 
 
-def _integer(untrusted: object) -> int | None:
-    """An integer as JSON Schema defines one: a number without a fractional part, not a boolean."""
-    if type(untrusted) is int:
-        return untrusted
-    if type(untrusted) is float and untrusted.is_integer():
-        return int(untrusted)
-    return None
-
-
-def _number(untrusted: object) -> float | None:
-    if isinstance(untrusted, bool) or not isinstance(untrusted, int | float):
-        return None
-    try:
-        value = float(untrusted)
-    except OverflowError:  # an integer of hundreds of digits
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _string(untrusted: object, where: str) -> str:
-    if type(untrusted) is not str or len(untrusted) > MAX_DECLARED_CHARS:
-        raise InvalidRequest(f"{where} must be a string of at most {MAX_DECLARED_CHARS} characters")
-    return untrusted
-
-
-def _attachment(untrusted: object, index: int) -> AttachmentRef | ClaimCheck:
+def _attachment(attachment: Attachment, index: int) -> AttachmentRef | ClaimCheck:
     where = f"attachments[{index}]"
-    if type(untrusted) is not dict or set(untrusted) not in (_INLINE_KEYS, _CLAIM_CHECK_KEYS):
-        raise InvalidRequest(
-            f"{where} must be an object with exactly the keys {sorted(_INLINE_KEYS)} or "
-            f"{sorted(_CLAIM_CHECK_KEYS)}"
-        )
-    label, kind, media_type = (_string(untrusted[k], f"{where}.{k}") for k in _DECLARED_KEYS)
-    if "sha256" in untrusted:
-        untrusted_sha256 = untrusted["sha256"]
-        if type(untrusted_sha256) is not str or not _SHA256_HEX.match(untrusted_sha256):
-            raise InvalidRequest(f"{where}.sha256 must be 64 lowercase hex digits")
-        return ClaimCheck(label, kind, media_type, untrusted_sha256)
-    untrusted_b64 = untrusted["payload_b64"]
+    untrusted_b64, sha256 = attachment.payload_b64, attachment.sha256
+    if isinstance(sha256, str) and untrusted_b64 is UNSET:
+        return ClaimCheck(attachment.label, attachment.kind, attachment.media_type, sha256)
+    if not isinstance(untrusted_b64, str) or sha256 is not UNSET:
+        raise InvalidRequest(_RULES["attachments[]"].format(where=where))
     try:
-        if type(untrusted_b64) is not str:
-            raise TypeError
         payload = binascii.a2b_base64(untrusted_b64.encode("ascii"), strict_mode=True)
-    except (TypeError, UnicodeEncodeError, binascii.Error):
+    except (UnicodeEncodeError, binascii.Error):
         raise InvalidRequest(
-            f"{where}.payload_b64 must be standard base64 with padding and nothing else"
+            _RULES["attachments[].payload_b64"].format(where=f"{where}.payload_b64")
         ) from None
-    return AttachmentRef(label, kind, media_type, payload)
+    return AttachmentRef(attachment.label, attachment.kind, attachment.media_type, payload)
 
 
-def _limits(untrusted: object, ceilings: ExtractionLimits) -> ExtractionLimits:
-    """The request's limits: a subset of the fields, each at most the service's ceiling.
+def _limits(asked: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
+    """The request's limits, each at most the service's ceiling.
 
     A request may tighten a ceiling, never loosen it: the service's ceilings (the defaults, or
     the deployment's AIRLOCK_MAX_* variables) are what the bridge's memory and the workers'
     time limits were sized for.
     """
-    if type(untrusted) is not dict or not set(untrusted) <= set(_LIMIT_NAMES):
-        raise InvalidRequest(f"limits must be an object with some of the keys {list(_LIMIT_NAMES)}")
-    chosen: dict[str, int | float] = {}
-    for name, untrusted_value in untrusted.items():
-        ceiling = getattr(ceilings, name)
-        is_ratio = isinstance(ceiling, float)
-        value = _number(untrusted_value) if is_ratio else _integer(untrusted_value)
-        if value is None or not 0 < value <= ceiling:
-            kind = "a number" if is_ratio else "an integer"
-            raise InvalidRequest(f"limits.{name} must be {kind} above 0 and at most {ceiling:g}")
-        chosen[name] = value
-    return replace(ceilings, **chosen)  # type: ignore[arg-type]
+    chosen = {
+        name: value for name, value in msgspec.structs.asdict(asked).items() if value is not UNSET
+    }
+    for name, value in chosen.items():
+        if value > getattr(ceilings, name):
+            raise InvalidRequest(_limit_rule(name, ceilings))
+    return replace(ceilings, **chosen)
 
 
 def _request_id(untrusted_doc: dict[str, object]) -> str:
     untrusted_id = untrusted_doc.get("request_id")
-    if type(untrusted_id) is not str or not _REQUEST_ID.match(untrusted_id):
+    # fullmatch, not the decoder's search: ``$`` alone would also match before a final newline.
+    if type(untrusted_id) is not str or not re.fullmatch(_REQUEST_ID_PATTERN, untrusted_id):
         raise InvalidRequest("request_id must be 1 to 128 characters of [A-Za-z0-9_.:-]")
     return untrusted_id
 
 
-def _validated(
-    untrusted_doc: dict[str, object], request_id: str, ceilings: ExtractionLimits
-) -> ServiceRequest:
-    if _integer(untrusted_doc.get("v")) != SCHEMA_VERSION:
-        raise InvalidRequest(f"v must be {SCHEMA_VERSION}: this bridge speaks version 1 only")
-    keys = set(untrusted_doc)
-    if not _REQUIRED_KEYS <= keys <= _TOP_KEYS:
-        raise InvalidRequest(
-            f"a request must have the keys {sorted(_REQUIRED_KEYS)} and may have "
-            f"{sorted(_TOP_KEYS - _REQUIRED_KEYS)}; nothing else"
-        )
-    untrusted_attachments = untrusted_doc["attachments"]
-    if type(untrusted_attachments) is not list or not (
-        1 <= len(untrusted_attachments) <= MAX_ATTACHMENTS
-    ):
-        raise InvalidRequest(f"attachments must be a list of 1 to {MAX_ATTACHMENTS} attachments")
-    attachments = tuple(_attachment(item, i) for i, item in enumerate(untrusted_attachments))
-    limits = _limits(untrusted_doc["limits"], ceilings) if "limits" in keys else ceilings
-    untrusted_mode = untrusted_doc.get("on_rejection", "omit")
-    if untrusted_mode not in ("omit", "raise"):
-        raise InvalidRequest("on_rejection must be 'omit' or 'raise'")
-    on_rejection: Literal["omit", "raise"] = "raise" if untrusted_mode == "raise" else "omit"
-    deadline = _number(untrusted_doc.get("deadline_seconds", DEFAULT_DEADLINE_SECONDS))
-    if deadline is None or not 0 < deadline <= MAX_DEADLINE_SECONDS:
-        raise InvalidRequest(
-            f"deadline_seconds must be a number above 0 and at most {MAX_DEADLINE_SECONDS:g}"
-        )
-    return ServiceRequest(request_id, attachments, limits, on_rejection, deadline)
+def _validated(untrusted_doc: dict[str, object], ceilings: ExtractionLimits) -> ServiceRequest:
+    try:
+        request = decode(untrusted_doc, Request)
+    except WireError as exc:
+        raise InvalidRequest(_refusal(exc, ceilings)) from None
+    attachments = tuple(_attachment(item, i) for i, item in enumerate(request.attachments))
+    limits = ceilings if request.limits is UNSET else _limits(request.limits, ceilings)
+    return ServiceRequest(
+        request.request_id, attachments, limits, request.on_rejection, request.deadline_seconds
+    )
 
 
 def parse_request(
@@ -237,43 +324,51 @@ def parse_request(
     """Validate a request document, or raise :class:`InvalidRequest` saying what is wrong.
 
     ``ceilings`` are the service's limits: a request without limits gets them, and one with
-    limits may only tighten them.
+    limits may only tighten them. A refusal carries the request id when one could be read, so
+    the client that sent it is answered instead of left waiting.
     """
-    untrusted_doc = _document(untrusted_raw)
+    try:
+        untrusted_doc = parse_json(untrusted_raw, schema_integers=True)
+    except WireError as exc:
+        raise InvalidRequest(f"the request {exc.detail}") from None
     if type(untrusted_doc) is not dict:
         raise InvalidRequest("a request must be a JSON object")
     request_id = _request_id(untrusted_doc)
     try:
-        return _validated(untrusted_doc, request_id, ceilings)
+        return _validated(untrusted_doc, ceilings)
     except InvalidRequest as exc:
         raise InvalidRequest(exc.reason, request_id) from None
 
 
-def _encoded(document: dict[str, object]) -> str:
+def _encoded(result: Result) -> str:
     # ASCII only: a result is valid UTF-8 for every client even when a parser produced a lone
     # surrogate, which has no UTF-8 encoding and would otherwise fail the publish.
-    return json.dumps(document, ensure_ascii=True, separators=(",", ":"))
+    return json.dumps(msgspec.to_builtins(result), ensure_ascii=True, separators=(",", ":"))
 
 
 def selection_result(request_id: str, selection: IngestSelection) -> str:
+    dropped = [(label, reason) for label, reason in selection.dropped]
     return _encoded(
-        {
-            "v": SCHEMA_VERSION,
-            "request_id": request_id,
-            "selection": {
-                "text": selection.text,
-                "revision": selection.revision,
-                "dropped": [[label, reason] for label, reason in selection.dropped],
-            },
-        }
+        Result(
+            v=SCHEMA_VERSION,
+            request_id=request_id,
+            selection=Selection(selection.text, selection.revision, dropped),
+        )
     )
 
 
 def error_result(request_id: str, error_type: ErrorType, reason: str) -> str:
     return _encoded(
-        {
-            "v": SCHEMA_VERSION,
-            "request_id": request_id,
-            "error": {"type": error_type, "reason": reason},
-        }
+        Result(v=SCHEMA_VERSION, request_id=request_id, error=ResultError(error_type, reason))
     )
+
+
+def main() -> None:
+    """``python -m bridge.service.schema [DIR]``: write the schemas (default docs/schemas)."""
+    directory = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/schemas")
+    for name, text in schemas().items():
+        (directory / name).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,18 +1,8 @@
 """``airlock bridge``: extraction requests from a Redis stream, answered through the workers.
 
-For clients that cannot call :func:`bridge.queue.source.gather` (other languages, chat platforms): a
-request is one stream entry (docs/bridge-service.md), extracted by the workers exactly as
-``gather`` does, and answered once, on the result stream and under a key with a TTL.
-
-Delivery: at least once in, one result out per request id. An entry is settled only by the
-script that publishes its result (``bridge.service.streams``), so a bridge that dies at any
-point leaves its requests pending; on start a bridge first runs its own pending list (a
-restart under the same consumer name), and at all times takes over entries whose lease lapsed
-(``XAUTOCLAIM``), which happens only to a dead bridge because a live one renews the leases of
-what it runs. A request that cannot be parsed is answered with an error when its id can be
-recovered and dead-lettered otherwise, so it can neither crash the service nor block the
-stream. Infrastructure failures (Redis, the broker) leave the request pending, to be retried
-when its lease lapses; every other failure is an answer.
+Each request is extracted as ``bridge.queue.source.gather`` does and answered once; unparsable
+ones are answered with an error or dead-lettered, infrastructure failures leave them pending.
+See docs/bridge-service.md, Delivery.
 """
 
 from __future__ import annotations

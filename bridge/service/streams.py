@@ -1,28 +1,7 @@
 """The bridge's Redis Streams protocol: requests at least once, one result per request id.
 
-Each change of state that must not be half done is one Lua script, which Redis runs atomically:
-
-- **publish**: append the result to the result stream, store it under
-  ``airlock:selection:<request_id>`` with a TTL, acknowledge and delete the request entry. A
-  bridge killed before the script leaves the request pending (it is run again); killed after,
-  leaves it answered. There is no moment in between, so no crash duplicates or loses a result.
-  The script publishes only while the entry is still pending and no result exists under the
-  id: a request run twice (a lease lost to a hung bridge, or the same id sent twice) is
-  answered once.
-- **dead letter**: acknowledge and delete an entry nobody can be answered for, and record its
-  id and the reason, once.
-- **renew**: reset the idle time of the entries this consumer is still running, but only of
-  those it still owns, so a slow extraction is not mistaken for a dead bridge and a renewal
-  never takes an entry back from a bridge that claimed it.
-
-Answered and dead-lettered entries are deleted from the request stream: an inline payload of
-megabytes would otherwise stay in Redis after its answer, for ever.
-
-Reading is bounded: an entry is read by a script that measures it inside Redis and hands over
-only the id and the size of one larger than the request cap, so such an entry never enters the
-bridge's memory (one 200 MB entry used to take a bridge to 669 MB and MemoryError, again on
-every restart, and every bridge that claimed it after). Scripts cannot block, so a bridge with
-nothing to read polls every ``_POLL_SECONDS``.
+Every change of state that must not be half done (publish, dead letter, renew, a bounded read)
+is one Lua script, which Redis runs atomically. See docs/bridge-service.md, Delivery.
 """
 
 from __future__ import annotations

@@ -32,6 +32,14 @@ Forgery = Callable[[str, dict[str, Any]], object]  # (task id, job) -> what to s
 
 
 @pytest.fixture
+def client(redis_url: str) -> Iterator[CeleryQueue]:
+    """A forger answers in place of a worker, so no worker announces itself for the queue."""
+    queue = CeleryQueue(redis_url, redis_url, require_consumers=False)
+    yield queue
+    queue.close()
+
+
+@pytest.fixture
 def backend(redis_url: str) -> Iterator[Any]:
     app = Celery("forger", backend=redis_url, set_as_current=False)
     app.conf.update(result_serializer="json", accept_content=["json"])

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import (
@@ -66,6 +66,12 @@ def test_unfinished_states_are_not_answers() -> None:
         (b'{"status": 1}', "not a task state"),
         (b'{"result": {}}', "not a task state"),
         (b'"x' + b"a" * answer_size_cap(LIMITS) + b'"', "exceeds the size"),
+        (b'{"status": "SUCCESS", "status": "PENDING"}', "not JSON: it repeats a key"),
+        (b'{"status": "SUCCESS", "result": {"ok": true, "ok": false}}', "repeats a key"),
+        (b'{"status": "SUCCESS", "result": NaN}', "not JSON"),
+        (b'{"status": "SUCCESS", "result": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "not JSON"),
+        ('{"status": "SUCCESS"}'.encode("utf-16"), "not JSON"),
+        (b'{"status": ["SUCCESS"]}', "not a task state"),
     ],
 )
 def test_unreadable_values_are_refused_with_a_reason(raw: bytes, why: str) -> None:
@@ -96,12 +102,27 @@ def test_a_genuine_answer_is_admitted_under_the_callers_label() -> None:
         (ok(byte_size=True), "byte_size"),
         ("hello", "not a JSON object"),
         (None, "not a JSON object"),
+        # Where a decoder built on types could be laxer than the hand-written checks were.
+        (ok(byte_size=13.0), "byte_size"),
+        (ok(byte_size="13"), "byte_size"),
+        (ok(byte_size=2**70 + 13), "byte_size"),
+        (ok(sha256=None), "different payload"),
+        (ok(sha256=SHA.upper()), "different payload"),
+        (ok(label=[[["x"]]]), "label"),
+        (ok(ok=False), "exact keys"),
+        ({**ok(), "error": "ExtractionFailed"}, "exact keys"),
     ],
 )
 def test_malformed_envelopes_are_refused(result: object, why: str) -> None:
     refused = outcome(result)
     assert isinstance(refused, ExtractionFailed)
     assert "MalformedAnswer" in str(refused) and why in str(refused)
+
+
+def test_bounds_are_inclusive() -> None:
+    assert type(outcome(ok(label="x" * 128))) is not ExtractionFailed
+    long_type = outcome(error(type="T" * 100, reason="r" * MAX_REASON_CHARS))
+    assert type(long_type) is ExtractionFailed and "MalformedAnswer" not in str(long_type)
 
 
 def test_text_is_held_to_the_ceiling_as_locally() -> None:
@@ -135,6 +156,10 @@ def test_a_failure_is_worded_with_the_callers_label() -> None:
         error(reason=7),
         error(reason="x" * (MAX_REASON_CHARS + 1)),
         error(extra=None),
+        error(ok=True),
+        error(error=True),
+        error(type=["ParserError"]),
+        error(reason=None),
     ],
 )
 def test_malformed_failures_are_refused(result: dict[str, object]) -> None:
@@ -164,6 +189,41 @@ def test_tasks_that_did_not_answer_become_failures(
 ) -> None:
     failed = outcome(result, status)
     assert type(failed) is ExtractionFailed and expected in str(failed)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+
+
+@st.composite
+def near_envelopes(draw: st.DrawFn) -> dict[str, object]:
+    """A genuine answer or failure with one field replaced or removed."""
+    envelope = ok() if draw(st.booleans()) else error()
+    key = draw(st.sampled_from([*envelope, "extra"]))
+    if key in envelope and draw(st.booleans()):
+        del envelope[key]
+    else:
+        envelope[key] = draw(json_values)
+    return envelope
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200) | json_values.map(lambda v: json.dumps(v).encode()))
+def test_any_stored_bytes_become_an_outcome_or_a_wait(untrusted_raw: bytes) -> None:
+    answer = read_stored(untrusted_raw, LIMITS)
+    if answer is not None:
+        assert isinstance(outcome_from_stored(REF, answer, LIMITS, SHA), ExtractionFailed)
+
+
+@settings(max_examples=300, deadline=None)
+@given(near_envelopes())
+def test_any_near_miss_envelope_becomes_an_outcome(untrusted: dict[str, object]) -> None:
+    result = outcome(untrusted)
+    if not isinstance(result, ExtractionFailed | IngestionRejected):
+        assert result == admit_text(REF, untrusted["text"], LIMITS)
 
 
 class _ParserBoom(Exception):

@@ -1,9 +1,13 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import ExtractionLimits
 from bridge.queue.jobs import (
@@ -79,11 +83,66 @@ def test_hand_off_changes_only_the_stage() -> None:
         wire(limits={**wire()["limits"], "max_pages": 0}),
         wire(limits={**wire()["limits"], "max_expansion_ratio": -1}),
         wire(limits={**wire()["limits"], "unknown": 1}),
+        # Where a decoder built on types could be laxer than the hand-written checks were.
+        wire(sha256="ab" * 32 + "\n"),
+        wire(size=12.0),
+        wire(size=-(2**70)),
+        wire(label=[[[["report.pdf"]]]]),
+        wire(kind={"pdf": True}),
+        wire(use_cache="true"),
+        wire(stage=None),
+        wire(limits={**wire()["limits"], "max_pages": "3"}),
+        wire(limits={**wire()["limits"], "max_expansion_ratio": float("nan")}),
+        wire(limits={**wire()["limits"], "max_expansion_ratio": True}),
+        wire(limits={k: v for k, v in wire()["limits"].items() if k != "max_pages"}),
+        # kombu's JSON decoder turns {"__type__": ..., "__value__": ...} into Python objects.
+        wire(size=Decimal(12)),
+        wire(label=datetime(2026, 1, 1, tzinfo=UTC)),
+        wire(media_type=b"application/pdf"),
     ],
 )
 def test_malformed_messages_are_refused(body: object) -> None:
     with pytest.raises(MalformedJob):
         job_from_wire(body)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner),
+    max_leaves=20,
+)
+
+
+@st.composite
+def near_jobs(draw: st.DrawFn) -> dict[str, Any]:
+    """A genuine job with one field of it, or of its limits, replaced or removed."""
+    body = wire()
+    target = body if draw(st.booleans()) else body["limits"]
+    key = draw(st.sampled_from([*target, "extra"]))
+    if key in target and draw(st.booleans()):
+        del target[key]
+    else:
+        target[key] = draw(json_values)
+    return body
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values | near_jobs())
+def test_nothing_but_malformed_job_escapes_the_decoder(untrusted: object) -> None:
+    try:
+        job = job_from_wire(untrusted)
+    except MalformedJob:
+        return
+    assert job.to_wire() == untrusted
+
+
+def test_a_refused_message_names_the_field() -> None:
+    with pytest.raises(MalformedJob, match="size"):
+        job_from_wire(wire(size=True))
+    with pytest.raises(MalformedJob, match=r"limits\.max_pages"):
+        job_from_wire(wire(limits={**wire()["limits"], "max_pages": 0}))
+    with pytest.raises(MalformedJob, match="unknown field `extra`"):
+        job_from_wire(wire(extra=1))
 
 
 def test_routing_by_stage() -> None:

@@ -41,6 +41,7 @@ from bridge.service.schema import (
     InvalidRequest,
     parse_request,
     request_bytes,
+    schemas,
 )
 from bridge.service.server import BridgeService
 from bridge.service.streams import selection_key
@@ -161,6 +162,25 @@ MALFORMED_DOCUMENTS: list[tuple[object, str | None, str]] = [
     (request_doc(deadline_seconds=601), "r-1", "deadline_seconds"),
     (request_doc(deadline_seconds="5"), "r-1", "deadline_seconds"),
     (request_doc(deadline_seconds=10**400), "r-1", "deadline_seconds"),
+    # Where a decoder built on types could be laxer than the hand-written checks were.
+    ({**request_doc(), "v": 1.5}, "r-1", "v must be 1"),
+    ({**request_doc(), "v": "1"}, "r-1", "v must be 1"),
+    (request_doc("r-1", {"label": "a", "kind": "text", "media_type": ""}), "r-1", "exactly the"),
+    (request_doc("r-1", {**inline(), "label": [[["a"]]]}), "r-1", "attachments[0].label"),
+    (request_doc("r-1", inline(), {**inline(), "extra": 1}), "r-1", "attachments[1] must be"),
+    (
+        request_doc("r-1", {"label": "a", "kind": "", "media_type": "", "sha256": "a" * 64 + "\n"}),
+        "r-1",
+        "sha256",
+    ),
+    (request_doc(limits={"max_pages": 2**64}), "r-1", "limits.max_pages"),
+    (request_doc(limits={"max_pages": 1e300}), "r-1", "limits.max_pages"),
+    (request_doc(limits={"max_pages": "5"}), "r-1", "limits.max_pages"),
+    (request_doc(limits={"max_expansion_ratio": True}), "r-1", "max_expansion_ratio"),
+    (request_doc(limits={"max_expansion_ratio": 1e300}), "r-1", "max_expansion_ratio"),
+    (request_doc(deadline_seconds=True), "r-1", "deadline_seconds"),
+    (request_doc(deadline_seconds=[5]), "r-1", "deadline_seconds"),
+    (request_doc(on_rejection=None), "r-1", "on_rejection"),
 ]
 
 #: Refusals below the level of a JSON document, which a schema cannot see.
@@ -175,6 +195,23 @@ MALFORMED_BYTES: list[tuple[bytes, str | None, str]] = [
     # The schema's pattern refuses this too (ECMA-262's `$` is the end of the string), but
     # Python's jsonschema reads `$` as Python does, which also matches before a final newline.
     (raw(request_doc("r\n")), None, "request_id"),
+    (
+        raw(request_doc()).replace(b'"v": 1', b'"v": 1, "limits": {"max_pages": -Infinity}'),
+        None,
+        "Inf",
+    ),
+    (
+        raw(request_doc("r-1", {**inline(), "kind": "text", "label": "a"})).replace(
+            b'"label": "a"', b'"label": "a", "label": "b"'
+        ),
+        None,
+        "repeats a key",
+    ),
+    (
+        raw(request_doc()).replace(b'"v": 1', b'"v": 1, "x": ' + b"[" * 5000 + b"]" * 5000),
+        None,
+        "not a JSON",
+    ),
 ]
 
 
@@ -280,6 +317,8 @@ VALID_DOCUMENTS: list[dict[str, Any]] = [
     request_doc("r", {"label": "", "kind": "x", "media_type": "", "sha256": sha256_hex(b"x")}),
     request_doc("r", inline(payload=b"")),
     request_doc("r", *[inline()] * MAX_ATTACHMENTS),
+    {**request_doc("r" * 128, inline(label="l" * 1024)), "v": 1.0},
+    request_doc(limits={"max_bytes": 1e3}, deadline_seconds=1e-3),
 ]
 
 
@@ -307,6 +346,14 @@ def test_the_request_schema_and_the_parser_agree_on_near_misses(
         assert (errors == []) == _accepted_by_parser(document), (document, errors)
 
 
+def test_the_committed_schemas_are_the_generated_ones() -> None:
+    """docs/schemas/ is written by ``python -m bridge.service.schema`` from the decoder's types."""
+    generated = schemas()
+    assert sorted(path.name for path in SCHEMAS.iterdir()) == sorted(generated)
+    for name, text in generated.items():
+        assert (SCHEMAS / name).read_text() == text, f"{name}: run python -m bridge.service.schema"
+
+
 def test_the_schemas_name_the_service_bounds() -> None:
     request_schema = json.loads(REQUEST_SCHEMA.read_text())
     result_schema = json.loads(RESULT_SCHEMA.read_text())
@@ -317,7 +364,8 @@ def test_the_schemas_name_the_service_bounds() -> None:
     assert request_schema["properties"]["attachments"]["maxItems"] == MAX_ATTACHMENTS
     assert request_schema["properties"]["deadline_seconds"]["maximum"] == MAX_DEADLINE_SECONDS
     assert request_schema["properties"]["deadline_seconds"]["default"] == DEFAULT_DEADLINE_SECONDS
-    error_types = result_schema["properties"]["error"]["properties"]["type"]["enum"]
+    assert result_schema["properties"]["error"] == {"$ref": "#/$defs/ResultError"}
+    error_types = result_schema["$defs"]["ResultError"]["properties"]["type"]["enum"]
     assert error_types == list(get_args(ErrorType))
 
 

@@ -1,0 +1,148 @@
+"""The one strict decoder for what the bridge reads off Redis: jobs, answers and requests.
+
+Strict JSON first (no duplicate keys, no NaN), then msgspec types with exact keys, exact types
+and bounds; the same types generate the JSON Schemas in docs/schemas/. See docs/queue.md
+(the trust boundaries) and docs/bridge-service.md (requests).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields
+from typing import Annotated, Any, TypeVar
+
+import msgspec
+from msgspec import UNSET, Meta
+
+from bridge.knowledge.attachments import DEFAULT_LIMITS
+from bridge.knowledge.labels import MAX_LABEL_CHARS
+
+T = TypeVar("T")
+
+#: Kind and media type are quoted into reasons and routed on; a declared string longer than
+#: this is refused as a malformed message rather than carried further. The bridge never
+#: publishes longer ones (it drops such a ref with a reason instead).
+MAX_DECLARED_CHARS = 1024
+
+# msgspec matches a pattern with Python's ``re.search``, whose ``$`` also matches before a
+# final newline; the length bound refuses the 65th character that pattern would let through.
+Sha256Hex = Annotated[
+    str,
+    Meta(
+        pattern="^[0-9a-f]{64}$",
+        max_length=64,
+        description="SHA-256 of the bytes, lowercase hex.",
+    ),
+]
+Declared = Annotated[
+    str,
+    Meta(
+        max_length=MAX_DECLARED_CHARS,
+        description="Untrusted: labels are sanitised, kinds and media types are routing hints.",
+    ),
+]
+#: The bridge sends ``safe_label`` output; a longer label can only be forged.
+Label = Annotated[str, Meta(max_length=MAX_LABEL_CHARS)]
+
+_INDEX = re.compile(r"\[\d+\]")
+
+
+class WireError(ValueError):
+    """A document refused by the decoder: what is wrong (``detail``) and where (``path``)."""
+
+    def __init__(self, detail: str, path: str = "") -> None:
+        super().__init__(f"{path or 'the document'}: {detail}")
+        self.detail = detail
+        self.path = path
+
+    @property
+    def field(self) -> str:
+        """The path without list indices (``attachments[].label``), to look a rule up by."""
+        return _INDEX.sub("[]", self.path)
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # Parsers disagree on which of two equal keys wins (Python's and msgspec's keep the last,
+    # others the first), so a document that repeats one means different things to each.
+    untrusted_object = dict(pairs)
+    if len(untrusted_object) != len(pairs):
+        raise WireError("repeats a key in one object")
+    return untrusted_object
+
+
+def _no_constants(name: str) -> object:
+    raise WireError(f"has {name}, which is not a JSON number")
+
+
+def _schema_number(text: str) -> float | int:
+    # JSON Schema's integer is any number without a fractional part: 5.0 is one.
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+_STRICT_SCHEMA = json.JSONDecoder(
+    object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_schema_number
+)
+
+
+def parse_json(untrusted_raw: bytes, *, schema_integers: bool = False) -> object:
+    """Strict UTF-8 JSON into plain values, or :class:`WireError` (``detail`` says why).
+
+    ``schema_integers`` reads a number without a fractional part as an integer, as JSON Schema
+    does, for documents whose published schema is the contract.
+    """
+    try:
+        text = untrusted_raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise WireError("is not UTF-8") from None
+    try:
+        return (_STRICT_SCHEMA if schema_integers else _STRICT).decode(text)
+    except WireError:
+        raise
+    except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
+        raise WireError("is not a JSON document") from None
+
+
+def decode(untrusted: object, into: type[T]) -> T:
+    """Plain values held to a msgspec type: exact keys, exact types (no bool for an int, no
+    string for a number), every bound; or :class:`WireError` naming the first field refused."""
+    try:
+        return msgspec.convert(untrusted, into, strict=True)
+    except msgspec.ValidationError as exc:
+        detail, at, where = str(exc).partition(" - at `$")
+        raise WireError(detail, where.rstrip("`").lstrip(".") if at else "") from None
+
+
+def limits_struct(name: str, *, partial: bool) -> type[msgspec.Struct]:
+    """ExtractionLimits on the wire, built from its fields so a new limit needs no second list.
+
+    Every limit is positive (integers whole). ``partial``: each field may be left out, and the
+    schema names the default ceiling as the most a request may ask for.
+    """
+    members: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for field in fields(DEFAULT_LIMITS):
+        default = getattr(DEFAULT_LIMITS, field.name)
+        bound = Meta(gt=0) if type(default) is float else Meta(ge=1)
+        shown = Meta(extra_json_schema={"maximum": default}) if partial else Meta()
+        rule = Annotated[type(default), bound, shown]  # type: ignore[valid-type]
+        members.append((field.name, rule, UNSET) if partial else (field.name, rule))
+    return msgspec.defstruct(name, members, forbid_unknown_fields=True, kw_only=True)
+
+
+def json_schema(root: object, *, title: str, description: str) -> dict[str, Any]:
+    """The JSON Schema (2020-12) of a msgspec type, its root object written out in place."""
+    generated = msgspec.json.schema(root)
+    definitions: dict[str, Any] = generated.pop("$defs")
+    body = definitions.pop(generated.pop("$ref").rsplit("/", 1)[1])
+    body.pop("title", None)
+    body.pop("description", None)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": title,
+        "description": description,
+        **body,
+        **generated,
+        **({"$defs": definitions} if definitions else {}),
+    }
