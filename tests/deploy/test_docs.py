@@ -158,7 +158,7 @@ def _commands() -> set[str]:
 
 @pytest.mark.parametrize("command", sorted(_commands()))
 def test_every_command_the_deployments_run_exists(command: str) -> None:
-    cli = (REPO / "bridge" / "cli.py").read_text()
+    cli = (REPO / "worker" / "cli.py").read_text()
     if not re.search(rf'add_parser\(\s*"{command}"', cli):
         if command in PENDING_COMMANDS:
             pytest.skip(f"`airlock {command}`: {PENDING_COMMANDS[command]} is not written yet")

@@ -23,7 +23,7 @@ from tests.integration.test_chaos import counted_ref, local, runs
 from tests.redis_server import RedisServer
 from worker.cli import _CLI_DEADLINE_SECONDS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 DEADLINE = 60.0
 

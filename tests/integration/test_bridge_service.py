@@ -26,6 +26,7 @@ from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.knowledge.kinds import guess_kind
 from bridge.queue.claim_check import sha256_hex, store_payloads
 from bridge.service.config import ServiceConfig
+from tests.bridge.service.test_service_requests import RESULT_SCHEMA, schema_errors
 from tests.conftest import REPO_ROOT
 from tests.helpers import selection_as_json
 from tests.integration.conftest import (
@@ -37,9 +38,8 @@ from tests.integration.conftest import (
 from tests.integration.test_chaos import slow_ref
 from tests.integration.test_roundtrip import hostile_refs, local_selection
 from tests.metrics_scrape import free_port, scrape
-from tests.worker.test_service_requests import RESULT_SCHEMA, schema_errors
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 STREAMS = ServiceConfig(consumer="")
 DOC = REPO_ROOT / "docs" / "bridge-service.md"

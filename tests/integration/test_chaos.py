@@ -28,7 +28,7 @@ from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, wait_for_marker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 # Short limits for the whole-worker test, so the visibility timeout can be waited out: every
 # job here takes ~2 s, under the 4 s soft limit; a lost job is visible again after 6 s.

@@ -18,7 +18,7 @@ from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, WorkerProcess, wait_until_empty
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def local(refs: list[AttachmentRef]) -> IngestSelection:

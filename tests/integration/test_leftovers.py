@@ -20,7 +20,7 @@ from bridge.queue.source import gather
 from sandbox.jail import remove_tree
 from tests.integration.conftest import WorkerFactory
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def _entries(directory: Path) -> set[str]:

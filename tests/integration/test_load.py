@@ -12,7 +12,7 @@ from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
 from tests.integration.conftest import WorkerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 CLIENTS = 4
 PER_CLIENT = 250

@@ -26,7 +26,7 @@ from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_for_marker, 
 from tests.integration.test_chaos import local, slow_ref
 from tests.metrics_scrape import Samples, free_port, scrape
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:

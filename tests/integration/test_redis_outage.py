@@ -31,7 +31,7 @@ from tests.integration.test_bridge_service import (
 from tests.integration.test_chaos import counted_ref, local
 from tests.redis_server import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def serving(worker: WorkerProcess, marker_dir: Path, tags: list[str]) -> bool:

@@ -35,7 +35,7 @@ from tests.integration.test_chaos import local
 from tests.integration.test_operations import health
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
 
 PASSWORDS = {"worker": "a1" * 16, "client": "c2" * 16}
 #: The harness's own user, for setting up and reading the ACL log; not part of the deployment.

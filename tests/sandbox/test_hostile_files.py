@@ -28,7 +28,7 @@ from sandbox.errors import CeilingExceeded, ParserError, SandboxError, Unreadabl
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import MIB, SandboxLimits
 from sandbox.runner import SandboxRunner
-from tests.bridge.test_markers import FORGING_BODY, forged_lines, parse_selection
+from tests.bridge.knowledge.test_markers import FORGING_BODY, forged_lines, parse_selection
 from tests.sandbox.test_extractors import (
     CATALOG,
     FONT,

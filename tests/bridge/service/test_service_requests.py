@@ -44,10 +44,10 @@ from bridge.service.schema import (
 )
 from bridge.service.server import BridgeService
 from bridge.service.streams import selection_key
+from tests.bridge.queue.test_gather import FakeParser, WorkerInProcess
 from tests.conftest import REPO_ROOT
 from tests.deploy.conftest import HELPER, run_tool
 from tests.helpers import selection_as_json
-from tests.worker.test_gather import FakeParser, WorkerInProcess
 from worker.config import ConfigurationError, Settings
 
 SCHEMAS = REPO_ROOT / "docs" / "schemas"
@@ -445,6 +445,8 @@ def local_selection(refs: list[AttachmentRef], limits: ExtractionLimits) -> dict
     return selection_as_json(AttachmentSource(refs, FakeParser(), limits).select(REQUEST))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_requests_sent_before_any_bridge_ran_are_answered_as_attachment_source_selects(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -480,6 +482,8 @@ def test_requests_sent_before_any_bridge_ran_are_answered_as_attachment_source_s
     wait_for(lambda: settled(redis, config))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_stream(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -514,6 +518,8 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
     assert "at most 2000 are accepted" in letters[dead[3]]
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_claim_checks_are_redeemed_verified_and_bounded(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -550,6 +556,8 @@ def test_claim_checks_are_redeemed_verified_and_bounded(
     redis.delete(payload_key(sha256_hex(stored)), payload_key(planted))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_request_id_is_answered_once_and_never_run_again(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -565,6 +573,8 @@ def test_a_request_id_is_answered_once_and_never_run_again(
     assert len(queue.published) == 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_error_results_follow_the_result_schema(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -590,6 +600,8 @@ def test_error_results_follow_the_result_schema(
     assert all(schema_errors(RESULT_SCHEMA, forged))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_an_unreachable_queue_leaves_the_request_pending_until_its_lease_lapses(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -606,6 +618,8 @@ def test_an_unreachable_queue_leaves_the_request_pending_until_its_lease_lapses(
     wait_for(lambda: settled(redis, config))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -631,6 +645,8 @@ def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     wait_for(lambda: settled(redis, config))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_restart_under_the_same_name_resumes_its_own_pending_entries_first(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -649,6 +665,8 @@ def test_a_restart_under_the_same_name_resumes_its_own_pending_entries_first(
     assert redis.xrange(config.dead_letter_stream) == []
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_stop_finishes_the_requests_in_flight_and_reads_no_more(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -666,6 +684,8 @@ def test_stop_finishes_the_requests_in_flight_and_reads_no_more(
     assert redis.xlen(config.request_stream) == 1  # left for the next bridge
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_requests_run_concurrently_each_with_its_own_deadline(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
