@@ -71,6 +71,7 @@ def test_hadolint_finds_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_checkov_finds_nothing_in_the_dockerfile() -> None:
     result, report, failed = checkov("dockerfile", "--file", str(DOCKERFILE))
     assert failed == []

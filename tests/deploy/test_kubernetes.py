@@ -142,6 +142,7 @@ def test_kustomization_builds_with_kubectl() -> None:
     assert "image: airlock:0.1.0" in result.stdout
 
 
+@pytest.mark.slow
 def test_checkov_finds_nothing_unjustified() -> None:
     result, report, failed = checkov("kubernetes", "--directory", str(KUBERNETES))
     assert failed == []

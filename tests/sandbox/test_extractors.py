@@ -335,6 +335,7 @@ def test_pdf_text_layer() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_pdf_flate_bomb_is_refused_in_bounded_memory() -> None:
     bomb = _stream(_flate_bomb(), b"/Filter /FlateDecode ")
     payload = _pdf([CATALOG, ONE_PAGE, _page(), bomb, FONT])

@@ -107,6 +107,7 @@ limits_strategy = st.builds(
 
 @settings(max_examples=300, deadline=None)
 @given(refs_strategy, limits_strategy)
+@pytest.mark.slow
 def test_omit_mode_matches_attachment_source(
     refs: list[AttachmentRef], limits: ExtractionLimits
 ) -> None:

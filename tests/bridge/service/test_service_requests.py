@@ -264,6 +264,7 @@ def near_requests(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.binary(max_size=200), json_values.map(raw), near_requests().map(raw)))
+@pytest.mark.slow
 def test_nothing_but_invalid_request_escapes_the_parser(untrusted_raw: bytes) -> None:
     try:
         parse_request(untrusted_raw)
@@ -300,6 +301,7 @@ def test_the_request_schema_accepts_what_the_parser_accepts() -> None:
 
 @settings(max_examples=10, deadline=None)
 @given(st.lists(near_requests(), min_size=20, max_size=20))
+@pytest.mark.slow
 def test_the_request_schema_and_the_parser_agree_on_near_misses(
     documents: list[dict[str, Any]],
 ) -> None:
