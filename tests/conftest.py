@@ -7,7 +7,7 @@ A test that needs a ``redis-server`` carries ``@pytest.mark.redis`` (and ``integ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -44,7 +44,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     """Only a test marked ``redis`` may start a ``redis-server`` (``RedisServer.start``), however
     it builds one: the fixture check above cannot see a server made in a test's own code."""
     redis_server.permitted = item.get_closest_marker("redis") is not None

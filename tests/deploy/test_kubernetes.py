@@ -424,7 +424,7 @@ def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]
 
 
 def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    return selector.get("matchLabels", {}).items() <= labels.items()
+    return bool(selector.get("matchLabels", {}).items() <= labels.items())
 
 
 def test_network_policies_let_workers_reach_only_redis_and_dns(

@@ -186,7 +186,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
     lost = [f"{label}: {reason}" for _, selection in batches for label, reason in selection.dropped]
     over_run = [ref.label for ref in refs if runs(marker_dir, ref.label[:-4]) > 3]
     republished = sum(
-        int(record.args[0])  # type: ignore[index]
+        int(record.args[0])  # type: ignore[index, arg-type, misc]
         for record in caplog.records
         if record.name == "bridge.queue.celery_queue" and "again" in record.msg
     )

@@ -29,7 +29,7 @@ import docx as python_docx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from PIL import EpsImagePlugin, Image, ImageDraw
+from PIL import EpsImagePlugin, Image, ImageDraw, UnidentifiedImageError
 from pypdf import PdfWriter
 from pypdf.errors import PdfReadError
 
@@ -1062,7 +1062,7 @@ def test_eps_labelled_as_png_is_unreadable_and_ghostscript_never_runs(
         extract_image("image/png", EPS, LIMITS)
     assert refused.value.code == "unreadable"
     # Not even a caller that names no formats reaches the EPS opener.
-    with pytest.raises(Image.UnidentifiedImageError):
+    with pytest.raises(UnidentifiedImageError):
         Image.open(io.BytesIO(EPS)).load()
     assert calls == []
 

@@ -419,7 +419,7 @@ def test_no_leaked_process_scratch_dir_or_memory_after_200_jobs() -> None:
     def one(index: int) -> None:
         kind, payload = ("probe-sleep", b"30") if index % 20 == 0 else jobs[index % len(jobs)]
         with contextlib.suppress(SandboxError):
-            runner.run(kind, "x", payload)
+            runner.run(kind, "x", payload)  # type: ignore[attr-defined]  # the with's runner
 
     with SandboxRunner(limits, warm_children=2, modules=PROBE_MODULES) as runner:
         zygote = _started_zygote(lambda: runner.mechanisms)

@@ -304,7 +304,7 @@ def test_celerys_success_line_withholds_the_task_result() -> None:
     )  # fmt: skip
     record.data = context
     assert _WITHHOLD.filter(record)
-    assert "TEXT" not in record.getMessage() and "TEXT" not in str(record.data)
+    assert "TEXT" not in record.getMessage() and "TEXT" not in str(record.data)  # type: ignore[attr-defined]
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())

@@ -310,6 +310,7 @@ def test_a_cache_entry_planted_by_another_redis_client_is_ignored_and_counted(
     assert run_job(FakeTask(), job, runtime)["text"] == "extracted\ntext"
     assert parser.calls == 2
     genuine = redis.get(key)
+    assert genuine is not None
     other = unique()
     other_job = {**job_for(redis, other), "use_cache": True}
     redis.set(cache_key_of(runtime, other), genuine)  # a genuine entry moved to another file

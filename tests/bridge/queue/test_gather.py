@@ -70,7 +70,9 @@ class WorkerInProcess:
             except (IngestionRejected, ExtractionFailed) as exc:
                 outcome = exc
             envelope = outcome_envelope(outcome, job.label, job.sha256)
-            meta = {"status": "SUCCESS", "result": envelope, "traceback": None, "children": []}
+            meta: dict[str, object] = {
+                "status": "SUCCESS", "result": envelope, "traceback": None, "children": []
+            }
             answers.append(read_stored(json.dumps(meta).encode(), job.limits))
         return answers
 

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import pytest
 from hypothesis import given, settings
@@ -418,11 +418,12 @@ def has_group(redis: Redis, config: ServiceConfig) -> bool:
 
 def send(redis: Redis, config: ServiceConfig, document: object) -> str:
     untrusted_raw = document if isinstance(document, bytes) else raw(document)
-    return redis.xadd(config.request_stream, {"request": untrusted_raw}).decode()
+    return cast(bytes, redis.xadd(config.request_stream, {"request": untrusted_raw})).decode()
 
 
 def results(redis: Redis, config: ServiceConfig) -> list[dict[str, Any]]:
-    return [json.loads(fields_[b"result"]) for _, fields_ in redis.xrange(config.result_stream)]
+    entries: Any = redis.xrange(config.result_stream)  # bytes replies; redis-py types both modes
+    return [json.loads(fields_[b"result"]) for _, fields_ in entries]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -491,7 +492,7 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
 ) -> None:
     config = config_for(tag, max_request_bytes=2000)
     dead = [
-        redis.xadd(config.request_stream, {"req": "{}"}).decode(),
+        cast(bytes, redis.xadd(config.request_stream, {"req": "{}"})).decode(),
         send(redis, config, b"not json"),
         send(redis, config, request_doc("bad id")),
         send(redis, config, request_doc(f"{tag}-big", inline(payload=b"x" * 2000))),
@@ -509,9 +510,9 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
         error = answers[f"{tag}-{name}"]["error"]
         assert error["type"] == "InvalidRequest" and words in error["reason"]
     # Entries run side by side, so letters arrive in any order.
+    dead_letters: Any = redis.xrange(config.dead_letter_stream)
     letters = {
-        fields_[b"entry_id"].decode(): fields_[b"reason"].decode()
-        for _, fields_ in redis.xrange(config.dead_letter_stream)
+        fields_[b"entry_id"].decode(): fields_[b"reason"].decode() for _, fields_ in dead_letters
     }
     assert sorted(letters) == sorted(dead)
     assert "exactly one field" in letters[dead[0]]
