@@ -212,6 +212,7 @@ def test_requests_sent_while_the_bridge_is_down_equal_the_local_selection_byte_f
 
 
 @pytest.mark.parametrize("restart", ["same consumer", "another consumer"])
+@pytest.mark.slow
 def test_a_bridge_killed_mid_request_loses_nothing_and_answers_once(
     redis: Redis,
     start_bridge: Callable[..., BridgeProcess],
@@ -355,6 +356,7 @@ def peak_memory_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.slow
 def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
     redis: Redis, start_bridge: Callable[..., BridgeProcess]
 ) -> None:

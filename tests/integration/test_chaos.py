@@ -50,6 +50,7 @@ def slow_ref(tag: str) -> AttachmentRef:
     return AttachmentRef(f"{tag}.txt", "text", "text/plain", payload)
 
 
+@pytest.mark.slow
 def test_killed_pool_process_is_redelivered_at_once(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -68,6 +69,7 @@ def test_killed_pool_process_is_redelivered_at_once(
     assert len(pids) == 2 and pids[1] != first_pid
 
 
+@pytest.mark.slow
 def test_job_of_a_lost_worker_is_recovered_by_another(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -85,6 +87,7 @@ def test_job_of_a_lost_worker_is_recovered_by_another(
     assert len(pids) == 2 and pids[0] == first and pids[1] in rescuer.pool_pids()
 
 
+@pytest.mark.slow
 def test_payload_that_kills_every_worker_fails_after_n_deliveries(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -110,6 +113,7 @@ def runs(marker_dir: Path, tag: str) -> int:
     return len(marker.read_text().split()) if marker.exists() else 0
 
 
+@pytest.mark.slow
 def test_a_job_popped_by_a_worker_that_died_before_recording_it_is_sent_again(
     start_worker: WorkerFactory, redis_url: str, redis: Redis, marker_dir: Path
 ) -> None:

@@ -37,6 +37,7 @@ def temp() -> Iterator[Path]:
     remove_tree(str(path))
 
 
+@pytest.mark.slow
 def test_a_killed_workers_temporary_files_are_reclaimed(
     start_worker: WorkerFactory, client: CeleryQueue, temp: Path
 ) -> None:
