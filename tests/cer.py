@@ -26,7 +26,7 @@ def normalise(text: str, form: str = "NFC") -> str:
     text = _HEADING_MARK.sub("", text)
     text = _ESCAPE.sub(r"\1", text)
     text = text.replace("**", "").replace("|", " ")
-    text = unicodedata.normalize(form, text)
+    text = unicodedata.normalize(form, text)  # type: ignore[arg-type]  # callers name NFC or NFKC
     return " ".join(text.split())
 
 

@@ -23,6 +23,9 @@ from tests.metrics_scrape import free_port
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 _START_SECONDS = 20.0
+#: Set by tests/conftest.py while a test marked ``redis`` runs: no other test may start a
+#: server, or the offline run (``-m "not integration"``) would find it missing.
+permitted = False
 
 
 class RedisServer:
@@ -63,6 +66,8 @@ class RedisServer:
 
     def start(self) -> None:
         """Start (or restart, loading the AOF) and return once it answers PING."""
+        if not permitted:
+            raise RuntimeError("only a test marked @pytest.mark.redis may start a redis-server")
         command = [
             REDIS_SERVER,
             "--bind", "127.0.0.1", "--port", str(self.port),

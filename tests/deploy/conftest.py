@@ -1,7 +1,7 @@
 """Shared plumbing for the deployment tests: the linters' environment and YAML loading.
 
 The linters (hadolint, checkov, kubernetes-validate, check-jsonschema) are installed by
-scripts/setup into .venv-tools, apart from the project's .venv; a missing tool fails the test
+scripts/setup --test into .venv-tools, apart from the project's .venv; a missing tool fails the test
 with the command that installs it, it never skips.
 """
 
@@ -38,7 +38,7 @@ KUSTOMIZATION = KUBERNETES / "kustomization.yaml"
 def tool(name: str) -> Path:
     path = TOOLS_BIN / name
     if not path.exists():
-        pytest.fail(f"{path} is missing: run scripts/setup (it installs the deployment linters)")
+        pytest.fail(f"{path} is missing: run scripts/setup --test (it installs the linters)")
     return path
 
 

@@ -9,7 +9,7 @@ import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -35,7 +35,7 @@ Validate = Callable[[Path, list[Any]], list[list[str]]]
 @pytest.fixture(scope="module")
 def compose(yaml_docs: dict[Path, list[Any]]) -> dict[str, Any]:
     (document,) = yaml_docs[COMPOSE]
-    return document
+    return cast(dict[str, Any], document)
 
 
 def _seconds(duration: str) -> float:

@@ -71,6 +71,7 @@ def test_hadolint_finds_nothing() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_checkov_finds_nothing_in_the_dockerfile() -> None:
     result, report, failed = checkov("dockerfile", "--file", str(DOCKERFILE))
     assert failed == []
@@ -135,10 +136,11 @@ def test_the_image_installs_packages_apt_and_nothing_else(runtime: list[tuple[st
     assert "grep -v '^\\s*#' /tmp/packages.apt | xargs apt-get install" in runs[0]
     copies = [args for keyword, args in runtime if keyword == "COPY"]
     assert "packages.apt /tmp/packages.apt" in copies
-    # scripts/setup reads the same file (plus the test-only lists it is given) with the same
+    # scripts/setup reads the same file (plus packages-test.apt for the tests) with the same
     # filter.
     setup = (REPO / "scripts" / "setup").read_text()
-    assert """cat packages.apt "$@" | grep -v '^\\s*#'""" in setup
+    assert "lists=(packages.apt)" in setup
+    assert """cat "${lists[@]}" | grep -v '^\\s*#'""" in setup
 
 
 def _run_install_step(

@@ -142,6 +142,7 @@ def test_kustomization_builds_with_kubectl() -> None:
     assert "image: airlock:0.1.0" in result.stdout
 
 
+@pytest.mark.slow
 def test_checkov_finds_nothing_unjustified() -> None:
     result, report, failed = checkov("kubernetes", "--directory", str(KUBERNETES))
     assert failed == []
@@ -423,7 +424,7 @@ def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]
 
 
 def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    return selector.get("matchLabels", {}).items() <= labels.items()
+    return bool(selector.get("matchLabels", {}).items() <= labels.items())
 
 
 def test_network_policies_let_workers_reach_only_redis_and_dns(

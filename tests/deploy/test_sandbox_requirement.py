@@ -74,6 +74,7 @@ def test_every_deployment_sets_the_same_requirement(requirements: dict[str, set[
     assert len(distinct) == 1, requirements
 
 
+@pytest.mark.slow
 def test_doctor_passes_under_each_deployed_requirement(requirements: dict[str, set[str]]) -> None:
     """``airlock doctor``, the real command, with exactly the environment value shipped."""
     clean = {key: value for key, value in os.environ.items() if not key.startswith("AIRLOCK_")}

@@ -85,8 +85,8 @@ def test_up_starts_the_stack_without_flower(stack: Stack) -> None:
 def test_every_health_check_passes(stack: Stack) -> None:
     for service, container in stack.containers().items():
         wait_until(
-            lambda c=container: podman("healthcheck", "run", c, check=False).returncode == 0,
-            lambda s=service: f"{s} never healthy:\n{podman('logs', stack.containers()[s]).stderr}",
+            lambda c=container: podman("healthcheck", "run", c, check=False).returncode == 0,  # type: ignore[misc]
+            lambda s=service: f"{s} never healthy:\n{podman('logs', stack.containers()[s]).stderr}",  # type: ignore[misc]
             timeout=_HEALTHY_SECONDS,
         )
 

@@ -23,7 +23,7 @@ from tests.integration.test_chaos import counted_ref, local, runs
 from tests.redis_server import RedisServer
 from worker.cli import _CLI_DEADLINE_SECONDS
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 DEADLINE = 60.0
 
@@ -47,6 +47,7 @@ def test_a_job_for_a_queue_no_worker_consumes_is_answered_no_workers_at_once(
     assert own_redis.client().llen(LIGHT_QUEUE) == 0  # never queued
 
 
+@pytest.mark.slow
 def test_past_the_bound_jobs_are_answered_queue_full_and_expired_jobs_leave_nothing(
     own_redis: RedisServer, own_workers: WorkerFactory
 ) -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from redis import Redis
@@ -39,7 +39,7 @@ from tests.integration.test_chaos import slow_ref
 from tests.integration.test_roundtrip import hostile_refs, local_selection
 from tests.metrics_scrape import free_port, scrape
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 STREAMS = ServiceConfig(consumer="")
 DOC = REPO_ROOT / "docs" / "bridge-service.md"
@@ -145,7 +145,7 @@ def attachment(ref: AttachmentRef) -> dict[str, str]:
 
 def send(redis: Redis, document: object) -> str:
     untrusted_raw = document if isinstance(document, bytes) else json.dumps(document).encode()
-    return redis.xadd(STREAMS.request_stream, {"request": untrusted_raw}).decode()
+    return cast(bytes, redis.xadd(STREAMS.request_stream, {"request": untrusted_raw})).decode()
 
 
 def request(request_id: str, *refs: AttachmentRef, **extra: Any) -> dict[str, Any]:
@@ -153,7 +153,8 @@ def request(request_id: str, *refs: AttachmentRef, **extra: Any) -> dict[str, An
 
 
 def results(redis: Redis) -> list[dict[str, Any]]:
-    return [json.loads(fields[b"result"]) for _, fields in redis.xrange(STREAMS.result_stream)]
+    entries: Any = redis.xrange(STREAMS.result_stream)  # bytes replies; redis-py types both modes
+    return [json.loads(fields[b"result"]) for _, fields in entries]
 
 
 def wait_for_answers(redis: Redis, count: int) -> dict[str, dict[str, Any]]:
@@ -211,6 +212,7 @@ def test_requests_sent_while_the_bridge_is_down_equal_the_local_selection_byte_f
 
 
 @pytest.mark.parametrize("restart", ["same consumer", "another consumer"])
+@pytest.mark.slow
 def test_a_bridge_killed_mid_request_loses_nothing_and_answers_once(
     redis: Redis,
     start_bridge: Callable[..., BridgeProcess],
@@ -257,7 +259,7 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
         send(redis, b"{not json"),
         send(redis, request("bad id!", good)),
         send(redis, request("huge", AttachmentRef("big.txt", "text", "", b"x" * 1_200_000))),
-        redis.xadd(STREAMS.request_stream, {"payload": "no request field"}).decode(),
+        cast(bytes, redis.xadd(STREAMS.request_stream, {"payload": "no request field"})).decode(),
     ]
     send(redis, {**request("types", good), "deadline_seconds": "soon"})
     send(redis, {**request("unknown", good), "priority": "high"})
@@ -274,10 +276,8 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
     for request_id, words in (("types", "deadline"), ("unknown", "nothing else"), ("b64", "64")):
         assert answers[request_id]["error"]["type"] == "InvalidRequest"
         assert words in answers[request_id]["error"]["reason"]
-    letters = {
-        fields[b"entry_id"].decode(): fields[b"reason"].decode()
-        for _, fields in redis.xrange(STREAMS.dead_letter_stream)
-    }
+    dead_letters: Any = redis.xrange(STREAMS.dead_letter_stream)
+    letters = {f[b"entry_id"].decode(): f[b"reason"].decode() for _, f in dead_letters}
     assert sorted(letters) == sorted(dead)
     # Over the cap: measured inside Redis and dead-lettered unread (bridge.service.streams).
     assert "over the request cap of 1049600 bytes" in letters[dead[2]]
@@ -356,6 +356,7 @@ def peak_memory_bytes(pid: int) -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.slow
 def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
     redis: Redis, start_bridge: Callable[..., BridgeProcess]
 ) -> None:
@@ -365,8 +366,8 @@ def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
     bridge = start_bridge()
     before = peak_memory_bytes(bridge.process.pid)
     chunk = b"A" * (40 * 1024 * 1024)
-    entry_id = redis.xadd(
-        STREAMS.request_stream, {f"request{i}".encode(): chunk for i in range(5)}
+    entry_id = cast(
+        bytes, redis.xadd(STREAMS.request_stream, {f"request{i}".encode(): chunk for i in range(5)})
     ).decode()
     del chunk
     ref = AttachmentRef("after.txt", "text", "text/plain", b"served after the giant entry")
@@ -379,7 +380,8 @@ def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
     while redis.xlen(STREAMS.dead_letter_stream) < 1:
         assert time.monotonic() < deadline, bridge.log()
         time.sleep(0.05)
-    [(_, fields)] = redis.xrange(STREAMS.dead_letter_stream)
+    dead_letters: Any = redis.xrange(STREAMS.dead_letter_stream)
+    [(_, fields)] = dead_letters
     assert fields[b"entry_id"].decode() == entry_id
     assert b"over the request cap" in fields[b"reason"]
     assert redis.xlen(STREAMS.request_stream) == 0  # deleted, not left to be read again

@@ -28,7 +28,7 @@ from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, wait_for_marker
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 # Short limits for the whole-worker test, so the visibility timeout can be waited out: every
 # job here takes ~2 s, under the 4 s soft limit; a lost job is visible again after 6 s.
@@ -50,6 +50,7 @@ def slow_ref(tag: str) -> AttachmentRef:
     return AttachmentRef(f"{tag}.txt", "text", "text/plain", payload)
 
 
+@pytest.mark.slow
 def test_killed_pool_process_is_redelivered_at_once(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -68,6 +69,7 @@ def test_killed_pool_process_is_redelivered_at_once(
     assert len(pids) == 2 and pids[1] != first_pid
 
 
+@pytest.mark.slow
 def test_job_of_a_lost_worker_is_recovered_by_another(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -85,6 +87,7 @@ def test_job_of_a_lost_worker_is_recovered_by_another(
     assert len(pids) == 2 and pids[0] == first and pids[1] in rescuer.pool_pids()
 
 
+@pytest.mark.slow
 def test_payload_that_kills_every_worker_fails_after_n_deliveries(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -110,6 +113,7 @@ def runs(marker_dir: Path, tag: str) -> int:
     return len(marker.read_text().split()) if marker.exists() else 0
 
 
+@pytest.mark.slow
 def test_a_job_popped_by_a_worker_that_died_before_recording_it_is_sent_again(
     start_worker: WorkerFactory, redis_url: str, redis: Redis, marker_dir: Path
 ) -> None:
@@ -186,7 +190,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
     lost = [f"{label}: {reason}" for _, selection in batches for label, reason in selection.dropped]
     over_run = [ref.label for ref in refs if runs(marker_dir, ref.label[:-4]) > 3]
     republished = sum(
-        int(record.args[0])  # type: ignore[index]
+        int(record.args[0])  # type: ignore[index, arg-type, misc]
         for record in caplog.records
         if record.name == "bridge.queue.celery_queue" and "again" in record.msg
     )

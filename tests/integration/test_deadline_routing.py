@@ -18,7 +18,7 @@ from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, WorkerProcess, wait_until_empty
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def local(refs: list[AttachmentRef]) -> IngestSelection:
@@ -89,6 +89,7 @@ def test_without_workers_every_ref_is_dropped_within_the_deadline_and_stays_stal
         assert not redis.keys(f"airlock:deliveries:{task_id}:*"), "a stale job was run"
 
 
+@pytest.mark.slow
 def test_images_reach_only_the_ocr_queue(
     start_worker: WorkerFactory, recording: RecordingQueue, redis: Redis, corpus_dir: Path
 ) -> None:
@@ -113,6 +114,7 @@ def test_images_reach_only_the_ocr_queue(
     assert not received(light, recording.task_ids[-1])
 
 
+@pytest.mark.slow
 def test_scanned_pdf_is_handed_from_the_light_to_the_ocr_queue(
     start_worker: WorkerFactory, recording: RecordingQueue, corpus_dir: Path
 ) -> None:

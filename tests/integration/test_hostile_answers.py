@@ -23,7 +23,7 @@ from bridge.queue.celery_queue import CeleryQueue, result_key
 from bridge.queue.jobs import LIGHT_QUEUE
 from bridge.queue.source import gather
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 REF = AttachmentRef("report.txt", "text", "text/plain", b"the genuine text")
 LIMITS = ExtractionLimits(max_text_chars=1_000)

@@ -20,7 +20,7 @@ from bridge.queue.source import gather
 from sandbox.jail import remove_tree
 from tests.integration.conftest import WorkerFactory
 
-pytestmark = [pytest.mark.integration]
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def _entries(directory: Path) -> set[str]:
@@ -37,6 +37,7 @@ def temp() -> Iterator[Path]:
     remove_tree(str(path))
 
 
+@pytest.mark.slow
 def test_a_killed_workers_temporary_files_are_reclaimed(
     start_worker: WorkerFactory, client: CeleryQueue, temp: Path
 ) -> None:

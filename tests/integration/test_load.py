@@ -12,7 +12,7 @@ from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
 from tests.integration.conftest import WorkerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 CLIENTS = 4
 PER_CLIENT = 250
@@ -47,6 +47,7 @@ def mixed_ref(client: int, index: int) -> AttachmentRef:
     return AttachmentRef(label, "text", "text/plain", b" \n\t " * (index % 7 + 1))
 
 
+@pytest.mark.slow
 def test_a_thousand_attachments_from_concurrent_clients_are_each_accounted_once(
     shared_worker: WorkerProcess, client: CeleryQueue
 ) -> None:

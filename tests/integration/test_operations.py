@@ -26,7 +26,7 @@ from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_for_marker, 
 from tests.integration.test_chaos import local, slow_ref
 from tests.metrics_scrape import Samples, free_port, scrape
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
@@ -108,6 +108,7 @@ def health(*arguments: str, env: dict[str, str]) -> int:
     ).returncode
 
 
+@pytest.mark.slow
 def test_health_follows_the_worker_main_loop_and_its_broker(
     start_worker: WorkerFactory, redis_url: str, marker_dir: Path, tmp_path: Path
 ) -> None:
@@ -140,6 +141,7 @@ def test_health_follows_the_worker_main_loop_and_its_broker(
     assert health("--ready", "--worker", "--timeout", "1", env=env) == 1
 
 
+@pytest.mark.slow
 def test_a_worker_whose_sandbox_cannot_run_a_job_is_live_but_not_ready(
     start_worker: WorkerFactory, redis_url: str, marker_dir: Path, tmp_path: Path
 ) -> None:
@@ -158,6 +160,7 @@ def test_a_worker_whose_sandbox_cannot_run_a_job_is_live_but_not_ready(
     assert health("--ready", "--worker", "--timeout", "5", env=env) == 1
 
 
+@pytest.mark.slow
 def test_sigterm_mid_task_finishes_the_task_once_before_the_worker_exits(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
@@ -175,6 +178,7 @@ def test_sigterm_mid_task_finishes_the_task_once_before_the_worker_exits(
     assert wait_for_marker(marker_dir / "warm") == [pid]  # run once, by the same process
 
 
+@pytest.mark.slow
 def test_sigterm_after_the_hand_off_to_ocr_loses_nothing(
     start_worker: WorkerFactory, client: CeleryQueue, redis: Redis, corpus_dir: Path
 ) -> None:

@@ -31,7 +31,7 @@ from tests.integration.test_bridge_service import (
 from tests.integration.test_chaos import counted_ref, local
 from tests.redis_server import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 
 def serving(worker: WorkerProcess, marker_dir: Path, tags: list[str]) -> bool:
@@ -45,6 +45,7 @@ def serving(worker: WorkerProcess, marker_dir: Path, tags: list[str]) -> bool:
     )
 
 
+@pytest.mark.slow
 def test_workers_outlive_a_redis_kill_9_and_restart_from_its_aof(
     own_redis: RedisServer, own_workers: WorkerFactory
 ) -> None:
@@ -83,6 +84,7 @@ def fill(redis: Redis) -> int:
     return count
 
 
+@pytest.mark.slow
 def test_a_full_redis_is_reported_full_and_workers_outlive_it(
     own_redis: RedisServer, own_workers: WorkerFactory
 ) -> None:
@@ -142,6 +144,7 @@ def test_a_worker_that_must_stop_exits_non_zero(own_redis: RedisServer, tmp_path
     assert run.returncode != 0
 
 
+@pytest.mark.slow
 def test_the_bridge_outlives_a_redis_kill_9_and_a_full_redis(
     own_redis: RedisServer, own_workers: WorkerFactory, tmp_path: Path
 ) -> None:

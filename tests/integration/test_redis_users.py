@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 from redis import Redis
@@ -35,7 +36,7 @@ from tests.integration.test_chaos import local
 from tests.integration.test_operations import health
 from tests.redis_server import RedisServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
 
 PASSWORDS = {"worker": "a1" * 16, "client": "c2" * 16}
 #: The harness's own user, for setting up and reading the ACL log; not part of the deployment.
@@ -120,9 +121,11 @@ def test_workers_and_the_bridge_need_only_the_worker_user_and_clients_only_read_
         wait_for(lambda: client.get(key) is not None, f"no answer:\n{bridge.log()[-3000:]}")
         answer = json.loads(client.get(key) or b"")
         assert answer["selection"] == selection_as_json(local([text]))
-        ((_, entries),) = client.xread({STREAMS.result_stream: "0-0"})
+        read: Any = client.xread({STREAMS.result_stream: "0-0"})  # bytes; typed for both modes
+        ((_, entries),) = read
         assert [json.loads(fields[b"result"]) for _, fields in entries] == [answer]
-        assert client.xrevrange(STREAMS.result_stream, count=1)[0][0] == entries[-1][0]
+        newest: Any = client.xrevrange(STREAMS.result_stream, count=1)
+        assert newest[0][0] == entries[-1][0]
 
         # `gather` as the worker user, twice: the second answer comes from the result cache,
         # which the worker user writes and reads (with its MAC).
@@ -166,7 +169,7 @@ def test_workers_and_the_bridge_need_only_the_worker_user_and_clients_only_read_
         ]
         for command in forbidden:
             with pytest.raises(NoPermissionError):
-                client.execute_command(*command)
+                client.execute_command(*command)  # type: ignore[no-untyped-call]
         assert admin.get(cached) == before
         assert admin.get(payload_key) == refs[0].payload
         assert admin.llen("airlock.light") == 0

@@ -21,7 +21,7 @@ from tests.conftest import REPO_ROOT
 from tests.helpers import run_on_a_terminal, ticks_while
 from tests.integration.conftest import WorkerFactory, WorkerProcess
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
 #: A handful of fast files, one per extractor: text, two PDFs, a DOCX, one small image.
 CORPUS_FILES = (

@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.conftest import WorkerFactory
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
 
 _PAUSE_SECONDS = 20.0  # over celery.events.state.HEARTBEAT_DRIFT_MAX (16 s)
 

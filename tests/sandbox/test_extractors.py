@@ -29,7 +29,7 @@ import docx as python_docx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from PIL import EpsImagePlugin, Image, ImageDraw
+from PIL import EpsImagePlugin, Image, ImageDraw, UnidentifiedImageError
 from pypdf import PdfWriter
 from pypdf.errors import PdfReadError
 
@@ -335,6 +335,7 @@ def test_pdf_text_layer() -> None:
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.slow
 def test_pdf_flate_bomb_is_refused_in_bounded_memory() -> None:
     bomb = _stream(_flate_bomb(), b"/Filter /FlateDecode ")
     payload = _pdf([CATALOG, ONE_PAGE, _page(), bomb, FONT])
@@ -1061,7 +1062,7 @@ def test_eps_labelled_as_png_is_unreadable_and_ghostscript_never_runs(
         extract_image("image/png", EPS, LIMITS)
     assert refused.value.code == "unreadable"
     # Not even a caller that names no formats reaches the EPS opener.
-    with pytest.raises(Image.UnidentifiedImageError):
+    with pytest.raises(UnidentifiedImageError):
         Image.open(io.BytesIO(EPS)).load()
     assert calls == []
 

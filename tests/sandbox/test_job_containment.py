@@ -188,6 +188,7 @@ class _LowestAvailable:
         raise AssertionError("no MemAvailable in /proc/meminfo")
 
 
+@pytest.mark.slow
 def test_without_the_filter_forked_cpu_counts_against_one_budget() -> None:
     """Eight spinning processes with a 2-second budget: 2 CPU seconds in all, not 8 x 2."""
     with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES, skip=NO_FILTER) as sandbox:

@@ -12,7 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFont, TiffImagePlugin
 from pypdf import PdfReader, PdfWriter
 
 from sandbox.extractors.pdf import PDFIUM_MARKER, extract_pdf
@@ -43,6 +43,7 @@ def _ccitt_mask(picture: Image.Image) -> bytes:
     buffer = io.BytesIO()
     picture.save(buffer, format="TIFF", compression="group4")
     tiff = Image.open(io.BytesIO(buffer.getvalue()))
+    assert isinstance(tiff, TiffImagePlugin.TiffImageFile)
     (offset,), (length,) = tiff.tag_v2[273], tiff.tag_v2[279]
     return buffer.getvalue()[offset : offset + length]
 

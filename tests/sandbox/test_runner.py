@@ -257,6 +257,7 @@ def test_warm_children_are_jailed_before_any_job() -> None:
 
 
 @pytest.mark.parametrize("noticed", [True, False], ids=["noticed", "at-once"])
+@pytest.mark.slow
 def test_a_fork_server_killed_between_jobs_is_replaced_for_the_next_job(noticed: bool) -> None:
     """kill -9 of the zygote between jobs; the jobs after it run on the same runner. At once,
     the next job can find the dead server still looking alive, and a warm child that its
@@ -336,6 +337,7 @@ def test_a_child_that_answered_is_not_run_again_when_its_fork_server_dies() -> N
         assert zygote not in _zygotes()
 
 
+@pytest.mark.slow
 def test_close_removes_any_scratch_tree_and_tolerates_a_dead_fork_server() -> None:
     """close() never raises: not on a chain deeper than the recursion limit and PATH_MAX,
     not on a fork server that was kill -9ed first."""
@@ -417,7 +419,7 @@ def test_no_leaked_process_scratch_dir_or_memory_after_200_jobs() -> None:
     def one(index: int) -> None:
         kind, payload = ("probe-sleep", b"30") if index % 20 == 0 else jobs[index % len(jobs)]
         with contextlib.suppress(SandboxError):
-            runner.run(kind, "x", payload)
+            runner.run(kind, "x", payload)  # type: ignore[attr-defined]  # the with's runner
 
     with SandboxRunner(limits, warm_children=2, modules=PROBE_MODULES) as runner:
         zygote = _started_zygote(lambda: runner.mechanisms)

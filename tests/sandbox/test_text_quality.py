@@ -230,6 +230,7 @@ def test_script_detection_without_enough_text_sees_nothing() -> None:
         assert ocr.detect_script(ocr.encode_for_tesseract(image)) == scripts.DEVANAGARI
 
 
+@pytest.mark.slow
 def test_ocr_text_from_tsv_is_laid_out_as_tesseracts_plain_output() -> None:
     """The words come from TSV (for their confidences); the text must not change for that."""
     for name in ("tesseract_unlv_8087_054.3B.tif", "docling_qr_bill_example.jpg"):

@@ -82,6 +82,7 @@ def test_progress_is_shown_to_a_terminal(files: tuple[Path, Path]) -> None:
     assert b"extracting" not in stdout
 
 
+@pytest.mark.slow
 def test_unreadable_text_is_omitted_with_its_reason_or_admitted_flagged(tmp_path: Path) -> None:
     broken = tmp_path / "broken.txt"
     broken.write_text("\ufffd" * 50, encoding="utf-8")

@@ -35,13 +35,13 @@ from sandbox.errors import (
     WallClockExceeded,
 )
 from tests.metrics_scrape import scrape
+from tests.redis_server import SUITE_REDIS_URL as REDIS_URL
 from worker import health, heartbeat
 from worker.config import ConfigurationError, Settings
 from worker.logs import _WITHHOLD
 from worker.metrics import TaskOutcome, TaskReport
 from worker.tasks import Runtime, _progress_reporter, run_job
 
-from .conftest import REDIS_URL
 from .test_tasks import SETTINGS, FakeTask, Scripted, job_for, parser, unique
 
 __all__ = ["parser"]  # the fixture, shared with test_tasks
@@ -116,6 +116,8 @@ def test_the_log_fields_carry_the_sanitised_label_and_never_content() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_delivery_is_counted_by_kind_and_outcome(redis: Redis, parser: Scripted) -> None:
     admitted = sample("airlock_tasks_total", kind="text", outcome="admitted")
     payload_bytes = sample("airlock_payload_bytes_total", kind="text")
@@ -127,6 +129,8 @@ def test_a_delivery_is_counted_by_kind_and_outcome(redis: Redis, parser: Scripte
     assert sample("airlock_extraction_seconds_count", kind="text") == timed + 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_kill_counts_a_failure_its_class_and_its_cause(redis: Redis, parser: Scripted) -> None:
     failed = sample("airlock_tasks_total", kind="text", outcome="failed")
     rejections = sample(
@@ -143,6 +147,8 @@ def test_a_kill_counts_a_failure_its_class_and_its_cause(redis: Redis, parser: S
     assert sample("airlock_sandbox_kills_total", cause="wall_clock") == kills + 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_guard_refusal_counts_as_rejected(redis: Redis, parser: Scripted) -> None:
     rejected = sample("airlock_tasks_total", kind="text", outcome="rejected")
     rejections = sample("airlock_rejections_total", reason_class="IngestionRejected")
@@ -152,6 +158,8 @@ def test_a_guard_refusal_counts_as_rejected(redis: Redis, parser: Scripted) -> N
     assert sample("airlock_rejections_total", reason_class="IngestionRejected") == rejections + 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_hand_offs_and_redeliveries_are_counted(redis: Redis, parser: Scripted) -> None:
     handed_on = sample("airlock_tasks_total", kind="pdf", outcome="handed_on")
     over = sample("airlock_tasks_total", kind="text", outcome="over_delivered")
@@ -165,6 +173,8 @@ def test_hand_offs_and_redeliveries_are_counted(redis: Redis, parser: Scripted) 
     assert sample("airlock_tasks_total", kind="text", outcome="over_delivered") == over + 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus_dir: Path) -> None:
     pages = sample("airlock_ocr_pages_total")
     scan = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
@@ -190,6 +200,8 @@ def queues(redis: Redis) -> Iterator[tuple[str, str]]:
     redis.delete(*names)
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_the_queue_depth_is_each_list_length_at_scrape_time(
     redis: Redis, queues: tuple[str, str]
 ) -> None:
@@ -295,7 +307,7 @@ def test_celerys_success_line_withholds_the_task_result() -> None:
     )  # fmt: skip
     record.data = context
     assert _WITHHOLD.filter(record)
-    assert "TEXT" not in record.getMessage() and "TEXT" not in str(record.data)
+    assert "TEXT" not in record.getMessage() and "TEXT" not in str(record.data)  # type: ignore[attr-defined]
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
@@ -331,6 +343,8 @@ def test_live_follows_the_heartbeat_file(tmp_path: Path) -> None:
     assert not health.live(settings).healthy
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_ready_needs_the_broker_and_for_a_worker_its_node(tmp_path: Path) -> None:
     assert health.ready(health_settings(tmp_path), worker=False, timeout=2).healthy
     unreachable = health.ready(health_settings(tmp_path, UNREACHABLE), worker=False, timeout=2)

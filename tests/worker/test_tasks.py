@@ -19,14 +19,13 @@ from bridge.queue.jobs import TASK_NAME, ExtractionJob, MalformedJob, Stage
 from sandbox.errors import OcrRequired, ParserError, SandboxUnavailable
 from sandbox.extractor import SandboxExtractor
 from sandbox.runner import SandboxRunner
+from tests.redis_server import SUITE_REDIS_URL as REDIS_URL
 from tests.sandbox.probes import PROBE_MODULES
 from worker import extraction
 from worker.application import create_app
 from worker.cache import CachedExtractor, cache_namespace
 from worker.config import ConfigurationError, Settings
 from worker.tasks import Runtime, SandboxChildLost, run_job
-
-from .conftest import REDIS_URL
 
 #: The workers' cache secret in these tests (production: openssl rand -hex 32, workers only).
 CACHE_KEY = "5e" * 32
@@ -103,6 +102,8 @@ def unique() -> bytes:
     return uuid.uuid4().bytes
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_job_is_answered_with_a_success_envelope(redis: Redis, parser: Scripted) -> None:
     payload = unique()
     envelope = run_job(FakeTask(), job_for(redis, payload), Runtime(SETTINGS))
@@ -112,6 +113,8 @@ def test_a_job_is_answered_with_a_success_envelope(redis: Redis, parser: Scripte
     }  # fmt: skip
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_parser_failure_travels_as_its_own_type_and_message(
     redis: Redis, parser: Scripted
 ) -> None:
@@ -123,6 +126,8 @@ def test_a_parser_failure_travels_as_its_own_type_and_message(
     assert envelope["reason"] == "parser raised KeyError: '/Root'"
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_guards_run_again_on_the_worker(redis: Redis, parser: Scripted) -> None:
     job = job_for(redis, unique(), kind="executable")
     envelope = run_job(FakeTask(), job, Runtime(SETTINGS))
@@ -130,11 +135,15 @@ def test_guards_run_again_on_the_worker(redis: Redis, parser: Scripted) -> None:
     assert parser.calls == 0
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_malformed_message_raises(redis: Redis, parser: Scripted) -> None:
     with pytest.raises(MalformedJob):
         run_job(FakeTask(), {"sha256": "x"}, Runtime(SETTINGS))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_missing_or_substituted_payload_is_refused(redis: Redis, parser: Scripted) -> None:
     job = job_for(redis, unique())
     job["sha256"] = sha256_hex(b"never stored" + unique())
@@ -149,6 +158,8 @@ def test_a_missing_or_substituted_payload_is_refused(redis: Redis, parser: Scrip
     assert "do not match" in str(envelope["reason"]) and parser.calls == 0
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_deliveries_past_the_limit_are_answered_as_failures(redis: Redis, parser: Scripted) -> None:
     task = FakeTask()
     job = job_for(redis, unique())
@@ -163,6 +174,8 @@ def test_deliveries_past_the_limit_are_answered_as_failures(redis: Redis, parser
     assert run_job(task, job, runtime)["ok"] is True
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_an_unavailable_sandbox_is_raised_for_a_retry(redis: Redis, parser: Scripted) -> None:
     parser.result = SandboxUnavailable("the fork server died")
     with pytest.raises(SandboxUnavailable):
@@ -190,6 +203,8 @@ def probe_runner() -> Iterator[SandboxRunner]:
         yield runner
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_child_killed_from_outside_the_sandbox_is_retried_within_max_deliveries(
     redis: Redis, probe_runner: SandboxRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -209,6 +224,8 @@ def test_a_child_killed_from_outside_the_sandbox_is_retried_within_max_deliverie
     assert "SIGKILL from outside the sandbox" in str(envelope["reason"])
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_crash_of_the_parser_itself_is_answered_at_once(
     redis: Redis, probe_runner: SandboxRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +240,8 @@ def test_a_crash_of_the_parser_itself_is_answered_at_once(
     assert crashed.calls == 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
     redis: Redis, parser: Scripted
 ) -> None:
@@ -240,6 +259,8 @@ def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
     assert envelope["type"] == "OcrRequired" and task.replaced_with is None
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_the_result_cache_serves_a_repeated_file(redis: Redis, parser: Scripted) -> None:
     payload = unique()
     job = job_for(redis, payload)
@@ -268,6 +289,8 @@ def refused_entries() -> float:
     return REGISTRY.get_sample_value("airlock_cache_entries_refused_total") or 0.0
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_cache_entry_planted_by_another_redis_client_is_ignored_and_counted(
     redis: Redis, parser: Scripted
 ) -> None:
@@ -287,6 +310,7 @@ def test_a_cache_entry_planted_by_another_redis_client_is_ignored_and_counted(
     assert run_job(FakeTask(), job, runtime)["text"] == "extracted\ntext"
     assert parser.calls == 2
     genuine = redis.get(key)
+    assert genuine is not None
     other = unique()
     other_job = {**job_for(redis, other), "use_cache": True}
     redis.set(cache_key_of(runtime, other), genuine)  # a genuine entry moved to another file
@@ -294,6 +318,8 @@ def test_a_cache_entry_planted_by_another_redis_client_is_ignored_and_counted(
     assert parser.calls == 3 and refused_entries() == refused + 3
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_without_the_workers_secret_nothing_is_cached(redis: Redis, parser: Scripted) -> None:
     keyless = Runtime(settings(AIRLOCK_RESULT_CACHE_KEY=""))
     job = {**job_for(redis, unique()), "use_cache": True}
@@ -332,6 +358,8 @@ def test_an_unreachable_redis_is_raised_for_a_retry(parser: Scripted) -> None:
     assert parser.calls == 0
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_pages_done_and_total_are_published_as_progress(redis: Redis, corpus_dir: Path) -> None:
     """With the real sandbox: a PDF's first and last pages (and pages between, at most once a
     second), then an OCR'd frame, become PROGRESS states."""

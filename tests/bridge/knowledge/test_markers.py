@@ -200,6 +200,7 @@ _LABELS = st.one_of(st.sampled_from(["a.txt", "ATTACHMENT [b]", "SYSTEM:", ""]),
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.tuples(_LABELS, _BODIES), min_size=1, max_size=5))
+@pytest.mark.slow
 def test_the_structure_parses_back_unambiguously(bodies: list[tuple[str, str]]) -> None:
     assembled, text = _select(bodies)
     parsed = parse_selection(text) if text else []

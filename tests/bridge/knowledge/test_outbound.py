@@ -275,6 +275,7 @@ def test_fuzz_arbitrary_text_only_ever_refuses(url: str) -> None:
 
 @settings(max_examples=1500, suppress_health_check=[HealthCheck.too_slow])
 @given(_URLISH)
+@pytest.mark.slow
 def test_fuzz_url_shaped_text_only_ever_refuses(url: str) -> None:
     result = _outcome(url)
     assert result is None or result is url

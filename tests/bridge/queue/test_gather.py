@@ -72,7 +72,9 @@ class WorkerInProcess:
                 outcome = exc
             answer = outcome if isinstance(outcome, ExtractedAttachment) else outcome.failure
             envelope = answer_envelope(answer, job.label, job.sha256)
-            meta = {"status": "SUCCESS", "result": envelope, "traceback": None, "children": []}
+            meta: dict[str, object] = {
+                "status": "SUCCESS", "result": envelope, "traceback": None, "children": []
+            }
             answers.append(read_stored(json.dumps(meta).encode(), job.limits))
         return answers
 
@@ -109,6 +111,7 @@ limits_strategy = st.builds(
 
 @settings(max_examples=300, deadline=None)
 @given(refs_strategy, limits_strategy)
+@pytest.mark.slow
 def test_omit_mode_matches_attachment_source(
     refs: list[AttachmentRef], limits: ExtractionLimits
 ) -> None:

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, cast, get_args
 
 import pytest
 from hypothesis import given, settings
@@ -301,6 +301,7 @@ def near_requests(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=400, deadline=None)
 @given(st.one_of(st.binary(max_size=200), json_values.map(raw), near_requests().map(raw)))
+@pytest.mark.slow
 def test_nothing_but_invalid_request_escapes_the_parser(untrusted_raw: bytes) -> None:
     try:
         parse_request(untrusted_raw)
@@ -339,6 +340,7 @@ def test_the_request_schema_accepts_what_the_parser_accepts() -> None:
 
 @settings(max_examples=10, deadline=None)
 @given(st.lists(near_requests(), min_size=20, max_size=20))
+@pytest.mark.slow
 def test_the_request_schema_and_the_parser_agree_on_near_misses(
     documents: list[dict[str, Any]],
 ) -> None:
@@ -464,11 +466,12 @@ def has_group(redis: Redis, config: ServiceConfig) -> bool:
 
 def send(redis: Redis, config: ServiceConfig, document: object) -> str:
     untrusted_raw = document if isinstance(document, bytes) else raw(document)
-    return redis.xadd(config.request_stream, {"request": untrusted_raw}).decode()
+    return cast(bytes, redis.xadd(config.request_stream, {"request": untrusted_raw})).decode()
 
 
 def results(redis: Redis, config: ServiceConfig) -> list[dict[str, Any]]:
-    return [json.loads(fields_[b"result"]) for _, fields_ in redis.xrange(config.result_stream)]
+    entries: Any = redis.xrange(config.result_stream)  # bytes replies; redis-py types both modes
+    return [json.loads(fields_[b"result"]) for _, fields_ in entries]
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -493,6 +496,8 @@ def local_selection(refs: list[AttachmentRef], limits: ExtractionLimits) -> dict
     return selection_as_json(AttachmentSource(refs, FakeParser(), limits).select(REQUEST))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_requests_sent_before_any_bridge_ran_are_answered_as_attachment_source_selects(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -528,12 +533,14 @@ def test_requests_sent_before_any_bridge_ran_are_answered_as_attachment_source_s
     wait_for(lambda: settled(redis, config))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_stream(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
     config = config_for(tag, max_request_bytes=2000)
     dead = [
-        redis.xadd(config.request_stream, {"req": "{}"}).decode(),
+        cast(bytes, redis.xadd(config.request_stream, {"req": "{}"})).decode(),
         send(redis, config, b"not json"),
         send(redis, config, request_doc("bad id")),
         send(redis, config, request_doc(f"{tag}-big", inline(payload=b"x" * 2000))),
@@ -551,9 +558,9 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
         error = answers[f"{tag}-{name}"]["error"]
         assert error["type"] == "InvalidRequest" and words in error["reason"]
     # Entries run side by side, so letters arrive in any order.
+    dead_letters: Any = redis.xrange(config.dead_letter_stream)
     letters = {
-        fields_[b"entry_id"].decode(): fields_[b"reason"].decode()
-        for _, fields_ in redis.xrange(config.dead_letter_stream)
+        fields_[b"entry_id"].decode(): fields_[b"reason"].decode() for _, fields_ in dead_letters
     }
     assert sorted(letters) == sorted(dead)
     assert "exactly one field" in letters[dead[0]]
@@ -562,6 +569,8 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
     assert "at most 2000 are accepted" in letters[dead[3]]
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_claim_checks_are_redeemed_verified_and_bounded(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -598,6 +607,8 @@ def test_claim_checks_are_redeemed_verified_and_bounded(
     redis.delete(payload_key(sha256_hex(stored)), payload_key(planted))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_request_id_is_answered_once_and_never_run_again(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -613,6 +624,8 @@ def test_a_request_id_is_answered_once_and_never_run_again(
     assert len(queue.published) == 1
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_error_results_follow_the_result_schema(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -638,6 +651,8 @@ def test_error_results_follow_the_result_schema(
     assert all(schema_errors(RESULT_SCHEMA, forged))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_an_unreachable_queue_leaves_the_request_pending_until_its_lease_lapses(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -654,6 +669,8 @@ def test_an_unreachable_queue_leaves_the_request_pending_until_its_lease_lapses(
     wait_for(lambda: settled(redis, config))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -679,6 +696,8 @@ def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     wait_for(lambda: settled(redis, config))
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_a_restart_under_the_same_name_resumes_its_own_pending_entries_first(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -697,6 +716,8 @@ def test_a_restart_under_the_same_name_resumes_its_own_pending_entries_first(
     assert redis.xrange(config.dead_letter_stream) == []
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_stop_finishes_the_requests_in_flight_and_reads_no_more(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
@@ -714,6 +735,8 @@ def test_stop_finishes_the_requests_in_flight_and_reads_no_more(
     assert redis.xlen(config.request_stream) == 1  # left for the next bridge
 
 
+@pytest.mark.integration
+@pytest.mark.redis
 def test_requests_run_concurrently_each_with_its_own_deadline(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
