@@ -26,6 +26,7 @@ _REDIS_FIXTURES = frozenset({"suite_redis", "own_redis"})
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Refuse to run a test whose markers understate what it needs: unmarked, it would pass in
     a full run (the session's server is up) and error in an offline ``-m "not integration"``."""
+
     def marked(item: pytest.Item, name: str) -> bool:
         return item.get_closest_marker(name) is not None
 

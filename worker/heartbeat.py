@@ -102,9 +102,7 @@ def step(settings: Settings) -> type[Any]:
                 int(STALE_AFTER_BEATS * settings.heartbeat_seconds),
             )
             beat(*arguments)
-            self._entry = worker.timer.call_repeatedly(
-                settings.heartbeat_seconds, beat, arguments
-            )
+            self._entry = worker.timer.call_repeatedly(settings.heartbeat_seconds, beat, arguments)
 
         def stop(self, worker: Any) -> None:
             if self._entry is not None:

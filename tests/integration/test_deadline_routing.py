@@ -34,9 +34,7 @@ class RecordingQueue(CeleryQueue):
 
     def __init__(self, redis_url: str) -> None:
         self.task_ids: list[str] = []
-        super().__init__(
-            redis_url, redis_url, new_task_id=self._record, require_consumers=False
-        )
+        super().__init__(redis_url, redis_url, new_task_id=self._record, require_consumers=False)
 
     def _record(self) -> str:
         task_id = uuid.uuid4().hex

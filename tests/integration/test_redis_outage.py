@@ -51,9 +51,10 @@ def test_workers_outlive_a_redis_kill_9_and_restart_from_its_aof(
 ) -> None:
     workers = [own_workers(concurrency=1) for _ in range(2)]
     in_flight = [counted_ref(f"during{i}", 0.5) for i in range(8)]
-    with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client, ThreadPoolExecutor(
-        1
-    ) as pool:
+    with (
+        closing(CeleryQueue(own_redis.url(), own_redis.url())) as client,
+        ThreadPoolExecutor(1) as pool,
+    ):
         caught = pool.submit(gather, in_flight, client, deadline=30, use_cache=False)
         time.sleep(1.5)  # both workers are mid-job
         own_redis.kill()

@@ -338,7 +338,7 @@ def fork_and_touch(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     for _ in range(processes):
         if os.fork() == 0:
             block = bytearray(size)
-            block[:: 4096] = b"\x01" * len(block[:: 4096])
+            block[::4096] = b"\x01" * len(block[::4096])
             time.sleep(60)
             os._exit(0)
     time.sleep(60)

@@ -110,9 +110,10 @@ def _inline_image_pdf() -> bytes:
     """One page whose only content is an inline image (BI ... ID ... EI) of :data:`WORDS`,
     hex-encoded so no byte of the samples can read as the EI that ends it."""
     picture = _text_picture("L")
-    inline = (
-        b"q 480 0 0 48 60 600 cm BI /W %d /H %d /CS /G /BPC 8 /F /AHx ID\n%s>\nEI Q"
-        % (picture.width, picture.height, picture.tobytes().hex().encode())
+    inline = b"q 480 0 0 48 60 600 cm BI /W %d /H %d /CS /G /BPC 8 /F /AHx ID\n%s>\nEI Q" % (
+        picture.width,
+        picture.height,
+        picture.tobytes().hex().encode(),
     )
     page = (
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << >> /Contents 4 0 R >>"

@@ -44,14 +44,14 @@ def test_every_call_the_parsers_make_is_allowed(corpus_dir: Path, tmp_path: Path
 def test_the_trace_reader_sees_calls_after_the_filter_and_in_vfork_children() -> None:
     log = "\n".join(
         [
-            "10 openat(AT_FDCWD, \"/x\", O_RDONLY) = 3",  # the jail, before its filter
+            '10 openat(AT_FDCWD, "/x", O_RDONLY) = 3',  # the jail, before its filter
             "10 prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, 0x1) = 0",
             "10 vfork( <unfinished ...>",
-            "11 execve(\"/usr/bin/tesseract\", [], 0x0 /* 4 vars */) = 0",  # before vfork returns
+            '11 execve("/usr/bin/tesseract", [], 0x0 /* 4 vars */) = 0',  # before vfork returns
             "11 shmget(IPC_PRIVATE, 4096, IPC_CREAT|0666) = 7",
             "10 <... vfork resumed>) = 11",
-            "10 read(0, \"\", 4) = 0",
-            "12 mkdir(\"d\", 0777) = 0",  # another process, never filtered
+            '10 read(0, "", 4) = 0',
+            '12 mkdir("d", 0777) = 0',  # another process, never filtered
         ]
     )
     assert children_calls(log) == {"vfork": 1, "execve": 1, "shmget": 1, "read": 1}

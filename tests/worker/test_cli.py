@@ -131,7 +131,9 @@ def test_each_text_ceiling_names_the_value_that_admits_the_file(
 def test_worker_hands_every_argument_to_celery(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Settings, list[str]]] = []
     monkeypatch.setattr(
-        cli, "run_worker", lambda settings, args: calls.append((settings, args)) or 0  # type: ignore[func-returns-value]
+        cli,
+        "run_worker",
+        lambda settings, args: calls.append((settings, args)) or 0,  # type: ignore[func-returns-value]
     )
     monkeypatch.setenv("AIRLOCK_QUEUES", "airlock.ocr")
     assert main(["worker", "--pool", "prefork", "-c", "1", "--help"]) == 0

@@ -73,7 +73,10 @@ class WorkerInProcess:
             answer = outcome if isinstance(outcome, ExtractedAttachment) else outcome.failure
             envelope = answer_envelope(answer, job.label, job.sha256)
             meta: dict[str, object] = {
-                "status": "SUCCESS", "result": envelope, "traceback": None, "children": []
+                "status": "SUCCESS",
+                "result": envelope,
+                "traceback": None,
+                "children": [],
             }
             answers.append(read_stored(json.dumps(meta).encode(), job.limits))
         return answers
