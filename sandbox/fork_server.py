@@ -77,8 +77,9 @@ def _zygote_env() -> dict[str, str]:
         "LANG": policy.LANG,
         **policy.THREAD_ENV,
     }
-    if "TESSDATA_PREFIX" in os.environ:
-        env["TESSDATA_PREFIX"] = os.environ["TESSDATA_PREFIX"]
+    tessdata = policy.tessdata_dir()
+    if tessdata:
+        env["TESSDATA_PREFIX"] = tessdata
     return env
 
 

@@ -230,8 +230,9 @@ def _reset_process_state(scratch: str) -> None:
     signal.set_wakeup_fd(-1)
     for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, signal.SIG_DFL)
+    env = policy.child_env(scratch)  # before clearing: it keeps tesseract's TESSDATA_PREFIX
     os.environ.clear()
-    os.environ.update(policy.child_env(scratch))
+    os.environ.update(env)
     tempfile.tempdir = scratch  # tempfile caches the directory it saw in the fork server
 
 

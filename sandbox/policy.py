@@ -42,7 +42,7 @@ def allowed_paths() -> Iterator[tuple[str, int]]:
     # DNS, a socket the seccomp filter kills. The OCR path itself never resolves a name.
     for path in ("/etc/hosts", "/etc/nsswitch.conf", "/etc/host.conf"):
         yield path, landlock.READ_FILE
-    tessdata = os.environ.get("TESSDATA_PREFIX")
+    tessdata = tessdata_dir()
     if tessdata:
         yield tessdata, landlock.READ
     yield "/dev/null", landlock.READ_FILE | landlock.WRITE_FILE
@@ -57,9 +57,22 @@ SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 LANG = "C.UTF-8"
 
 
+def tessdata_dir() -> str | None:
+    """tesseract's own ``TESSDATA_PREFIX``, as the process that started the fork server had it.
+
+    Not an airlock setting but tesseract's: passed through so a deployment's own models are
+    found, and granted to Landlock so they can be read.
+    """
+    return os.environ.get("TESSDATA_PREFIX") or None
+
+
 def child_env(scratch: str) -> dict[str, str]:
     """A jailed child's whole environment: nothing of the fork server's, scratch as its home."""
-    return {"PATH": SEARCH_PATH, "HOME": scratch, "TMPDIR": scratch, "LANG": LANG, **THREAD_ENV}
+    env = {"PATH": SEARCH_PATH, "HOME": scratch, "TMPDIR": scratch, "LANG": LANG, **THREAD_ENV}
+    tessdata = tessdata_dir()
+    if tessdata:
+        env["TESSDATA_PREFIX"] = tessdata
+    return env
 
 
 # --- rlimits ----------------------------------------------------------------------------------
