@@ -37,8 +37,6 @@ ANSWER_FD = 3
 
 DEFAULT_UID_BASE = 2_000_000
 
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWIPC = 0x08000000
 _PR_SET_PDEATHSIG = 1
 _PR_CAPBSET_DROP = 24
 _PR_CAP_AMBIENT = 47
@@ -146,8 +144,8 @@ def plan(
     seccomp allow list already denies every SysV and POSIX IPC call, and the namespace makes
     sure an object made without the filter dies with the fork server instead of the host.
     """
-    netns = NETNS not in skip and _LIBC.unshare(_CLONE_NEWNET) == 0
-    _LIBC.unshare(_CLONE_NEWIPC)  # best effort: needs CAP_SYS_ADMIN
+    netns = NETNS not in skip and _LIBC.unshare(policy.CLONE_NEWNET) == 0
+    _LIBC.unshare(policy.CLONE_NEWIPC)  # best effort: needs CAP_SYS_ADMIN
     allowed = itertools.chain(policy.allowed_paths(), _program_paths(policy.EXECUTABLE))
     rules = landlock.prepare(allowed) if LANDLOCK not in skip else landlock.Rules(0, ())
     program = seccomp.compile_filter(seccomp_log) if SECCOMP not in skip else None

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 MIB = 1024 * 1024
 
@@ -64,14 +64,6 @@ class SandboxLimits:
     open_files: int = 64
 
     def __post_init__(self) -> None:
-        for name in (
-            "memory_bytes",
-            "cpu_seconds",
-            "wall_seconds",
-            "output_bytes",
-            "processes",
-            "file_size_bytes",
-            "open_files",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"sandbox limit {name} must be positive")
+        for field in fields(self):
+            if getattr(self, field.name) <= 0:
+                raise ValueError(f"sandbox limit {field.name} must be positive")

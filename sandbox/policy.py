@@ -144,14 +144,17 @@ CLONE_VM = 0x00000100
 CLONE_VFORK = 0x00004000
 CLONE_PARENT = 0x00008000
 CLONE_THREAD = 0x00010000
+#: The two namespaces the zygote enters (jail.py) and no child may create again.
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWNET = 0x40000000
 CLONE_NAMESPACES = (
     0x00020000  # CLONE_NEWNS
     | 0x02000000  # CLONE_NEWCGROUP
     | 0x04000000  # CLONE_NEWUTS
-    | 0x08000000  # CLONE_NEWIPC
+    | CLONE_NEWIPC
     | 0x10000000  # CLONE_NEWUSER
     | 0x20000000  # CLONE_NEWPID
-    | 0x40000000  # CLONE_NEWNET
+    | CLONE_NEWNET
 )
 # CLONE_PARENT would make the new process a sibling of the job, outside the tree the fork
 # server watches; namespaces reach kernel code the jail does not expect.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
 from bridge.knowledge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
@@ -97,15 +97,7 @@ class ExtractionLimits:
     def __post_init__(self) -> None:
         # A zero or negative ceiling silently refuses everything (or, compared the other way,
         # nothing); either is a misconfiguration to report at construction.
-        for name in (
-            "max_bytes",
-            "max_uncompressed_bytes",
-            "max_members",
-            "max_nesting_depth",
-            "max_pages",
-            "max_text_chars",
-            "max_total_chars",
-        ):
+        for name in (member.name for member in fields(self) if member.type == "int"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise BridgeContractError(f"ExtractionLimits.{name} must be a positive integer")

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from bridge.knowledge.attachments import ExtractionLimits
+from bridge.knowledge.attachments import DEFAULT_LIMITS, ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
 from bridge.queue.jobs import QUEUES
 from sandbox.jail import DEFAULT_UID_BASE
-from sandbox.limits import MIB
+from sandbox.limits import MIB, ParseLimits
 from tests.conftest import REPO_ROOT
 from worker.config import DEFAULT_BROKER_URL, VARIABLES, ConfigurationError, Settings, Variable
 
@@ -174,3 +174,12 @@ def test_derived_limits_follow_the_wall_clock() -> None:
 def test_values_that_break_a_guarantee_are_refused(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         Settings.from_env(env)
+
+
+def test_the_sandbox_and_the_bridge_default_to_the_same_ceilings() -> None:
+    """The sandbox cannot import the bridge, so its library defaults are held equal here."""
+    parse = ParseLimits()
+    assert (parse.max_pages, parse.max_text_chars) == (
+        DEFAULT_LIMITS.max_pages,
+        DEFAULT_LIMITS.max_text_chars,
+    )
