@@ -30,7 +30,7 @@ from bridge.service.schema import (
     request_bytes,
     selection_result,
 )
-from bridge.service.streams import Entry, RequestStreams
+from bridge.service.streams import SCAN_START, Entry, RequestStreams
 
 _log = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ class BridgeService:
         self._config = config
         self._streams = RequestStreams(redis, config)
         self._in_flight: dict[Future[None], str] = {}
-        self._own_cursor: str | None = "0-0"
-        self._claim_cursor = "0-0"
+        self._own_cursor: str | None = SCAN_START
+        self._claim_cursor = SCAN_START
         self._claim_due = 0.0
         self._renewal_due = 0.0
 
@@ -96,7 +96,7 @@ class BridgeService:
             # a new one rather than fail every read.
             _log.warning("the consumer group is gone; creating it again")
             self._own_cursor = None
-            self._claim_cursor = "0-0"
+            self._claim_cursor = SCAN_START
             with contextlib.suppress(*_INFRASTRUCTURE_ERRORS):  # the next failure backs off
                 self._streams.ensure_group()
             return
@@ -133,7 +133,7 @@ class BridgeService:
         now = time.monotonic()
         if now >= self._claim_due:
             self._claim_cursor, entries = self._streams.claim_idle(self._claim_cursor, count)
-            if self._claim_cursor == "0-0":
+            if self._claim_cursor == SCAN_START:
                 self._claim_due = now + self._config.renew_every_seconds
             if entries:
                 return entries

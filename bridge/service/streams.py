@@ -17,7 +17,9 @@ from bridge.service.config import ServiceConfig
 from bridge.service.schema import RESULT_FIELD
 
 SELECTION_KEY_PREFIX = "airlock:selection:"
-_LAST_ENTRY = "0-0"  # XAUTOCLAIM's cursor when the whole pending list was scanned
+#: The id before every entry: where a scan of the pending list starts, and the cursor
+#: XAUTOCLAIM returns once it scanned the whole list.
+SCAN_START = "0-0"
 #: How often a bridge with nothing to read looks again: the latency an idle bridge adds.
 _POLL_SECONDS = 0.05
 #: Field names and the envelope of an entry, beyond the request cap itself.
@@ -161,8 +163,8 @@ class RequestStreams:
             time.sleep(_POLL_SECONDS)
 
     def claim_idle(self, cursor: str, count: int) -> tuple[str, list[Entry]]:
-        """Take over entries whose lease lapsed; returns the cursor to continue from, ``0-0``
-        once the whole pending list was scanned."""
+        """Take over entries whose lease lapsed; returns the cursor to continue from,
+        :data:`SCAN_START` once the whole pending list was scanned."""
         return self._bounded("claim", cursor, count)
 
     def renew(self, entry_ids: Sequence[str]) -> int:
