@@ -2,7 +2,7 @@
 
 Strict JSON first (no duplicate keys, no NaN), then msgspec types with exact keys, exact types
 and bounds; the same types generate the JSON Schemas in docs/schemas/. See docs/queue.md
-(the trust boundaries) and docs/bridge-service.md (requests).
+(The trust boundaries) and docs/bridge-service.md (Requests).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A job for a queue nobody consumes, or behind a backlog deeper than callers can wait out, is
 answered at once with a typed reason (NoWorkers, QueueFull) instead of being queued for no one.
-Liveness keys, the bound and its overshoot: docs/queue.md (admission).
+Liveness keys, bound, overshoot: docs/queue.md (Admission: no workers, and the backlog bound).
 """
 
 from __future__ import annotations

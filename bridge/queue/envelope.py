@@ -1,7 +1,7 @@
 """The answer a worker gives for one job, and how the bridge turns it back into an outcome.
 
 Nothing in a stored answer is believed but the text, re-admitted by ``admit_text``; its shape
-is held to the types below by the shared decoder (bridge.wire). See docs/queue.md, the trust
+is held to the types below by the shared decoder (bridge.wire). See docs/queue.md, The trust
 boundaries, for the envelope shapes and why.
 """
 
