@@ -62,11 +62,11 @@ class WireError(ValueError):
         return _INDEX.sub("[]", self.path)
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+def _unique_keys(untrusted_pairs: list[tuple[str, object]]) -> dict[str, object]:
     # Parsers disagree on which of two equal keys wins (Python's and msgspec's keep the last,
     # others the first), so a document that repeats one means different things to each.
-    untrusted_object = dict(pairs)
-    if len(untrusted_object) != len(pairs):
+    untrusted_object = dict(untrusted_pairs)
+    if len(untrusted_object) != len(untrusted_pairs):
         raise WireError("repeats a key in one object")
     return untrusted_object
 

@@ -149,15 +149,15 @@ def outcome_from_stored(
     untrusted_meta = stored.untrusted_meta
     if stored.refusal is not None or untrusted_meta is None:
         return _malformed(ref, stored.refusal or "the stored result is not a task state")
-    status = untrusted_meta.status
-    if status == "SUCCESS":
+    untrusted_status = untrusted_meta.status
+    if untrusted_status == "SUCCESS":
         return _outcome_from_envelope(ref, untrusted_meta.result, limits, sha256)
-    if status == "FAILURE":
+    if untrusted_status == "FAILURE":
         return extraction_failure(
             ref, Failure("WorkerError", _task_exception(untrusted_meta.result))
         )
     return extraction_failure(
-        ref, Failure("WorkerError", f"the task ended in state {status} without an answer")
+        ref, Failure("WorkerError", f"the task ended in state {untrusted_status} without an answer")
     )
 
 

@@ -173,6 +173,9 @@ class BridgeService:
                 extra={"outcome": "deleted"},
             )
             return
+        if entry.repeats_field:
+            self._dead_letter(entry.entry_id, "a request entry must not repeat a field name")
+            return
         try:
             untrusted_raw = request_bytes(entry.untrusted_fields, self._config.max_request_bytes)
             request = parse_request(untrusted_raw, self._config.limits)

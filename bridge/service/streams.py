@@ -96,20 +96,25 @@ class Entry:
     deleted: bool = False
     #: The entry's size when it is over the cap: its fields were left in Redis, unread.
     oversized_bytes: int | None = None
+    #: A field name occurs twice (``XADD s * request A request B``): which value is the request
+    #: is a guess, and the mapping above kept only the last.
+    repeats_field: bool = False
 
 
 def _entries(untrusted_entries: Sequence[Any], cap: int) -> list[Entry]:
     """Entries from the read script's ``[id, [field, value, ...], size]`` triples."""
     entries = []
-    for raw_id, flat, size in untrusted_entries:
+    for raw_id, untrusted_flat, size in untrusted_entries:
         entry_id = raw_id.decode()
         if size > cap:
             entries.append(Entry(entry_id, {}, oversized_bytes=int(size)))
             continue
-        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        untrusted_fields = dict(zip(untrusted_flat[::2], untrusted_flat[1::2], strict=True))
+        repeats_field = len(untrusted_flat) != 2 * len(untrusted_fields)
         # An entry deleted while pending comes back with no fields; XADD cannot make an entry
         # without any, so an empty one is always a deleted one.
-        entries.append(Entry(entry_id, fields, deleted=not fields))
+        deleted = not untrusted_fields
+        entries.append(Entry(entry_id, untrusted_fields, deleted, repeats_field=repeats_field))
     return entries
 
 
