@@ -62,6 +62,8 @@ class WireError(ValueError):
         return _INDEX.sub("[]", self.path)
 
 
+# sandbox/protocol.py repeats these strict-JSON hooks on purpose: sandbox imports nothing of
+# bridge (docs/architecture.md), so it cannot share them.
 def _unique_keys(untrusted_pairs: list[tuple[str, object]]) -> dict[str, object]:
     # Parsers disagree on which of two equal keys wins (Python's and msgspec's keep the last,
     # others the first), so a document that repeats one means different things to each.

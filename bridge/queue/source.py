@@ -21,6 +21,7 @@ from bridge.knowledge.attachments import (
     Outcome,
     assemble_selection,
     check_before_dispatch,
+    check_on_rejection,
     extraction_failure,
 )
 from bridge.knowledge.contracts import ContextRead, ContextRequest, IngestSelection
@@ -140,8 +141,7 @@ def _no_answer(ref: AttachmentRef, deadline_seconds: float) -> ExtractionFailed:
 
 
 def _check_arguments(on_rejection: str, deadline: float) -> None:
-    if on_rejection not in ("omit", "raise"):
-        raise BridgeContractError(f"on_rejection must be 'omit' or 'raise', not {on_rejection!r}")
+    check_on_rejection(on_rejection)
     if isinstance(deadline, bool) or not isinstance(deadline, int | float):
         raise BridgeContractError("deadline must be a number of seconds")
     if not (deadline > 0 and math.isfinite(deadline)):
