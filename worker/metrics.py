@@ -21,13 +21,11 @@ from celery import signals
 from prometheus_client import Counter, Histogram, multiprocess, values
 
 from bridge.knowledge.attachments import EXTRACTABLE_KINDS, TextExtractor
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, WORKER_LOST, Failure
 from bridge.knowledge.labels import safe_label
 from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, start_endpoint
-from bridge.queue.claim_check import PayloadUnavailable
 from sandbox.errors import ALL_ERRORS
 from worker.config import Settings
-from worker.deliveries import WORKER_LOST
 
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -35,7 +33,7 @@ _log = logging.getLogger(__name__)
 
 #: Failure types a worker answers with; any other (a parser's own) is counted as ``other``.
 _FAILURE_TYPES = frozenset(
-    {cls.reported_as for cls in ALL_ERRORS} | {PayloadUnavailable.__name__, WORKER_LOST}
+    {cls.reported_as for cls in ALL_ERRORS} | {PAYLOAD_UNAVAILABLE, WORKER_LOST}
 )
 #: Failures that mean the sandbox stopped the job at one of its limits, by the cause's label.
 _KILL_CAUSES = {cls.reported_as: cls.kill_cause for cls in ALL_ERRORS if cls.kill_cause is not None}

@@ -22,7 +22,7 @@ from bridge.knowledge.attachments import (
     quoted,
 )
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import MALFORMED_ANSWER, WORKER_ERROR, Failure
 from bridge.wire import Label, WireError, decode, parse_json
 
 #: A reason longer than this is not one a worker of this version writes.
@@ -138,7 +138,7 @@ def read_stored(untrusted_raw: bytes, limits: ExtractionLimits) -> StoredAnswer 
 
 def _malformed(ref: AttachmentRef, why: str) -> ExtractionFailed:
     return extraction_failure(
-        ref, Failure("MalformedAnswer", f"the worker's answer was refused: {why}")
+        ref, Failure(MALFORMED_ANSWER, f"the worker's answer was refused: {why}")
     )
 
 
@@ -154,10 +154,10 @@ def outcome_from_stored(
         return _outcome_from_envelope(ref, untrusted_meta.result, limits, sha256)
     if untrusted_status == "FAILURE":
         return extraction_failure(
-            ref, Failure("WorkerError", _task_exception(untrusted_meta.result))
+            ref, Failure(WORKER_ERROR, _task_exception(untrusted_meta.result))
         )
     return extraction_failure(
-        ref, Failure("WorkerError", f"the task ended in state {untrusted_status} without an answer")
+        ref, Failure(WORKER_ERROR, f"the task ended in state {untrusted_status} without an answer")
     )
 
 

@@ -31,7 +31,7 @@ from bridge.knowledge.errors import (
     IngestionRejected,
     KnowledgeBridgeError,
 )
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import DEADLINE_EXCEEDED, DECLARATION_TOO_LONG, Failure
 from bridge.knowledge.labels import safe_label
 from bridge.queue.claim_check import sha256_hex
 from bridge.queue.envelope import StoredAnswer, outcome_from_stored
@@ -121,7 +121,7 @@ def _refused_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits) -> Ou
         return extraction_failure(
             ref,
             Failure(
-                "DeclarationTooLong",
+                DECLARATION_TOO_LONG,
                 f"the declared media type is {len(ref.media_type)} characters; a job carries "
                 f"at most {MAX_DECLARED_CHARS}",
             ),
@@ -133,7 +133,7 @@ def _no_answer(ref: AttachmentRef, deadline_seconds: float) -> ExtractionFailed:
     return extraction_failure(
         ref,
         Failure(
-            "DeadlineExceeded",
+            DEADLINE_EXCEEDED,
             f"no answer within the deadline of {deadline_seconds:g} seconds; the job was "
             "withdrawn and an answer arriving later is never read",
         ),

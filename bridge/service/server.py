@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from redis import Redis, RedisError
 
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE
 from bridge.queue.claim_check import PayloadUnavailable
 from bridge.queue.source import ExtractionQueue, QueueUnavailable, gather
 from bridge.service import metrics as service_metrics
@@ -224,7 +225,7 @@ class BridgeService:
         except InvalidRequest as exc:
             error_type, reason = "InvalidRequest", exc.reason
         except PayloadUnavailable as exc:
-            error_type, reason = "PayloadUnavailable", str(exc)
+            error_type, reason = PAYLOAD_UNAVAILABLE, str(exc)
         except IngestionRejected as exc:  # on_rejection='raise'
             error_type, reason = "IngestionRejected", str(exc)
         except ExtractionFailed as exc:
