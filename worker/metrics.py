@@ -203,6 +203,8 @@ class _Endpoint:
         """At worker start, before the pool forks: its processes inherit the directory."""
         if sender.app is not self._app:
             return
+        # Read here, not in worker.config: it is prometheus_client's own variable, which the
+        # library reads itself, so an operator's choice of directory must reach both unchanged.
         self._directory = os.environ.get(MULTIPROC_VARIABLE, "")
         if not self._directory:
             self._directory = self._private_dir = tempfile.mkdtemp(prefix="airlock-metrics-")
