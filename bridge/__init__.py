@@ -1,6 +1,7 @@
 """airlock's bridge: the knowledge capability and the trusted side of the extraction service.
 
-Every public name of the spec is importable from here as well as from its own module.
+Every public name of the spec is importable from here as well as from its own module. See
+docs/architecture.md.
 """
 
 from importlib import metadata

@@ -1,7 +1,7 @@
 """The Prometheus endpoint every airlock process serves, and the queue depth it reports.
 
 Shared by the workers and the bridge service (which must not import the worker); each process
-defines its own counters on top. Metric names: docs/operations.md (metrics).
+defines its own counters on top. Metric names: docs/operations.md (Metrics).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Strict JSON first (no duplicate keys, no NaN), then msgspec types with exact keys, exact types
 and bounds; the same types generate the JSON Schemas in docs/schemas/. See docs/queue.md
-(the trust boundaries) and docs/bridge-service.md (requests).
+(The trust boundaries) and docs/bridge-service.md (Requests).
 """
 
 from __future__ import annotations
@@ -62,11 +62,13 @@ class WireError(ValueError):
         return _INDEX.sub("[]", self.path)
 
 
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+# sandbox/protocol.py repeats these strict-JSON hooks on purpose: sandbox imports nothing of
+# bridge (docs/architecture.md), so it cannot share them.
+def _unique_keys(untrusted_pairs: list[tuple[str, object]]) -> dict[str, object]:
     # Parsers disagree on which of two equal keys wins (Python's and msgspec's keep the last,
     # others the first), so a document that repeats one means different things to each.
-    untrusted_object = dict(pairs)
-    if len(untrusted_object) != len(pairs):
+    untrusted_object = dict(untrusted_pairs)
+    if len(untrusted_object) != len(untrusted_pairs):
         raise WireError("repeats a key in one object")
     return untrusted_object
 

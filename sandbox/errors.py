@@ -34,6 +34,9 @@ class SandboxError(Exception):
     #: The code a child answers with for this outcome (``sandbox/codes.py``); None when only
     #: the parent can conclude it (from a kill, a timeout, a broken answer).
     code: ClassVar[str | None] = None
+    #: The limit that stopped the job, as the ``cause`` label of the worker's kill metric;
+    #: None when the outcome is not the sandbox stopping the job.
+    kill_cause: ClassVar[str | None] = None
 
 
 class ParserError(SandboxError):
@@ -45,23 +48,32 @@ class ParserError(SandboxError):
 class WallClockExceeded(SandboxError):
     """The job ran past the wall-clock limit and its process group was killed."""
 
+    kill_cause = "wall_clock"
+
 
 class CpuLimitExceeded(SandboxError):
     """The job used its CPU-seconds budget (SIGXCPU, or SIGKILL at the hard limit)."""
+
+    kill_cause = "cpu"
 
 
 class MemoryLimitExceeded(SandboxError):
     """The job hit its address-space limit, or was killed with evidence of memory exhaustion."""
 
     code = codes.MEMORY
+    kill_cause = "memory"
 
 
 class ProcessLimitExceeded(SandboxError):
     """The job ran more processes and threads at once than its limit allows."""
 
+    kill_cause = "processes"
+
 
 class ChildCrashed(SandboxError):
     """The child died from a signal that no limit of ours explains (e.g. SIGSEGV in C code)."""
+
+    kill_cause = "signal"
 
 
 class KilledFromOutside(ChildCrashed):
@@ -78,6 +90,8 @@ class KilledFromOutside(ChildCrashed):
 class ForbiddenOperation(SandboxError):
     """The seccomp filter killed the child (SIGSYS) for a system call it may not make."""
 
+    kill_cause = "forbidden_syscall"
+
 
 class NoAnswer(SandboxError):
     """The child exited without writing an answer."""
@@ -85,6 +99,8 @@ class NoAnswer(SandboxError):
 
 class OutputTooLarge(SandboxError):
     """The child's answer announced or sent more bytes than the output limit allows."""
+
+    kill_cause = "output_cap"
 
 
 class MalformedAnswer(SandboxError):
@@ -137,7 +153,10 @@ def _subclasses(root: type[SandboxError]) -> list[type[SandboxError]]:
     return [leaf for cls in root.__subclasses__() for leaf in (cls, *_subclasses(cls))]
 
 
+#: Every class below SandboxError, at any depth: what a caller may be told failed.
+ALL_ERRORS: tuple[type[SandboxError], ...] = tuple(_subclasses(SandboxError))
+
 #: The class the parent raises for each code a child may answer with.
 BY_CODE: Mapping[str, type[SandboxError]] = {
-    cls.code: cls for cls in _subclasses(SandboxError) if cls.code is not None
+    cls.code: cls for cls in ALL_ERRORS if cls.code is not None
 }

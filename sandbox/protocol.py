@@ -120,6 +120,8 @@ def _malformed(why: str) -> NoReturn:
     raise MalformedAnswer(f"the child's answer is malformed: {why}")
 
 
+# These strict-JSON hooks repeat bridge/wire.py's on purpose: sandbox imports nothing of
+# bridge (docs/architecture.md), so each side of the boundary holds its own copy.
 def _reject_constant(name: str) -> NoReturn:
     _malformed(f"it contains the non-JSON constant {name}")
 

@@ -1,8 +1,8 @@
 """airlock's Celery workers: ``celery -A worker worker -Q airlock.light,airlock.ocr``.
 
-``worker.app`` (alias ``worker.celery``) is built from the environment on first access, so
-importing :mod:`worker.config` builds nothing; the package composes the bridge's guards with the
-sandbox and parses nothing itself. See docs/queue.md.
+``worker.app`` is built from the environment on first access, so importing :mod:`worker.config`
+builds nothing; the package composes the bridge's guards with the sandbox and parses nothing
+itself. See docs/queue.md.
 """
 
 from __future__ import annotations
@@ -21,6 +21,6 @@ def _app() -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("app", "celery"):
+    if name == "app":
         return _app()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -324,7 +324,7 @@ def _check_bridge_service(config: ServiceConfig) -> None:
 
 @dataclass(frozen=True)
 class Settings:
-    """The service's configuration; :meth:`from_env` is the only reader of the environment.
+    """The service's configuration; :meth:`from_env` is the only reader of airlock's variables.
 
     Each field is filled by its :data:`VARIABLES` row (nested values by theirs), except
     ``broker_configured``: whether AIRLOCK_BROKER_URL was set, so the CLI extracts through the

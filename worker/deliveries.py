@@ -10,9 +10,6 @@ from redis import Redis
 
 _KEY_PREFIX = "airlock:deliveries:"
 
-#: The failure type of a job answered instead of run because it was delivered too often.
-WORKER_LOST = "WorkerLost"
-
 
 def delivery_key(task_id: str, stage: str, attempt: int) -> str:
     # Per stage and per retry attempt: a hand-off to the OCR queue and a deliberate retry

@@ -1,7 +1,8 @@
 """Which extractor a job runs on, per stage: the sandbox, behind the result cache.
 
 Parsing happens only in the sandbox child: this module composes :class:`SandboxExtractor` and
-never imports a parser. The light stage runs with OCR off. See docs/queue.md (Routing).
+never imports a parser. The light stage runs with OCR off. See docs/queue.md (Routing and the
+OCR hand-off).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The worker's heartbeat file: proof that its main loop still turns, and which node it is.
 
 The same beat announces the worker on the broker, so a caller learns within seconds that no
-worker consumes a queue. See docs/operations.md (Health) and docs/queue.md (Admission).
+worker consumes a queue. See docs/operations.md (Health) and docs/queue.md (Admission: no
+workers, and the backlog bound).
 """
 
 from __future__ import annotations

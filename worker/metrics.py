@@ -21,22 +21,11 @@ from celery import signals
 from prometheus_client import Counter, Histogram, multiprocess, values
 
 from bridge.knowledge.attachments import EXTRACTABLE_KINDS, TextExtractor
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, WORKER_LOST, Failure
 from bridge.knowledge.labels import safe_label
 from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, start_endpoint
-from bridge.queue.claim_check import PayloadUnavailable
-from sandbox.errors import (
-    ChildCrashed,
-    CpuLimitExceeded,
-    ForbiddenOperation,
-    MemoryLimitExceeded,
-    OutputTooLarge,
-    ProcessLimitExceeded,
-    SandboxError,
-    WallClockExceeded,
-)
+from sandbox.errors import ALL_ERRORS
 from worker.config import Settings
-from worker.deliveries import WORKER_LOST
 
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -44,19 +33,10 @@ _log = logging.getLogger(__name__)
 
 #: Failure types a worker answers with; any other (a parser's own) is counted as ``other``.
 _FAILURE_TYPES = frozenset(
-    {cls.reported_as for cls in SandboxError.__subclasses__()}
-    | {PayloadUnavailable.__name__, WORKER_LOST}
+    {cls.reported_as for cls in ALL_ERRORS} | {PAYLOAD_UNAVAILABLE, WORKER_LOST}
 )
 #: Failures that mean the sandbox stopped the job at one of its limits, by the cause's label.
-_KILL_CAUSES = {
-    WallClockExceeded.reported_as: "wall_clock",
-    CpuLimitExceeded.reported_as: "cpu",
-    MemoryLimitExceeded.reported_as: "memory",
-    ChildCrashed.reported_as: "signal",
-    ForbiddenOperation.reported_as: "forbidden_syscall",
-    OutputTooLarge.reported_as: "output_cap",
-    ProcessLimitExceeded.reported_as: "processes",
-}
+_KILL_CAUSES = {cls.reported_as: cls.kill_cause for cls in ALL_ERRORS if cls.kill_cause is not None}
 # Light jobs take milliseconds, OCR seconds per page, up to the 120 s default wall clock.
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -223,6 +203,8 @@ class _Endpoint:
         """At worker start, before the pool forks: its processes inherit the directory."""
         if sender.app is not self._app:
             return
+        # Read here, not in worker.config: it is prometheus_client's own variable, which the
+        # library reads itself, so an operator's choice of directory must reach both unchanged.
         self._directory = os.environ.get(MULTIPROC_VARIABLE, "")
         if not self._directory:
             self._directory = self._private_dir = tempfile.mkdtemp(prefix="airlock-metrics-")

@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractedAttachment, extraction_outcome
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, WORKER_LOST, Failure
 from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
 from bridge.queue.envelope import answer_envelope
 from bridge.queue.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
@@ -27,7 +27,7 @@ from sandbox.errors import OcrRequired, SandboxUnavailable
 from sandbox.runner import ProgressCallback
 from worker import extraction, metrics
 from worker.config import Settings
-from worker.deliveries import WORKER_LOST, delivery_key, record_delivery
+from worker.deliveries import delivery_key, record_delivery
 from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
 
 
@@ -105,7 +105,7 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
     try:
         payload = fetch_payload(runtime.redis, job)
     except PayloadUnavailable as exc:
-        return _failed(Failure.of(exc), deliveries)
+        return _failed(Failure(PAYLOAD_UNAVAILABLE, str(exc)), deliveries)
     ref = AttachmentRef(job.label, job.kind, job.media_type, payload)
     extractor = extraction.extractor_for(
         settings,

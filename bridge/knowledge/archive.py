@@ -2,7 +2,7 @@
 
 :mod:`zipfile` lists the central directory; this module checks what zipfile does not (end records,
 ceilings, methods, names, local headers, members sharing bytes, archives inside the archive).
-The rules, their reasons and the known gap: docs/spec-decisions.md (archive guard).
+The rules, their reasons and the known gap: docs/spec-decisions.md (Archive guard).
 """
 
 from __future__ import annotations

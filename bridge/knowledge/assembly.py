@@ -1,4 +1,7 @@
-"""The one seam between the bridges and the prompt compiler."""
+"""The one seam between the bridges and the prompt compiler.
+
+See docs/spec-decisions.md, Foundation (labels, contracts, attachments).
+"""
 
 from __future__ import annotations
 

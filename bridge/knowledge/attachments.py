@@ -250,6 +250,12 @@ def extract_attachment(
 Outcome = ExtractedAttachment | IngestionRejected | ExtractionFailed
 
 
+def check_on_rejection(on_rejection: str) -> None:
+    """Refuse an ``on_rejection`` other than ``'omit'`` or ``'raise'`` while the caller wires."""
+    if on_rejection not in ("omit", "raise"):
+        raise BridgeContractError(f"on_rejection must be 'omit' or 'raise', not {on_rejection!r}")
+
+
 def assemble_selection(
     outcomes: Iterable[tuple[AttachmentRef, Outcome]],
     limits: ExtractionLimits = DEFAULT_LIMITS,
@@ -328,10 +334,7 @@ class AttachmentSource:
     offline_safe: bool = True
 
     def __post_init__(self) -> None:
-        if self.on_rejection not in ("omit", "raise"):
-            raise BridgeContractError(
-                f"on_rejection must be 'omit' or 'raise', not {self.on_rejection!r}"
-            )
+        check_on_rejection(self.on_rejection)
 
     def select(self, request: ContextRequest) -> IngestSelection:
         """Extract every attachment and say why each omitted one was omitted.

@@ -2,7 +2,7 @@
 
 ``CitationIndex`` is the grounded set and ``drop_ungrounded_citations`` removes citations
 outside it; ``CitationTagFilter`` strips the compiler's layer tags from a stream identically
-under every chunking. Semantics: docs/spec-decisions.md (citations).
+under every chunking. See docs/spec-decisions.md (Retrieval, documents, citations, factory).
 """
 
 from __future__ import annotations

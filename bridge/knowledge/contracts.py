@@ -2,6 +2,7 @@
 
 A bridge declares what it supplies, on which layer, tier and scope; the prompt compiler places
 it. Unsafe declarations are refused while the deployment is wired, not when a prompt renders.
+See docs/spec-decisions.md, Foundation (labels, contracts, attachments).
 """
 
 from __future__ import annotations

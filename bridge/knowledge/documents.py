@@ -2,7 +2,7 @@
 
 An id is an opaque key from a fixed charset, never a path (AS-ING-2); a title passes through
 ``safe_source`` so it cannot close its heading or claim another id. Rendering and omission
-order: docs/spec-decisions.md (documents).
+order: docs/spec-decisions.md (Retrieval, documents, citations, factory).
 """
 
 from __future__ import annotations

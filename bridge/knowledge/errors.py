@@ -1,7 +1,8 @@
 """The one error hierarchy of the knowledge capability.
 
 Every refusal this package makes is a :class:`KnowledgeBridgeError`, so a caller can catch the
-capability's failures without also catching its own bugs.
+capability's failures without also catching its own bugs. See docs/spec-decisions.md,
+Foundation (labels, contracts, attachments).
 """
 
 from __future__ import annotations

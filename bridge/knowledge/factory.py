@@ -1,4 +1,7 @@
-"""One call that turns a deployment's knowledge inputs into the sources that can use them."""
+"""One call that turns a deployment's knowledge inputs into the sources that can use them.
+
+See docs/spec-decisions.md, Retrieval, documents, citations, factory.
+"""
 
 from __future__ import annotations
 

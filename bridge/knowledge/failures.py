@@ -8,11 +8,31 @@ See docs/queue.md (Failures).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 #: The code of a guard's refusal (``IngestionRejected``): its reason is already the caller's text.
 REFUSED = "IngestionRejected"
 #: What every other failure reaches the caller as.
 EXTRACTION_FAILED = "ExtractionFailed"
+
+# The codes of failures the bridge and the worker conclude themselves (the sandbox's verdicts
+# are named by their classes' ``reported_as``). Callers, metrics and docs match these strings.
+#: The worker's stored answer was refused by the bridge's decoder.
+MALFORMED_ANSWER: Final = "MalformedAnswer"
+#: The task raised, or ended in a state that carries no answer.
+WORKER_ERROR: Final = "WorkerError"
+#: A declared value is longer than a job may carry.
+DECLARATION_TOO_LONG: Final = "DeclarationTooLong"
+#: No answer within the caller's deadline.
+DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+#: No worker consumes the job's queue.
+NO_WORKERS: Final = "NoWorkers"
+#: The job's queue is at its bound.
+QUEUE_FULL: Final = "QueueFull"
+#: Answered instead of run, because the job was delivered too often.
+WORKER_LOST: Final = "WorkerLost"
+#: The payload a job names expired or is not the one it names.
+PAYLOAD_UNAVAILABLE: Final = "PayloadUnavailable"
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Which kind and media type a file on disk is declared as, for callers that only have a path.
 
-The declaration is a hint for routing, never a trust decision: the archive guard looks at the
-bytes whatever the media type says, and the image extractor refuses any format outside its
-allowlist whatever the extension says.
+A hint for routing, never a trust decision: the archive guard looks at the bytes whatever the
+media type says, and the image extractor refuses any format outside its allowlist whatever the
+extension says. See docs/queue.md, Routing and the OCR hand-off.
 """
 
 from __future__ import annotations

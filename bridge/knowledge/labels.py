@@ -2,7 +2,7 @@
 
 Everything that could end a delimiter early (``ATTACHMENT [label]``, ``SOURCE [name]:``),
 start a new line or name a path is taken out here, once, for every caller
-(docs/spec-decisions.md, labels).
+(docs/spec-decisions.md, Foundation (labels, contracts, attachments)).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A body line that reads as a block heading or a role line gets one more ``>`` in front
 (mboxrd-style, reversible), so an attachment cannot open a second block or speak as SYSTEM.
-The folding and the reverse: docs/spec-decisions.md (body lines that read as markers).
+Folding and reverse: docs/spec-decisions.md, Foundation, "body lines that read as markers".
 """
 
 from __future__ import annotations

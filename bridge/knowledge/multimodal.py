@@ -1,7 +1,8 @@
 """Provider-neutral message parts, and the two wire formats they render to (AS-NET-3).
 
 A media type picks the provider's decoder, so every part is checked against one allowlist when
-it is built, and the formatters take nothing but parts (docs/spec-decisions.md, multimodal).
+it is built, and the formatters take nothing but parts (docs/spec-decisions.md,
+Multimodal parts (`bridge.knowledge.multimodal`)).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A URL is read the way the most permissive client would read it; wherever clients disagree, it
 is refused rather than resolved one way here and another at the socket. Each rule and the
-target it keeps out: docs/spec-decisions.md (outbound).
+target it keeps out: docs/spec-decisions.md (Outbound URL guard).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The older async knowledge-provider port, adapted once into the synchronous retriever port.
 
 ``ProviderRetriever`` is the one place coroutine providers meet the synchronous prompt
-compiler, so neither side has to be rewritten (docs/spec-decisions.md, ProviderRetriever).
+compiler, so neither side has to be rewritten (docs/spec-decisions.md, Provider adapter).
 """
 
 from __future__ import annotations

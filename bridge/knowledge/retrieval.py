@@ -2,7 +2,7 @@
 
 The store decides nothing: ranking is total, a fragment over a ceiling is dropped whole, and
 one fragment is one line, so store order and fragment content cannot change the prompt's shape.
-Rules and reasons: docs/spec-decisions.md (retrieval).
+Rules and reasons: docs/spec-decisions.md (Retrieval, documents, citations, factory).
 """
 
 from __future__ import annotations

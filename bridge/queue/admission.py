@@ -2,7 +2,7 @@
 
 A job for a queue nobody consumes, or behind a backlog deeper than callers can wait out, is
 answered at once with a typed reason (NoWorkers, QueueFull) instead of being queued for no one.
-Liveness keys, the bound and its overshoot: docs/queue.md (admission).
+Liveness keys, bound, overshoot: docs/queue.md (Admission: no workers, and the backlog bound).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from redis import Redis
 
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import NO_WORKERS, QUEUE_FULL, Failure
 from bridge.queue.source import NotQueued, QueueFull
 
 _CONSUMERS_KEY_PREFIX = "airlock:consumers:"
@@ -53,12 +53,12 @@ def admit(
     verdicts: list[NotQueued | None] = []
     for queue in queues:
         if require_consumers and not consumed[queue]:
-            verdicts.append(NotQueued(Failure("NoWorkers", f"no worker is consuming {queue}")))
+            verdicts.append(NotQueued(Failure(NO_WORKERS, f"no worker is consuming {queue}")))
         elif room[queue] <= 0:
             verdicts.append(
                 NotQueued(
                     Failure(
-                        "QueueFull",
+                        QUEUE_FULL,
                         f"{queue} is at its bound of {max_queued} queued jobs "
                         "(AIRLOCK_MAX_QUEUED); the job was not queued",
                     )

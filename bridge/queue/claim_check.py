@@ -2,7 +2,7 @@
 
 The worker re-hashes what it fetched, so a message that names another payload's key, or a
 value planted under a key, yields a refusal, never another document's text.
-Sizes and costs: docs/queue.md (payloads).
+See docs/queue.md (Flow, The trust boundaries).
 """
 
 from __future__ import annotations

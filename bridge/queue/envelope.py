@@ -1,7 +1,7 @@
 """The answer a worker gives for one job, and how the bridge turns it back into an outcome.
 
 Nothing in a stored answer is believed but the text, re-admitted by ``admit_text``; its shape
-is held to the types below by the shared decoder (bridge.wire). See docs/queue.md, the trust
+is held to the types below by the shared decoder (bridge.wire). See docs/queue.md, The trust
 boundaries, for the envelope shapes and why.
 """
 
@@ -22,7 +22,7 @@ from bridge.knowledge.attachments import (
     quoted,
 )
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import MALFORMED_ANSWER, WORKER_ERROR, Failure
 from bridge.wire import Label, WireError, decode, parse_json
 
 #: A reason longer than this is not one a worker of this version writes.
@@ -138,7 +138,7 @@ def read_stored(untrusted_raw: bytes, limits: ExtractionLimits) -> StoredAnswer 
 
 def _malformed(ref: AttachmentRef, why: str) -> ExtractionFailed:
     return extraction_failure(
-        ref, Failure("MalformedAnswer", f"the worker's answer was refused: {why}")
+        ref, Failure(MALFORMED_ANSWER, f"the worker's answer was refused: {why}")
     )
 
 
@@ -149,15 +149,15 @@ def outcome_from_stored(
     untrusted_meta = stored.untrusted_meta
     if stored.refusal is not None or untrusted_meta is None:
         return _malformed(ref, stored.refusal or "the stored result is not a task state")
-    status = untrusted_meta.status
-    if status == "SUCCESS":
+    untrusted_status = untrusted_meta.status
+    if untrusted_status == "SUCCESS":
         return _outcome_from_envelope(ref, untrusted_meta.result, limits, sha256)
-    if status == "FAILURE":
+    if untrusted_status == "FAILURE":
         return extraction_failure(
-            ref, Failure("WorkerError", _task_exception(untrusted_meta.result))
+            ref, Failure(WORKER_ERROR, _task_exception(untrusted_meta.result))
         )
     return extraction_failure(
-        ref, Failure("WorkerError", f"the task ended in state {status} without an answer")
+        ref, Failure(WORKER_ERROR, f"the task ended in state {untrusted_status} without an answer")
     )
 
 

@@ -1,7 +1,7 @@
 """The job message: what the bridge publishes for one attachment and what a worker accepts.
 
 A claim check (payload key, size, SHA-256) and plain JSON values, read by the worker as
-untrusted through the shared decoder (bridge.wire). See docs/queue.md, the trust boundaries.
+untrusted through the shared decoder (bridge.wire). See docs/queue.md, The trust boundaries.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Finds the jobs a killed worker took with it, so that the caller publishes them again.
 
 kombu pops a message before it records it as unacknowledged, so a kill in between loses it
-(celery/celery#7950). One Lua script looks at the queues and the unacked hash atomically; two
-misses ``interval`` seconds apart declare a job lost. Why and how: docs/queue.md (lost jobs).
+(celery/celery#7950); two atomic Lua looks ``interval`` s apart that miss a job declare it
+lost. See docs/queue.md, Zero loss when a worker's main process is killed.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from bridge.knowledge.attachments import (
     Outcome,
     assemble_selection,
     check_before_dispatch,
+    check_on_rejection,
     extraction_failure,
 )
 from bridge.knowledge.contracts import ContextRead, ContextRequest, IngestSelection
@@ -30,7 +31,7 @@ from bridge.knowledge.errors import (
     IngestionRejected,
     KnowledgeBridgeError,
 )
-from bridge.knowledge.failures import Failure
+from bridge.knowledge.failures import DEADLINE_EXCEEDED, DECLARATION_TOO_LONG, Failure
 from bridge.knowledge.labels import safe_label
 from bridge.queue.claim_check import sha256_hex
 from bridge.queue.envelope import StoredAnswer, outcome_from_stored
@@ -120,7 +121,7 @@ def _refused_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits) -> Ou
         return extraction_failure(
             ref,
             Failure(
-                "DeclarationTooLong",
+                DECLARATION_TOO_LONG,
                 f"the declared media type is {len(ref.media_type)} characters; a job carries "
                 f"at most {MAX_DECLARED_CHARS}",
             ),
@@ -132,7 +133,7 @@ def _no_answer(ref: AttachmentRef, deadline_seconds: float) -> ExtractionFailed:
     return extraction_failure(
         ref,
         Failure(
-            "DeadlineExceeded",
+            DEADLINE_EXCEEDED,
             f"no answer within the deadline of {deadline_seconds:g} seconds; the job was "
             "withdrawn and an answer arriving later is never read",
         ),
@@ -140,8 +141,7 @@ def _no_answer(ref: AttachmentRef, deadline_seconds: float) -> ExtractionFailed:
 
 
 def _check_arguments(on_rejection: str, deadline: float) -> None:
-    if on_rejection not in ("omit", "raise"):
-        raise BridgeContractError(f"on_rejection must be 'omit' or 'raise', not {on_rejection!r}")
+    check_on_rejection(on_rejection)
     if isinstance(deadline, bool) or not isinstance(deadline, int | float):
         raise BridgeContractError("deadline must be a number of seconds")
     if not (deadline > 0 and math.isfinite(deadline)):

@@ -1,7 +1,7 @@
 """What the bridge service counts: requests by outcome, and how long answering took.
 
 Outcomes come from a fixed vocabulary, never from a request, so a client cannot grow the label
-set. See docs/operations.md, the metrics table.
+set. See docs/operations.md, Metrics.
 """
 
 from __future__ import annotations

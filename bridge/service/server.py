@@ -16,6 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from redis import Redis, RedisError
 
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE
 from bridge.queue.claim_check import PayloadUnavailable
 from bridge.queue.source import ExtractionQueue, QueueUnavailable, gather
 from bridge.service import metrics as service_metrics
@@ -30,7 +31,7 @@ from bridge.service.schema import (
     request_bytes,
     selection_result,
 )
-from bridge.service.streams import Entry, RequestStreams
+from bridge.service.streams import SCAN_START, Entry, RequestStreams
 
 _log = logging.getLogger(__name__)
 
@@ -51,8 +52,8 @@ class BridgeService:
         self._config = config
         self._streams = RequestStreams(redis, config)
         self._in_flight: dict[Future[None], str] = {}
-        self._own_cursor: str | None = "0-0"
-        self._claim_cursor = "0-0"
+        self._own_cursor: str | None = SCAN_START
+        self._claim_cursor = SCAN_START
         self._claim_due = 0.0
         self._renewal_due = 0.0
 
@@ -96,7 +97,7 @@ class BridgeService:
             # a new one rather than fail every read.
             _log.warning("the consumer group is gone; creating it again")
             self._own_cursor = None
-            self._claim_cursor = "0-0"
+            self._claim_cursor = SCAN_START
             with contextlib.suppress(*_INFRASTRUCTURE_ERRORS):  # the next failure backs off
                 self._streams.ensure_group()
             return
@@ -133,7 +134,7 @@ class BridgeService:
         now = time.monotonic()
         if now >= self._claim_due:
             self._claim_cursor, entries = self._streams.claim_idle(self._claim_cursor, count)
-            if self._claim_cursor == "0-0":
+            if self._claim_cursor == SCAN_START:
                 self._claim_due = now + self._config.renew_every_seconds
             if entries:
                 return entries
@@ -172,6 +173,9 @@ class BridgeService:
                 entry.entry_id,
                 extra={"outcome": "deleted"},
             )
+            return
+        if entry.repeats_field:
+            self._dead_letter(entry.entry_id, "a request entry must not repeat a field name")
             return
         try:
             untrusted_raw = request_bytes(entry.untrusted_fields, self._config.max_request_bytes)
@@ -221,7 +225,7 @@ class BridgeService:
         except InvalidRequest as exc:
             error_type, reason = "InvalidRequest", exc.reason
         except PayloadUnavailable as exc:
-            error_type, reason = "PayloadUnavailable", str(exc)
+            error_type, reason = PAYLOAD_UNAVAILABLE, str(exc)
         except IngestionRejected as exc:  # on_rejection='raise'
             error_type, reason = "IngestionRejected", str(exc)
         except ExtractionFailed as exc:

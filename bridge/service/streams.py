@@ -17,7 +17,9 @@ from bridge.service.config import ServiceConfig
 from bridge.service.schema import RESULT_FIELD
 
 SELECTION_KEY_PREFIX = "airlock:selection:"
-_LAST_ENTRY = "0-0"  # XAUTOCLAIM's cursor when the whole pending list was scanned
+#: The id before every entry: where a scan of the pending list starts, and the cursor
+#: XAUTOCLAIM returns once it scanned the whole list.
+SCAN_START = "0-0"
 #: How often a bridge with nothing to read looks again: the latency an idle bridge adds.
 _POLL_SECONDS = 0.05
 #: Field names and the envelope of an entry, beyond the request cap itself.
@@ -94,20 +96,25 @@ class Entry:
     deleted: bool = False
     #: The entry's size when it is over the cap: its fields were left in Redis, unread.
     oversized_bytes: int | None = None
+    #: A field name occurs twice (``XADD s * request A request B``): which value is the request
+    #: is a guess, and the mapping above kept only the last.
+    repeats_field: bool = False
 
 
 def _entries(untrusted_entries: Sequence[Any], cap: int) -> list[Entry]:
     """Entries from the read script's ``[id, [field, value, ...], size]`` triples."""
     entries = []
-    for raw_id, flat, size in untrusted_entries:
+    for raw_id, untrusted_flat, size in untrusted_entries:
         entry_id = raw_id.decode()
         if size > cap:
             entries.append(Entry(entry_id, {}, oversized_bytes=int(size)))
             continue
-        fields = dict(zip(flat[::2], flat[1::2], strict=True))
+        untrusted_fields = dict(zip(untrusted_flat[::2], untrusted_flat[1::2], strict=True))
+        repeats_field = len(untrusted_flat) != 2 * len(untrusted_fields)
         # An entry deleted while pending comes back with no fields; XADD cannot make an entry
         # without any, so an empty one is always a deleted one.
-        entries.append(Entry(entry_id, fields, deleted=not fields))
+        deleted = not untrusted_fields
+        entries.append(Entry(entry_id, untrusted_fields, deleted, repeats_field=repeats_field))
     return entries
 
 
@@ -161,8 +168,8 @@ class RequestStreams:
             time.sleep(_POLL_SECONDS)
 
     def claim_idle(self, cursor: str, count: int) -> tuple[str, list[Entry]]:
-        """Take over entries whose lease lapsed; returns the cursor to continue from, ``0-0``
-        once the whole pending list was scanned."""
+        """Take over entries whose lease lapsed; returns the cursor to continue from,
+        :data:`SCAN_START` once the whole pending list was scanned."""
         return self._bounded("claim", cursor, count)
 
     def renew(self, entry_ids: Sequence[str]) -> int:

@@ -71,7 +71,3 @@ def extractor(kind: str) -> Callable[[Extractor], Extractor]:
 
 def lookup(kind: str) -> Extractor | None:
     return _REGISTRY.get(kind)
-
-
-def registered_kinds() -> frozenset[str]:
-    return frozenset(_REGISTRY)

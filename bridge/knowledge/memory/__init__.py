@@ -1,4 +1,7 @@
-"""The memory side of the knowledge capability: memory ports seen as candidate sources."""
+"""The memory side of the knowledge capability: memory ports seen as candidate sources.
+
+See docs/spec-decisions.md, Memory (`bridge.knowledge.memory`).
+"""
 
 from bridge.knowledge.memory.candidates import (
     OVERSCAN_FACTOR,

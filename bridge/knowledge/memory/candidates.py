@@ -2,7 +2,7 @@
 
 The port has ranked already, so its order is kept (``pre_ranked``); its score becomes the
 ``cue`` signal and every other signal stays ``None``, because silence is not ``0.0``.
-See docs/spec-decisions.md (memory).
+See docs/spec-decisions.md, Memory (`bridge.knowledge.memory`).
 """
 
 from __future__ import annotations

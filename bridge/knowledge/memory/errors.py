@@ -1,7 +1,8 @@
 """The memory side's two failures, placed in the bridge's one error hierarchy.
 
 A bad memory port is a ``BridgeContractError`` like any wiring mistake; an unreachable store is
-its own branch directly under ``KnowledgeBridgeError``.
+its own branch under ``KnowledgeBridgeError``. See docs/spec-decisions.md, Memory
+(`bridge.knowledge.memory`).
 """
 
 from __future__ import annotations

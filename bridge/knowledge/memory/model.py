@@ -1,4 +1,7 @@
-"""The values the memory seams exchange: queries, records, results and candidates."""
+"""The values the memory seams exchange: queries, records, results and candidates.
+
+See docs/spec-decisions.md, Memory (`bridge.knowledge.memory`).
+"""
 
 from __future__ import annotations
 

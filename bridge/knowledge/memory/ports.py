@@ -1,4 +1,7 @@
-"""The memory seams, as protocols: what a store implements and what the coordinator reads."""
+"""The memory seams, as protocols: what a store implements and what the coordinator reads.
+
+See docs/spec-decisions.md, Memory (`bridge.knowledge.memory`).
+"""
 
 from __future__ import annotations
 

@@ -21,10 +21,15 @@ from bridge.knowledge.attachments import (
     check_before_dispatch,
     extraction_failure,
 )
-from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, explain_sandbox_ceiling
+from bridge.knowledge.ceilings import (
+    EXTRACTION_SETTINGS,
+    PIXELS,
+    SANDBOX_SETTINGS,
+    explain_sandbox_ceiling,
+)
 from bridge.knowledge.errors import IngestionRejected
 from bridge.knowledge.failures import Failure
-from sandbox.errors import OutputTooLarge
+from sandbox.errors import ALL_ERRORS, OutputTooLarge
 from sandbox.extractors.image import extract_image
 from sandbox.extractors.ocr import check_pixels
 from sandbox.extractors.pdf import extract_pdf
@@ -95,6 +100,12 @@ def test_a_sandbox_limit_names_its_variable() -> None:
     ref = AttachmentRef("a.txt", "text", "text/plain", b"200000")
     failure = extraction_failure(ref, Failure.of(exceeded.value))
     assert str(failure).endswith("; raise output_bytes (AIRLOCK_SANDBOX_OUTPUT_BYTES=N)")
+
+
+def test_every_sandbox_setting_is_keyed_by_an_error_the_sandbox_reports() -> None:
+    # A misspelt key would never match a failure's code, and its hint would silently vanish.
+    reported = {cls.reported_as for cls in ALL_ERRORS}
+    assert set(SANDBOX_SETTINGS) <= reported, set(SANDBOX_SETTINGS) - reported
 
 
 def test_a_ceiling_no_setting_raises_gets_no_hint() -> None:

@@ -571,6 +571,27 @@ def test_malformed_entries_are_answered_or_dead_lettered_and_do_not_block_the_st
 
 @pytest.mark.integration
 @pytest.mark.redis
+def test_an_entry_that_repeats_a_field_is_dead_lettered_not_guessed_at(
+    redis: Redis, tag: str, start: Callable[..., Running]
+) -> None:
+    config = config_for(tag)
+    first, last = raw(request_doc(f"{tag}-first")), raw(request_doc(f"{tag}-last"))
+    # redis-py's xadd takes a dict, which cannot repeat a field: the command as a client sends it.
+    command = ("XADD", config.request_stream, "*", "request", first, "request", last)
+    added = redis.execute_command(*command)  # type: ignore[no-untyped-call]
+    entry_id = cast(bytes, added).decode()
+    send(redis, config, request_doc(f"{tag}-good"))
+    start(config)
+    wait_for(lambda: settled(redis, config) and redis.xlen(config.dead_letter_stream) == 1)
+    dead_letters: Any = redis.xrange(config.dead_letter_stream)
+    [(_, letter)] = dead_letters
+    assert letter[b"entry_id"].decode() == entry_id
+    assert "must not repeat a field name" in letter[b"reason"].decode()
+    assert [r["request_id"] for r in results(redis, config)] == [f"{tag}-good"]
+
+
+@pytest.mark.integration
+@pytest.mark.redis
 def test_claim_checks_are_redeemed_verified_and_bounded(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
