@@ -1,17 +1,13 @@
-"""What a worker counts and logs, the shared endpoint and queue-depth collector, and the health
-checks, without a worker process (tests/integration/test_operations.py runs real ones)."""
+"""What a worker counts and logs, and its health checks, without a worker process
+(tests/integration/test_operations.py runs real ones; the shared endpoint: tests/bridge)."""
 
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,8 +15,8 @@ from prometheus_client import REGISTRY
 from redis import Redis
 
 from bridge.knowledge.failures import Failure
-from bridge.logs import JsonFormatter, LogFormat, configure, requested_log_format
-from bridge.metrics import OTHER, QueueDepthCollector, bounded, metrics_port, start_endpoint
+from bridge.logs import JsonFormatter
+from bridge.metrics import OTHER, bounded
 from bridge.queue.jobs import Stage
 from sandbox.errors import (
     CeilingExceeded,
@@ -34,7 +30,6 @@ from sandbox.errors import (
     SandboxError,
     WallClockExceeded,
 )
-from tests.metrics_scrape import scrape
 from tests.redis_server import SUITE_REDIS_URL as REDIS_URL
 from worker import health, heartbeat
 from worker.config import ConfigurationError, Settings
@@ -193,70 +188,6 @@ def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus
 # --- the shared endpoint and the queue depth -------------------------------------------------
 
 
-@pytest.fixture
-def queues(redis: Redis) -> Iterator[tuple[str, str]]:
-    names = (f"test.queue.{uuid.uuid4().hex}", f"test.queue.{uuid.uuid4().hex}")
-    yield names
-    redis.delete(*names)
-
-
-@pytest.mark.integration
-@pytest.mark.redis
-def test_the_queue_depth_is_each_list_length_at_scrape_time(
-    redis: Redis, queues: tuple[str, str]
-) -> None:
-    first, second = queues
-    redis.rpush(first, b"a", b"b", b"c")
-    collector = QueueDepthCollector(REDIS_URL, queues)
-    endpoint = start_endpoint(0, collector, addr="127.0.0.1")
-    try:
-        scraped = scrape(endpoint.port)
-        assert scraped[("airlock_queue_depth", frozenset({("queue", first)}))] == 3
-        assert scraped[("airlock_queue_depth", frozenset({("queue", second)}))] == 0
-        assert scraped[("airlock_queue_depth_errors_total", frozenset())] == 0
-    finally:
-        endpoint.close()
-        collector.close()
-
-
-def test_an_unreachable_redis_leaves_the_depth_out_and_counts_the_error() -> None:
-    collector = QueueDepthCollector(UNREACHABLE, ("airlock.light",))
-    families = {family.name: family for family in collector.collect()}
-    assert "airlock_queue_depth" not in families
-    [errors] = families["airlock_queue_depth_errors"].samples
-    assert errors.value == 1
-    collector.close()
-
-
-def test_the_endpoint_sums_what_every_process_wrote_to_the_directory(tmp_path: Path) -> None:
-    """Two processes stand in for pool processes: each writes its own file; one scrape sums."""
-    program = (
-        "from prometheus_client import Counter\n"
-        "Counter('airlock_tasks', 'd', ['kind', 'outcome']).labels('text', 'admitted').inc(2)\n"
-    )
-    for _ in range(2):
-        subprocess.run(
-            [sys.executable, "-c", program],
-            env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)},
-            check=True,
-            timeout=60,
-        )
-    assert len(list(tmp_path.glob("counter_*.db"))) == 2
-    endpoint = start_endpoint(0, multiprocess_dir=str(tmp_path), addr="127.0.0.1")
-    try:
-        key = ("airlock_tasks_total", frozenset({("kind", "text"), ("outcome", "admitted")}))
-        assert scrape(endpoint.port)[key] == 4
-    finally:
-        endpoint.close()
-
-
-@pytest.mark.parametrize(
-    ("raw", "port"), [("", 9808), ("0", 0), ("9809", 9809), (" 65535 ", 65535)]
-)
-def test_the_metrics_port(raw: str, port: int) -> None:
-    assert metrics_port({"AIRLOCK_METRICS_PORT": raw}, 9808) == port
-
-
 @pytest.mark.parametrize(
     "env",
     [
@@ -272,31 +203,6 @@ def test_bad_settings_are_refused_at_start(env: dict[str, str]) -> None:
 
 
 # --- logs ------------------------------------------------------------------------------------
-
-
-def test_json_lines_hold_the_context_fields_and_nothing_else_attached() -> None:
-    record = logging.LogRecord("worker.tasks", logging.INFO, __file__, 1, "done\nforged", (), None)
-    record.__dict__.update(request_id="r1", outcome="admitted", deliveries=1, payload=b"secret")
-    line = JsonFormatter().format(record)
-    assert "\n" not in line
-    parsed = json.loads(line)
-    assert parsed["message"] == "done\nforged"
-    assert parsed["request_id"] == "r1" and parsed["deliveries"] == 1
-    assert "payload" not in parsed and "secret" not in line
-
-
-def test_the_log_format_is_read_and_applied() -> None:
-    assert requested_log_format({}) is None
-    assert requested_log_format({"AIRLOCK_LOG_FORMAT": " JSON "}) is LogFormat.JSON
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        configure(LogFormat.JSON)
-        [handler] = root.handlers
-        assert isinstance(handler.formatter, JsonFormatter)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 def test_celerys_success_line_withholds_the_task_result() -> None:
