@@ -25,11 +25,10 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
-import docx as python_docx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from PIL import EpsImagePlugin, Image, ImageDraw, UnidentifiedImageError
+from PIL import EpsImagePlugin, Image, UnidentifiedImageError
 from pypdf import PdfWriter
 from pypdf.errors import PdfReadError
 
@@ -43,6 +42,40 @@ from sandbox.extractors.text import extract_text
 from sandbox.limits import ParseLimits
 from tests.cer import cer, levenshtein, normalise
 from tests.conftest import CORPUS_DIR
+from tests.image_builders import (
+    apng_with_sequence_errors,
+    bmp_rle8,
+    bmp_rle8_short,
+    distinct_frames,
+    encoded,
+    jpeg2000,
+    photo,
+    png,
+    tiff_with_looping_ifds,
+)
+from tests.pdf_builders import (
+    CATALOG,
+    FONT,
+    ONE_PAGE,
+    TEXT_CONTENT,
+    flate_bomb,
+    page,
+    pdf,
+    pdf_with_image,
+    pdf_with_jbig2_image,
+    pdf_with_jpx_image,
+    pdf_with_truncated_jpeg_image,
+    scan,
+    stream,
+)
+from tests.sandbox.docx_builders import (
+    WORD_NAMESPACE,
+    document_xml,
+    docx_with,
+    odt,
+    plain_zip,
+    template_docx,
+)
 
 LIMITS = ParseLimits()
 KIND_OF_CATEGORY = {
@@ -272,39 +305,6 @@ def test_normalise_strips_markdown_as_sources_md_says() -> None:
 
 # --- hostile PDFs -----------------------------------------------------------------------------
 
-CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
-ONE_PAGE = b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"
-FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
-
-
-def _page(resources: bytes = b"/Font << /F1 5 0 R >>") -> bytes:
-    return (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Resources << %s >> "
-        b"/Contents 4 0 R >>" % resources
-    )
-
-
-def _stream(data: bytes, entries: bytes = b"") -> bytes:
-    return b"<< /Length %d %s>>\nstream\n" % (len(data), entries) + data + b"\nendstream"
-
-
-TEXT_CONTENT = _stream(b"BT /F1 12 Tf 20 100 Td (Hello) Tj ET")
-
-
-def _pdf(objects: list[bytes], trailer: Callable[[int], bytes] = lambda xref: b"") -> bytes:
-    """A PDF of ``objects`` (numbered from 1, the catalog first) with exact xref offsets."""
-    out = bytearray(b"%PDF-1.7\n")
-    offsets = []
-    for number, body in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R %s>>\n" % (len(objects) + 1, trailer(xref))
-    out += b"startxref\n%d\n%%%%EOF\n" % xref
-    return bytes(out)
-
 
 def _traced_peak(function: Callable[[], object]) -> tuple[BaseException | None, int]:
     """Run ``function``; return what it raised and the peak of Python allocations meanwhile."""
@@ -321,24 +321,16 @@ def _traced_peak(function: Callable[[], object]) -> tuple[BaseException | None, 
     return raised, peak
 
 
-@functools.cache
-def _flate_bomb() -> bytes:
-    """A content stream that inflates to 1 GiB of zeros from about 1 MiB."""
-    compressor = zlib.compressobj(9)
-    zeros = bytes(1 << 20)
-    return b"".join(compressor.compress(zeros) for _ in range(1024)) + compressor.flush()
-
-
 def test_pdf_text_layer() -> None:
-    payload = _pdf([CATALOG, ONE_PAGE, _page(), TEXT_CONTENT, FONT])
+    payload = pdf([CATALOG, ONE_PAGE, page(), TEXT_CONTENT, FONT])
     assert extract_pdf("application/pdf", payload, LIMITS) == "Hello"
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.slow
 def test_pdf_flate_bomb_is_refused_in_bounded_memory() -> None:
-    bomb = _stream(_flate_bomb(), b"/Filter /FlateDecode ")
-    payload = _pdf([CATALOG, ONE_PAGE, _page(), bomb, FONT])
+    bomb = stream(flate_bomb(), b"/Filter /FlateDecode ")
+    payload = pdf([CATALOG, ONE_PAGE, page(), bomb, FONT])
     raised, peak = _traced_peak(lambda: extract_pdf("application/pdf", payload, LIMITS))
     assert isinstance(raised, Refusal) and raised.code == "ceiling", raised
     assert "decompressing" in raised.reason
@@ -358,15 +350,15 @@ def test_pdf_flate_bomb_is_refused_in_bounded_memory() -> None:
     ],
 )
 def test_pdf_cyclic_page_tree_raises(pages_objects: list[bytes]) -> None:
-    payload = _pdf([CATALOG, *pages_objects, TEXT_CONTENT, FONT])
+    payload = pdf([CATALOG, *pages_objects, TEXT_CONTENT, FONT])
     with pytest.raises(PdfReadError, match="cyclic"):
         extract_pdf("application/pdf", payload, LIMITS)
 
 
 @pytest.mark.timeout(60)
 def test_pdf_xref_chain_pointing_to_itself_ends() -> None:
-    payload = _pdf(
-        [CATALOG, ONE_PAGE, _page(), TEXT_CONTENT, FONT], trailer=lambda xref: b"/Prev %d " % xref
+    payload = pdf(
+        [CATALOG, ONE_PAGE, page(), TEXT_CONTENT, FONT], trailer=lambda xref: b"/Prev %d " % xref
     )
     assert extract_pdf("application/pdf", payload, LIMITS) == "Hello"
 
@@ -374,7 +366,7 @@ def test_pdf_xref_chain_pointing_to_itself_ends() -> None:
 @pytest.mark.timeout(60)
 def test_pdf_stream_length_referring_to_itself_is_refused() -> None:
     looping = b"<< /Length 4 0 R >>\nstream\nBT ET\nendstream"
-    payload = _pdf([CATALOG, ONE_PAGE, _page(), looping, FONT])
+    payload = pdf([CATALOG, ONE_PAGE, page(), looping, FONT])
     with pytest.raises(Refusal, match="loop"):
         extract_pdf("application/pdf", payload, LIMITS)
 
@@ -382,7 +374,7 @@ def test_pdf_stream_length_referring_to_itself_is_refused() -> None:
 @pytest.mark.timeout(60)
 def test_pdf_claiming_ten_million_pages_is_refused_before_flattening() -> None:
     pages = b"<< /Type /Pages /Kids [3 0 R] /Count 10000000 >>"
-    payload = _pdf([CATALOG, pages, _page(), TEXT_CONTENT, FONT])
+    payload = pdf([CATALOG, pages, page(), TEXT_CONTENT, FONT])
     with pytest.raises(Refusal) as refused:
         extract_pdf("application/pdf", payload, LIMITS)
     assert (refused.value.code, refused.value.reason) == (
@@ -394,16 +386,14 @@ def test_pdf_claiming_ten_million_pages_is_refused_before_flattening() -> None:
 @pytest.mark.timeout(60)
 def test_pdf_with_more_pages_than_its_count_is_refused_whole() -> None:
     pages = b"<< /Type /Pages /Kids [%s] /Count 1 >>" % b" ".join([b"3 0 R"] * 312)
-    payload = _pdf([CATALOG, pages, _page(), TEXT_CONTENT, FONT])
+    payload = pdf([CATALOG, pages, page(), TEXT_CONTENT, FONT])
     with pytest.raises(Refusal) as refused:
         extract_pdf("application/pdf", payload, LIMITS)
     assert refused.value.reason == "312 pages exceeds the 20-page ceiling"
 
 
 def _encrypted_pdf(user_password: str) -> bytes:
-    writer = PdfWriter(
-        clone_from=io.BytesIO(_pdf([CATALOG, ONE_PAGE, _page(), TEXT_CONTENT, FONT]))
-    )
+    writer = PdfWriter(clone_from=io.BytesIO(pdf([CATALOG, ONE_PAGE, page(), TEXT_CONTENT, FONT])))
     writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
     buffer = io.BytesIO()
     writer.write(buffer)
@@ -430,8 +420,8 @@ def test_pdf_without_a_header_is_unreadable() -> None:
 
 
 def test_pdf_text_far_past_the_ceiling_is_refused() -> None:
-    long_page = _stream(b"BT /F1 12 Tf 20 100 Td (%s) Tj ET" % (b"x" * 500))
-    payload = _pdf([CATALOG, ONE_PAGE, _page(), long_page, FONT])
+    long_page = stream(b"BT /F1 12 Tf 20 100 Td (%s) Tj ET" % (b"x" * 500))
+    payload = pdf([CATALOG, ONE_PAGE, page(), long_page, FONT])
     limits = ParseLimits(max_text_chars=100)
     with pytest.raises(Refusal) as refused:
         extract_pdf("application/pdf", payload, limits)
@@ -442,7 +432,7 @@ def test_pdf_text_far_past_the_ceiling_is_refused() -> None:
 
 def _image_xobject(width: int, height: int, samples: bytes) -> bytes:
     data = zlib.compress(samples)
-    return _stream(
+    return stream(
         data,
         b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
         b"/BitsPerComponent 8 /Filter /FlateDecode " % (width, height),
@@ -451,12 +441,12 @@ def _image_xobject(width: int, height: int, samples: bytes) -> bytes:
 
 @pytest.mark.timeout(60)
 def test_pdf_scanned_page_image_over_the_pixel_ceiling_is_refused() -> None:
-    drawing = _stream(b"q 200 0 0 200 0 0 cm /Im0 Do Q")
-    payload = _pdf(
+    drawing = stream(b"q 200 0 0 200 0 0 cm /Im0 Do Q")
+    payload = pdf(
         [
             CATALOG,
             ONE_PAGE,
-            _page(b"/XObject << /Im0 5 0 R >>"),
+            page(b"/XObject << /Im0 5 0 R >>"),
             drawing,
             _image_xobject(50_000, 50_000, bytes(100_000)),
         ]
@@ -466,44 +456,12 @@ def test_pdf_scanned_page_image_over_the_pixel_ceiling_is_refused() -> None:
     assert peak < 50 * 2**20
 
 
-def _pdf_with_image(data: bytes, image_filter: bytes) -> bytes:
-    """A one-page PDF without a text layer whose only content is a 64x64 image in ``data``."""
-    image = _stream(
-        data,
-        b"/Type /XObject /Subtype /Image /Width 64 /Height 64 /ColorSpace /DeviceGray "
-        b"/BitsPerComponent 8 /Filter %s " % image_filter,
-    )
-    drawing = _stream(b"q 200 0 0 200 0 0 cm /Im0 Do Q")
-    return _pdf([CATALOG, ONE_PAGE, _page(b"/XObject << /Im0 5 0 R >>"), drawing, image])
-
-
-def _scan() -> Image.Image:
-    picture = Image.new("L", (64, 64), 255)
-    ImageDraw.Draw(picture).rectangle((8, 8, 56, 56), outline=0)
-    return picture
-
-
-def _pdf_with_jpx_image() -> bytes:
-    """Pillow still encodes JPEG 2000 (only its opener is pruned), so the image is genuine."""
-    return _pdf_with_image(_encoded(_scan(), "JPEG2000"), b"/JPXDecode")
-
-
-def _pdf_with_jbig2_image() -> bytes:
-    # Never decoded: pypdf would need jbig2dec, which the sandbox never runs.
-    return _pdf_with_image(b"\x97JB2\r\n\x1a\n" + bytes(64), b"/JBIG2Decode")
-
-
-def _pdf_with_truncated_jpeg_image() -> bytes:
-    whole = _encoded(_scan(), "JPEG")
-    return _pdf_with_image(whole[: len(whole) // 2], b"/DCTDecode")
-
-
 @pytest.mark.parametrize(
     ("build", "reason"),
     [
-        (_pdf_with_jpx_image, "a page image is JPEG2000, a format the sandbox does not decode"),
-        (_pdf_with_jbig2_image, "needs a decoder the sandbox does not run: jbig2dec"),
-        (_pdf_with_truncated_jpeg_image, "a page image is truncated or corrupt: "),
+        (pdf_with_jpx_image, "a page image is JPEG2000, a format the sandbox does not decode"),
+        (pdf_with_jbig2_image, "needs a decoder the sandbox does not run: jbig2dec"),
+        (pdf_with_truncated_jpeg_image, "a page image is truncated or corrupt: "),
     ],
 )
 def test_pdf_page_image_the_sandbox_cannot_decode_is_unreadable(
@@ -519,7 +477,7 @@ def test_pdf_page_image_that_decodes_is_still_read() -> None:
     text in a square ("Empty page!!"), and that page is empty, not a failed document."""
     assert (
         extract_pdf(
-            "application/pdf", _pdf_with_image(_encoded(_scan(), "JPEG"), b"/DCTDecode"), LIMITS
+            "application/pdf", pdf_with_image(encoded(scan(), "JPEG"), b"/DCTDecode"), LIMITS
         )
         == ""
     )
@@ -543,32 +501,6 @@ def test_an_exception_that_is_not_pillow_reporting_damage_stays_a_parser_error(
 
 # --- hostile DOCX -----------------------------------------------------------------------------
 
-WORD_NAMESPACE = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
-
-
-@functools.cache
-def _template_docx() -> bytes:
-    buffer = io.BytesIO()
-    python_docx.Document().save(buffer)
-    return buffer.getvalue()
-
-
-def _docx_with(replacements: dict[str, bytes]) -> bytes:
-    """python-docx's template with some package members replaced."""
-    source = zipfile.ZipFile(io.BytesIO(_template_docx()))
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
-        for member in source.namelist():
-            target.writestr(member, replacements.get(member, source.read(member)))
-    return buffer.getvalue()
-
-
-def _document_xml(body: str, doctype: str = "") -> bytes:
-    return (
-        f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n{doctype}'
-        f'<w:document xmlns:w="{WORD_NAMESPACE}"><w:body>{body}</w:body></w:document>'
-    ).encode()
-
 
 @pytest.mark.timeout(60)
 def test_docx_external_entity_is_never_resolved(tmp_path: Path) -> None:
@@ -576,7 +508,7 @@ def test_docx_external_entity_is_never_resolved(tmp_path: Path) -> None:
     secret.write_text("SECRET-HOSTNAME-MARKER")
     doctype = f'<!DOCTYPE w:document [<!ENTITY xxe SYSTEM "{secret.as_uri()}">]>\n'
     body = "<w:p><w:r><w:t>before &xxe; after</w:t></w:r></w:p>"
-    payload = _docx_with({"word/document.xml": _document_xml(body, doctype)})
+    payload = docx_with({"word/document.xml": document_xml(body, doctype)})
     text = extract_docx("application/octet-stream", payload, LIMITS)
     assert "before" in text
     assert "SECRET" not in text
@@ -589,7 +521,7 @@ def test_docx_billion_laughs_ends_fast_without_expansion() -> None:
     ]
     doctype = f"<!DOCTYPE w:document [{''.join(entities)}]>\n"
     body = "<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>"
-    payload = _docx_with({"word/document.xml": _document_xml(body, doctype)})
+    payload = docx_with({"word/document.xml": document_xml(body, doctype)})
     started = time.monotonic()
     outcome: list[str] = []
     raised, peak = _traced_peak(
@@ -608,7 +540,7 @@ def test_docx_merged_cell_repetition_counts_against_the_text_ceiling() -> None:
     )
     continued = "<w:tr><w:tc><w:tcPr><w:vMerge/></w:tcPr><w:p/></w:tc></w:tr>"
     table = f"<w:tbl><w:tr>{restart}</w:tr>{continued * 10_000}</w:tbl>"
-    payload = _docx_with({"word/document.xml": _document_xml(table)})
+    payload = docx_with({"word/document.xml": document_xml(table)})
     with pytest.raises(Refusal) as refused:
         extract_docx("application/octet-stream", payload, ParseLimits(max_text_chars=1000))
     assert refused.value.code == "ceiling"
@@ -629,38 +561,8 @@ def _zip_declaring(media_type: bytes, compression: int = zipfile.ZIP_STORED) -> 
     return buffer.getvalue()
 
 
-def _odt() -> bytes:
-    """An OpenDocument text as LibreOffice lays one out: "mimetype" first and uncompressed."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(
-            zipfile.ZipInfo("mimetype"),
-            "application/vnd.oasis.opendocument.text",
-            compress_type=zipfile.ZIP_STORED,
-        )
-        archive.writestr(
-            "content.xml",
-            '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:'
-            'office:1.0"><office:body><office:text>Hello</office:text></office:body>'
-            "</office:document-content>",
-        )
-        archive.writestr(
-            "META-INF/manifest.xml",
-            '<manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:'
-            'manifest:1.0"/>',
-        )
-    return buffer.getvalue()
-
-
-def _plain_zip() -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("notes.txt", "not a Word document")
-    return buffer.getvalue()
-
-
 def _docx_without(member: str) -> bytes:
-    source = zipfile.ZipFile(io.BytesIO(_template_docx()))
+    source = zipfile.ZipFile(io.BytesIO(template_docx()))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
         for name in source.namelist():
@@ -671,18 +573,18 @@ def _docx_without(member: str) -> bytes:
 
 def _docx_without_a_main_document() -> bytes:
     empty = b'<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"/>'
-    return _docx_with({"_rels/.rels": empty})
+    return docx_with({"_rels/.rels": empty})
 
 
 @pytest.mark.parametrize(
     ("build", "reason"),
     [
         (
-            _odt,
+            odt,
             "the payload is an OpenDocument file (application/vnd.oasis.opendocument.text), "
             "not a DOCX package (it has no [Content_Types].xml)",
         ),
-        (_plain_zip, "the payload is a ZIP archive, not a DOCX package"),
+        (plain_zip, "the payload is a ZIP archive, not a DOCX package"),
         (
             lambda: _zip_declaring(b"application/epub+zip"),
             "the payload is a ZIP archive of type application/epub+zip, not a DOCX package",
@@ -717,13 +619,13 @@ def test_docx_that_is_another_archive_or_incomplete_is_unreadable(
 
 
 def test_docx_macro_enabled_package_is_unreadable() -> None:
-    types = zipfile.ZipFile(io.BytesIO(_template_docx())).read("[Content_Types].xml")
+    types = zipfile.ZipFile(io.BytesIO(template_docx())).read("[Content_Types].xml")
     macro = types.replace(
         b"application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
         b"application/vnd.ms-word.document.macroEnabled.main+xml",
     )
     with pytest.raises(Refusal, match="not a Word document") as refused:
-        extract_docx("application/octet-stream", _docx_with({"[Content_Types].xml": macro}), LIMITS)
+        extract_docx("application/octet-stream", docx_with({"[Content_Types].xml": macro}), LIMITS)
     assert refused.value.code == "unreadable"
 
 
@@ -755,8 +657,8 @@ def _item(text: str, num_id: int | None = None, ilvl: int = 0, style: str = "") 
 
 
 def _numbered_docx(numbering: bytes, paragraphs: list[str]) -> str:
-    payload = _docx_with(
-        {"word/numbering.xml": numbering, "word/document.xml": _document_xml("".join(paragraphs))}
+    payload = docx_with(
+        {"word/numbering.xml": numbering, "word/document.xml": document_xml("".join(paragraphs))}
     )
     return extract_docx("application/octet-stream", payload, LIMITS)
 
@@ -833,11 +735,11 @@ def test_docx_numbering_from_a_style_and_switched_off_by_num_id_zero() -> None:
     numbering = numbering.replace(
         b'<w:lvlText w:val="%2."/>', b'<w:lvlText w:val="%2."/><w:pStyle w:val="SubSteps"/>'
     )
-    payload = _docx_with(
+    payload = docx_with(
         {
             "word/styles.xml": styles,
             "word/numbering.xml": numbering,
-            "word/document.xml": _document_xml(
+            "word/document.xml": document_xml(
                 _item("first", style="Steps")
                 + _item("detail", style="SubSteps")
                 + _item("not numbered", 0, style="Steps")
@@ -857,7 +759,7 @@ def test_docx_tab_stops_in_paragraph_properties_are_not_tabs() -> None:
         '<w:p><w:pPr><w:tabs><w:tab w:val="num" w:pos="720"/></w:tabs><w:rPr><w:i/></w:rPr>'
         "</w:pPr><w:r><w:t>First</w:t><w:tab/><w:t>item</w:t></w:r></w:p>"
     )
-    payload = _docx_with({"word/document.xml": _document_xml(body)})
+    payload = docx_with({"word/document.xml": document_xml(body)})
     assert extract_docx("application/octet-stream", payload, LIMITS) == "First\titem"
 
 
@@ -906,41 +808,10 @@ def test_docx_list_number_templates_count_against_the_text_ceiling() -> None:
 # --- hostile images ---------------------------------------------------------------------------
 
 
-def _png_chunk(kind: bytes, body: bytes) -> bytes:
-    crc = zlib.crc32(kind + body) & 0xFFFFFFFF
-    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
-
-
-def _png(width: int, height: int, color_type: int, scanlines: bytes) -> bytes:
-    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + _png_chunk(b"IHDR", header)
-        + _png_chunk(b"IDAT", zlib.compress(scanlines))
-        + _png_chunk(b"IEND", b"")
-    )
-
-
-def _encoded(picture: Image.Image, file_format: str, **options: object) -> bytes:
-    buffer = io.BytesIO()
-    picture.save(buffer, format=file_format, **options)
-    return buffer.getvalue()
-
-
-def _frames(count: int, size: tuple[int, int] = (16, 16)) -> list[Image.Image]:
-    """Frames that differ, so no encoder merges them."""
-    frames = []
-    for index in range(count):
-        frame = Image.new("L", size, 255)
-        ImageDraw.Draw(frame).point((index % size[0], index // size[0]), fill=0)
-        frames.append(frame)
-    return frames
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("side", [50_000, 7_000])
 def test_png_over_the_pixel_ceiling_is_refused_from_its_header(side: int) -> None:
-    payload = _png(side, side, 0, b"\x00" * 1000)
+    payload = png(side, side, 0, b"\x00" * 1000)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(Refusal) as refused:
         extract_image("image/png", payload, LIMITS)
@@ -952,8 +823,8 @@ def test_png_over_the_pixel_ceiling_is_refused_from_its_header(side: int) -> Non
 
 @pytest.mark.timeout(60)
 def test_tiff_page_over_the_pixel_ceiling_behind_a_small_one_is_refused_before_ocr() -> None:
-    first, second = _frames(2)
-    data = bytearray(_encoded(first, "TIFF", save_all=True, append_images=[second]))
+    first, second = distinct_frames(2)
+    data = bytearray(encoded(first, "TIFF", save_all=True, append_images=[second]))
     first_ifd = struct.unpack_from("<I", data, 4)[0]
     entries = struct.unpack_from("<H", data, first_ifd)[0]
     second_ifd = struct.unpack_from("<I", data, first_ifd + 2 + 12 * entries)[0]
@@ -967,20 +838,9 @@ def test_tiff_page_over_the_pixel_ceiling_behind_a_small_one_is_refused_before_o
     assert refused.value.code == "ceiling"
 
 
-def _photo() -> Image.Image:
-    rng = random.Random(7)
-    picture = Image.new("RGB", (400, 300), "white")
-    draw = ImageDraw.Draw(picture)
-    for _ in range(200):
-        left, right = sorted(rng.sample(range(400), 2))
-        top, bottom = sorted(rng.sample(range(300), 2))
-        draw.rectangle((left, top, right, bottom), outline=(rng.randrange(256), 0, 90))
-    return picture
-
-
 @pytest.mark.parametrize("file_format", ["JPEG", "PNG"])
 def test_image_cut_in_half_is_unreadable(file_format: str) -> None:
-    whole = _encoded(_photo(), file_format)
+    whole = encoded(photo(), file_format)
     with pytest.raises(Refusal, match="image data is truncated") as refused:
         extract_image("image/jpeg", whole[: len(whole) // 2], LIMITS)
     assert refused.value.code == "unreadable"
@@ -989,14 +849,14 @@ def test_image_cut_in_half_is_unreadable(file_format: str) -> None:
 def test_image_data_far_shorter_than_declared_is_unreadable() -> None:
     # 200 rows of pixel data under a header declaring 20000; Pillow pads without complaint.
     rows = b"".join(b"\x00" + bytes(range(256)) * 3 + bytes(132) for _ in range(200))
-    payload = _png(300, 20_000, 2, rows)
+    payload = png(300, 20_000, 2, rows)
     with pytest.raises(Refusal, match="image data is truncated") as refused:
         extract_image("image/png", payload, LIMITS)
     assert refused.value.code == "unreadable"
 
 
 def test_jpeg_declaring_more_rows_than_it_holds_is_unreadable() -> None:
-    jpeg = bytearray(_encoded(_photo().convert("L"), "JPEG"))
+    jpeg = bytearray(encoded(photo().convert("L"), "JPEG"))
     marker = jpeg.find(b"\xff\xc0")
     struct.pack_into(">HH", jpeg, marker + 5, 6000, 6000)
     with pytest.raises(Refusal, match="needs at least"):
@@ -1011,8 +871,8 @@ def test_jpeg_declaring_more_rows_than_it_holds_is_unreadable() -> None:
 def test_more_frames_than_the_page_ceiling_are_refused_before_ocr(
     file_format: str, options: dict[str, object]
 ) -> None:
-    first, *rest = _frames(LIMITS.max_pages + 1 if file_format == "TIFF" else 60)
-    payload = _encoded(first, file_format, save_all=True, append_images=rest, **options)
+    first, *rest = distinct_frames(LIMITS.max_pages + 1 if file_format == "TIFF" else 60)
+    payload = encoded(first, file_format, save_all=True, append_images=rest, **options)
     with pytest.raises(Refusal) as refused:
         extract_image("image/tiff", payload, LIMITS)
     assert (refused.value.code, refused.value.reason) == (
@@ -1021,30 +881,16 @@ def test_more_frames_than_the_page_ceiling_are_refused_before_ocr(
     )
 
 
-def _tiff_with_looping_ifds(frame_count: int) -> bytes:
-    """A TIFF whose last IFD's next-IFD offset points back at the first IFD."""
-    first, *rest = _frames(frame_count)
-    data = bytearray(_encoded(first, "TIFF", save_all=True, append_images=rest))
-    first_ifd = offset = struct.unpack_from("<I", data, 4)[0]
-    while True:
-        next_field = offset + 2 + 12 * struct.unpack_from("<H", data, offset)[0]
-        following = struct.unpack_from("<I", data, next_field)[0]
-        if following == 0:
-            struct.pack_into("<I", data, next_field, first_ifd)
-            return bytes(data)
-        offset = following
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("frame_count", [1, 2])
 def test_tiff_whose_ifd_chain_loops_counts_each_frame_once(frame_count: int) -> None:
-    payload = _tiff_with_looping_ifds(frame_count)
+    payload = tiff_with_looping_ifds(frame_count)
     assert [total for _, total in decoded_frames(payload, LIMITS)] == [frame_count] * frame_count
 
 
 @pytest.mark.timeout(60)
 def test_self_looping_tiff_is_read_once_by_ocr() -> None:
-    assert extract_image("image/tiff", _tiff_with_looping_ifds(1), LIMITS) == ""
+    assert extract_image("image/tiff", tiff_with_looping_ifds(1), LIMITS) == ""
 
 
 EPS = (
@@ -1067,46 +913,15 @@ def test_eps_labelled_as_png_is_unreadable_and_ghostscript_never_runs(
     assert calls == []
 
 
-def _bmp_rle8(width: int, height: int, data: bytes) -> bytes:
-    """An 8-bit BMP whose pixels are RLE8 ``data`` (Pillow writes no RLE, so by hand)."""
-    palette = b"".join(bytes((level, level, level, 0)) for level in range(256))
-    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 8, 1, len(data), 2835, 2835, 256, 0)
-    offset = 14 + len(info) + len(palette)
-    return b"BM" + struct.pack("<IHHI", offset + len(data), 0, 0, offset) + info + palette + data
-
-
-def _bmp_rle8_short() -> bytes:
-    """64x64 pixels declared, one run of 5 and an end-of-bitmap mark given."""
-    return _bmp_rle8(64, 64, b"\x05\x01\x00\x01")
-
-
-def _apng_with_sequence_errors() -> bytes:
-    """A three-frame APNG whose frame-data chunks carry a wrong sequence number (CRCs fixed)."""
-    apng = bytearray(_encoded(_frames(1)[0], "PNG", save_all=True, append_images=_frames(3)[1:]))
-    position = 8
-    while position < len(apng):
-        (length,) = struct.unpack_from(">I", apng, position)
-        if apng[position + 4 : position + 8] == b"fdAT":
-            struct.pack_into(">I", apng, position + 8, 99)
-            crc = zlib.crc32(apng[position + 4 : position + 8 + length])
-            struct.pack_into(">I", apng, position + 8 + length, crc)
-        position += 12 + length
-    return bytes(apng)
-
-
-def _jpeg2000() -> bytes:
-    return _encoded(_photo(), "JPEG2000")
-
-
 @pytest.mark.parametrize(
     ("build", "reason"),
     [
-        (_bmp_rle8_short, "the BMP image data is truncated or corrupt: not enough image data"),
+        (bmp_rle8_short, "the BMP image data is truncated or corrupt: not enough image data"),
         (
-            _apng_with_sequence_errors,
+            apng_with_sequence_errors,
             "the PNG image data is truncated or corrupt: APNG contains frame sequence errors",
         ),
-        (_jpeg2000, "the payload looks like JPEG2000, a format the sandbox does not decode"),
+        (jpeg2000, "the payload looks like JPEG2000, a format the sandbox does not decode"),
     ],
 )
 def test_image_damaged_or_in_a_pruned_format_is_unreadable_and_named(
@@ -1120,7 +935,7 @@ def test_image_damaged_or_in_a_pruned_format_is_unreadable_and_named(
 def test_an_rle8_bmp_with_all_its_data_is_read() -> None:
     """The RLE8 test file is short, not malformed: given its pixels, the same header decodes."""
     rows = b"".join(b"\x04\x80\x00\x00" for _ in range(2))
-    frames = list(decoded_frames(_bmp_rle8(4, 2, rows + b"\x00\x01"), LIMITS))
+    frames = list(decoded_frames(bmp_rle8(4, 2, rows + b"\x00\x01"), LIMITS))
     assert len(frames) == 1 and frames[0][0].size == (4, 2)
 
 

@@ -29,31 +29,30 @@ from sandbox.extractor import SandboxExtractor
 from sandbox.limits import MIB, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.bridge.knowledge.test_markers import FORGING_BODY, forged_lines, parse_selection
-from tests.sandbox.test_extractors import (
+from tests.image_builders import (
+    apng_with_sequence_errors,
+    bmp_rle8_short,
+    distinct_frames,
+    encoded,
+    jpeg2000,
+    photo,
+    png,
+    tiff_with_looping_ifds,
+)
+from tests.pdf_builders import (
     CATALOG,
     FONT,
     ONE_PAGE,
     TEXT_CONTENT,
-    _apng_with_sequence_errors,
-    _bmp_rle8_short,
-    _document_xml,
-    _docx_with,
-    _encoded,
-    _flate_bomb,
-    _frames,
-    _jpeg2000,
-    _odt,
-    _page,
-    _pdf,
-    _pdf_with_jbig2_image,
-    _pdf_with_jpx_image,
-    _pdf_with_truncated_jpeg_image,
-    _photo,
-    _plain_zip,
-    _png,
-    _stream,
-    _tiff_with_looping_ifds,
+    flate_bomb,
+    page,
+    pdf,
+    pdf_with_jbig2_image,
+    pdf_with_jpx_image,
+    pdf_with_truncated_jpeg_image,
+    stream,
 )
+from tests.sandbox.docx_builders import document_xml, docx_with, odt, plain_zip
 
 WALL_SECONDS = 20.0
 LIMITS = SandboxLimits(memory_bytes=1024 * MIB, cpu_seconds=15, wall_seconds=WALL_SECONDS)
@@ -65,25 +64,25 @@ def _billion_laughs() -> bytes:
         f'<!ENTITY lol{level} "{f"&lol{level - 1};" * 10}">' for level in range(1, 10)
     ]
     doctype = f"<!DOCTYPE w:document [{''.join(entities)}]>\n"
-    return _docx_with(
-        {"word/document.xml": _document_xml("<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>", doctype)}
+    return docx_with(
+        {"word/document.xml": document_xml("<w:p><w:r><w:t>&lol9;</w:t></w:r></w:p>", doctype)}
     )
 
 
 def _external_entity() -> bytes:
     doctype = '<!DOCTYPE w:document [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
     body = "<w:p><w:r><w:t>before &xxe; after</w:t></w:r></w:p>"
-    return _docx_with({"word/document.xml": _document_xml(body, doctype)})
+    return docx_with({"word/document.xml": document_xml(body, doctype)})
 
 
 def _truncated_jpeg() -> bytes:
-    whole = _encoded(_photo(), "JPEG")
+    whole = encoded(photo(), "JPEG")
     return whole[: len(whole) // 2]
 
 
 def _tiff_over_the_page_ceiling() -> bytes:
-    first, *rest = _frames(21)
-    return _encoded(first, "TIFF", save_all=True, append_images=rest)
+    first, *rest = distinct_frames(21)
+    return encoded(first, "TIFF", save_all=True, append_images=rest)
 
 
 def _eps_as_png() -> bytes:
@@ -96,8 +95,8 @@ HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
         "flate-bomb.pdf",
         "pdf",
         "application/pdf",
-        lambda: _pdf(
-            [CATALOG, ONE_PAGE, _page(), _stream(_flate_bomb(), b"/Filter /FlateDecode "), FONT]
+        lambda: pdf(
+            [CATALOG, ONE_PAGE, page(), stream(flate_bomb(), b"/Filter /FlateDecode "), FONT]
         ),
         CeilingExceeded,
     ),
@@ -105,18 +104,18 @@ HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
         "cyclic-pages.pdf",
         "pdf",
         "application/pdf",
-        lambda: _pdf([CATALOG, b"<< /Type /Pages /Kids [2 0 R] /Count 1 >>", TEXT_CONTENT, FONT]),
+        lambda: pdf([CATALOG, b"<< /Type /Pages /Kids [2 0 R] /Count 1 >>", TEXT_CONTENT, FONT]),
         ParserError,
     ),
     (
         "ten-million-pages.pdf",
         "pdf",
         "application/pdf",
-        lambda: _pdf(
+        lambda: pdf(
             [
                 CATALOG,
                 b"<< /Type /Pages /Kids [3 0 R] /Count 10000000 >>",
-                _page(),
+                page(),
                 TEXT_CONTENT,
                 FONT,
             ]
@@ -128,7 +127,7 @@ HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
         "huge.png",
         "image",
         "image/png",
-        lambda: _png(50_000, 50_000, 0, b"\x00" * 1000),
+        lambda: png(50_000, 50_000, 0, b"\x00" * 1000),
         CeilingExceeded,
     ),
     ("cut.jpg", "image", "image/jpeg", _truncated_jpeg, UnreadableInput),
@@ -181,32 +180,32 @@ UNREADABLE: list[tuple[str, str, str, Callable[[], bytes], str]] = [
         "report.docx",
         "docx",
         DOCX,
-        _odt,
+        odt,
         "an OpenDocument file (application/vnd.oasis.opendocument.text), not a DOCX package",
     ),
-    ("notes.docx", "docx", DOCX, _plain_zip, "a ZIP archive, not a DOCX package"),
-    ("jpx.pdf", "pdf", "application/pdf", _pdf_with_jpx_image, "a page image is JPEG2000, a"),
-    ("jbig2.pdf", "pdf", "application/pdf", _pdf_with_jbig2_image, "jbig2dec"),
+    ("notes.docx", "docx", DOCX, plain_zip, "a ZIP archive, not a DOCX package"),
+    ("jpx.pdf", "pdf", "application/pdf", pdf_with_jpx_image, "a page image is JPEG2000, a"),
+    ("jbig2.pdf", "pdf", "application/pdf", pdf_with_jbig2_image, "jbig2dec"),
     (
         "cut-image.pdf",
         "pdf",
         "application/pdf",
-        _pdf_with_truncated_jpeg_image,
+        pdf_with_truncated_jpeg_image,
         "a page image is truncated or corrupt",
     ),
-    ("scan.jp2", "image", "image/jp2", _jpeg2000, "looks like JPEG2000, a format the sandbox"),
+    ("scan.jp2", "image", "image/jp2", jpeg2000, "looks like JPEG2000, a format the sandbox"),
     (
         "rle8.bmp",
         "image",
         "image/bmp",
-        _bmp_rle8_short,
+        bmp_rle8_short,
         "the BMP image data is truncated or corrupt: not enough image data",
     ),
     (
         "sequence.png",
         "image",
         "image/png",
-        _apng_with_sequence_errors,
+        apng_with_sequence_errors,
         "the PNG image data is truncated or corrupt: APNG contains frame sequence errors",
     ),
 ]
@@ -257,7 +256,7 @@ def test_a_text_file_cannot_forge_attachments_or_turns(extractor: SandboxExtract
 
 def test_a_self_looping_tiff_is_read_once(extractor: SandboxExtractor) -> None:
     # tesseract itself loops forever on this file; the sandbox hands it one decoded frame.
-    ref = AttachmentRef("loop.tif", "image", "image/tiff", _tiff_with_looping_ifds(1))
+    ref = AttachmentRef("loop.tif", "image", "image/tiff", tiff_with_looping_ifds(1))
     started = time.monotonic()
     assert extract_attachment(ref, extractor, ExtractionLimits()).text == ""
     assert time.monotonic() - started < WALL_SECONDS

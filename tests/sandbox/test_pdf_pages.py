@@ -21,7 +21,7 @@ from sandbox.extractors.pdfium import render_scale
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 from tests.cer import cer
-from tests.sandbox.test_extractors import CATALOG, FONT, _pdf, _stream
+from tests.pdf_builders import CATALOG, FONT, pdf, stream
 
 LIMITS = ParseLimits()
 WORDS = "Quarterly report on the harbour"
@@ -85,9 +85,9 @@ def _scanned_pdf(with_text: list[bool], missing_kid: bool = False, stamp: bytes 
             b"<< /Bg %d 0 R /Mk %d 0 R >> /Font << /F1 %d 0 R >> >> /Contents %d 0 R >>"
             % (WIDTH, HEIGHT, background_number, mask_number, mask_number + 1, len(objects) + 2)
         )
-        objects.append(_stream(drawing))
+        objects.append(stream(drawing))
     objects.append(
-        _stream(
+        stream(
             _background_jpeg(),
             b"/Type /XObject /Subtype /Image /Width 850 /Height 1100 /ColorSpace /DeviceGray "
             b"/BitsPerComponent 8 /Filter /DCTDecode ",
@@ -95,7 +95,7 @@ def _scanned_pdf(with_text: list[bool], missing_kid: bool = False, stamp: bytes 
     )
     picture = _text_picture("1")
     objects.append(
-        _stream(
+        stream(
             _ccitt_mask(picture),
             b"/Type /XObject /Subtype /Image /Width %d /Height %d /ImageMask true "
             b"/Filter /CCITTFaxDecode /DecodeParms << /K -1 /Columns %d /Rows %d /BlackIs1 true >> "
@@ -103,7 +103,7 @@ def _scanned_pdf(with_text: list[bool], missing_kid: bool = False, stamp: bytes 
         )
     )
     objects.append(FONT)
-    return _pdf(objects)
+    return pdf(objects)
 
 
 def _inline_image_pdf() -> bytes:
@@ -119,7 +119,7 @@ def _inline_image_pdf() -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %d %d] /Resources << >> /Contents 4 0 R >>"
         % (WIDTH, HEIGHT)
     )
-    return _pdf([CATALOG, _pages_tree(1), page, _stream(inline)])
+    return pdf([CATALOG, _pages_tree(1), page, stream(inline)])
 
 
 # --- OCR of rendered pages ---------------------------------------------------------------------
@@ -191,13 +191,13 @@ def test_a_page_of_many_images_is_one_ocr_run_within_a_one_page_ceiling() -> Non
     for word in words:
         picture = _text_picture("L", word)
         images.append(
-            _stream(
+            stream(
                 zlib.compress(picture.tobytes()),
                 b"/Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
                 b"/BitsPerComponent 8 /Filter /FlateDecode " % (picture.width, picture.height),
             )
         )
-    payload = _pdf([CATALOG, _pages_tree(1), page, _stream(drawing), *images])
+    payload = pdf([CATALOG, _pages_tree(1), page, stream(drawing), *images])
     assert extract_pdf("application/pdf", payload, ParseLimits(max_pages=1)).split() == words
 
 
@@ -296,8 +296,8 @@ def _private_use_pdf() -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] "
         b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
     )
-    content = _stream(b"BT /F1 12 Tf 20 100 Td (ABCDEF) Tj ET")
-    return _pdf([CATALOG, _pages_tree(1), page, content, font, _stream(cmap)])
+    content = stream(b"BT /F1 12 Tf 20 100 Td (ABCDEF) Tj ET")
+    return pdf([CATALOG, _pages_tree(1), page, content, font, stream(cmap)])
 
 
 def test_page_no_parser_reads_better_keeps_pypdfs_text() -> None:
@@ -348,12 +348,12 @@ def _numbered_page(numbers_x: int, numbers_y_offset: int = 0, count: int = 5) ->
         b"1 0 0 1 80 %d Tm (%s) Tj" % (700 - 20 * index, line.encode())
         for index, line in enumerate(TRANSCRIPT)
     )
-    content = _stream(b"BT /F1 12 Tf %s ET\nBT /F1 12 Tf %s ET" % (numbers, lines))
+    content = stream(b"BT /F1 12 Tf %s ET\nBT /F1 12 Tf %s ET" % (numbers, lines))
     page = (
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
         b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
     )
-    return _pdf([CATALOG, _pages_tree(1), page, content, FONT])
+    return pdf([CATALOG, _pages_tree(1), page, content, FONT])
 
 
 def test_margin_line_numbers_are_kept_with_their_lines() -> None:
@@ -381,8 +381,8 @@ def _form_pdf(widget: bytes) -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Annots [6 0 R] "
         b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
     )
-    content = _stream(b"BT /F1 12 Tf 1 0 0 1 40 700 Tm (Name) Tj ET")
-    return _pdf([catalog, _pages_tree(1), page, content, FONT, widget])
+    content = stream(b"BT /F1 12 Tf 1 0 0 1 40 700 Tm (Name) Tj ET")
+    return pdf([catalog, _pages_tree(1), page, content, FONT, widget])
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sandbox.test_extractors import CATALOG, FONT, TEXT_CONTENT, _page, _pdf
+from tests.pdf_builders import CATALOG, FONT, TEXT_CONTENT, page, pdf
 from worker import cli
 from worker.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
 from worker.config import Settings
@@ -79,7 +79,7 @@ def test_an_impossible_configuration_exits_2(note: Path, monkeypatch: pytest.Mon
 def _pdf_of(pages: int) -> bytes:
     kids = b"3 0 R " * pages
     pages_node = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages)
-    return _pdf([CATALOG, pages_node, _page(), TEXT_CONTENT, FONT])
+    return pdf([CATALOG, pages_node, page(), TEXT_CONTENT, FONT])
 
 
 def test_a_page_ceiling_names_the_flag_and_variable_that_admit_the_file(

@@ -37,8 +37,8 @@ from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
+from tests.image_builders import distinct_frames, encoded
 from tests.sandbox.probes import PROBE_MODULES
-from tests.sandbox.test_extractors import _encoded, _frames
 from tests.worker.test_cli import _pdf_of
 
 LIMITS = ParseLimits(max_pages=20, max_text_chars=10, max_pixels=1000)
@@ -52,8 +52,8 @@ def _refusal(action: Callable[[], object]) -> str:
 
 
 def _tiff(frames: int) -> bytes:
-    first, *rest = _frames(frames)
-    return _encoded(first, "TIFF", save_all=True, append_images=rest)
+    first, *rest = distinct_frames(frames)
+    return encoded(first, "TIFF", save_all=True, append_images=rest)
 
 
 @pytest.mark.parametrize(

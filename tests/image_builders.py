@@ -1,0 +1,99 @@
+"""Hand-built images (PNG, TIFF, BMP, APNG, JPEG 2000) for the extractor and hostile-file tests."""
+
+from __future__ import annotations
+
+import io
+import random
+import struct
+import zlib
+
+from PIL import Image, ImageDraw
+
+
+def png_chunk(kind: bytes, body: bytes) -> bytes:
+    crc = zlib.crc32(kind + body) & 0xFFFFFFFF
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
+
+
+def png(width: int, height: int, color_type: int, scanlines: bytes) -> bytes:
+    header = struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + png_chunk(b"IHDR", header)
+        + png_chunk(b"IDAT", zlib.compress(scanlines))
+        + png_chunk(b"IEND", b"")
+    )
+
+
+def encoded(picture: Image.Image, file_format: str, **options: object) -> bytes:
+    buffer = io.BytesIO()
+    picture.save(buffer, format=file_format, **options)
+    return buffer.getvalue()
+
+
+def distinct_frames(count: int, size: tuple[int, int] = (16, 16)) -> list[Image.Image]:
+    """Frames that differ, so no encoder merges them."""
+    frames = []
+    for index in range(count):
+        frame = Image.new("L", size, 255)
+        ImageDraw.Draw(frame).point((index % size[0], index // size[0]), fill=0)
+        frames.append(frame)
+    return frames
+
+
+def photo() -> Image.Image:
+    rng = random.Random(7)
+    picture = Image.new("RGB", (400, 300), "white")
+    draw = ImageDraw.Draw(picture)
+    for _ in range(200):
+        left, right = sorted(rng.sample(range(400), 2))
+        top, bottom = sorted(rng.sample(range(300), 2))
+        draw.rectangle((left, top, right, bottom), outline=(rng.randrange(256), 0, 90))
+    return picture
+
+
+def tiff_with_looping_ifds(frame_count: int) -> bytes:
+    """A TIFF whose last IFD's next-IFD offset points back at the first IFD."""
+    first, *rest = distinct_frames(frame_count)
+    data = bytearray(encoded(first, "TIFF", save_all=True, append_images=rest))
+    first_ifd = offset = struct.unpack_from("<I", data, 4)[0]
+    while True:
+        next_field = offset + 2 + 12 * struct.unpack_from("<H", data, offset)[0]
+        following = struct.unpack_from("<I", data, next_field)[0]
+        if following == 0:
+            struct.pack_into("<I", data, next_field, first_ifd)
+            return bytes(data)
+        offset = following
+
+
+def bmp_rle8(width: int, height: int, data: bytes) -> bytes:
+    """An 8-bit BMP whose pixels are RLE8 ``data`` (Pillow writes no RLE, so by hand)."""
+    palette = b"".join(bytes((level, level, level, 0)) for level in range(256))
+    info = struct.pack("<IiiHHIIiiII", 40, width, height, 1, 8, 1, len(data), 2835, 2835, 256, 0)
+    offset = 14 + len(info) + len(palette)
+    return b"BM" + struct.pack("<IHHI", offset + len(data), 0, 0, offset) + info + palette + data
+
+
+def bmp_rle8_short() -> bytes:
+    """64x64 pixels declared, one run of 5 and an end-of-bitmap mark given."""
+    return bmp_rle8(64, 64, b"\x05\x01\x00\x01")
+
+
+def apng_with_sequence_errors() -> bytes:
+    """A three-frame APNG whose frame-data chunks carry a wrong sequence number (CRCs fixed)."""
+    apng = bytearray(
+        encoded(distinct_frames(1)[0], "PNG", save_all=True, append_images=distinct_frames(3)[1:])
+    )
+    position = 8
+    while position < len(apng):
+        (length,) = struct.unpack_from(">I", apng, position)
+        if apng[position + 4 : position + 8] == b"fdAT":
+            struct.pack_into(">I", apng, position + 8, 99)
+            crc = zlib.crc32(apng[position + 4 : position + 8 + length])
+            struct.pack_into(">I", apng, position + 8 + length, crc)
+        position += 12 + length
+    return bytes(apng)
+
+
+def jpeg2000() -> bytes:
+    return encoded(photo(), "JPEG2000")
