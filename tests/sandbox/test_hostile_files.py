@@ -28,7 +28,6 @@ from sandbox.errors import CeilingExceeded, ParserError, SandboxError, Unreadabl
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import MIB, SandboxLimits
 from sandbox.runner import SandboxRunner
-from tests.bridge.knowledge.test_markers import FORGING_BODY, forged_lines, parse_selection
 from tests.image_builders import (
     apng_with_sequence_errors,
     bmp_rle8_short,
@@ -53,6 +52,7 @@ from tests.pdf_builders import (
     stream,
 )
 from tests.sandbox.docx_builders import document_xml, docx_with, odt, plain_zip
+from tests.selection_parser import FORGING_BODY, forged_lines, parse_selection
 
 WALL_SECONDS = 20.0
 LIMITS = SandboxLimits(memory_bytes=1024 * MIB, cpu_seconds=15, wall_seconds=WALL_SECONDS)
