@@ -11,11 +11,7 @@ from PIL import Image, ImageDraw
 from tests.image_builders import encoded
 
 CATALOG = b"<< /Type /Catalog /Pages 2 0 R >>"
-
-
 ONE_PAGE = b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>"
-
-
 FONT = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
 
 

@@ -10,8 +10,6 @@ import unicodedata
 from bridge.knowledge.markers import MARKER_ESCAPE, reads_as_marker
 
 _HEADING = re.compile(r"ATTACHMENT \[([^\[\]\n]*)\]")
-
-
 # What a reader takes for a turn or a block heading, however it is dressed: fullwidth letters,
 # any case, leading whitespace, quote marks and Markdown emphasis.
 _FORGED = re.compile(

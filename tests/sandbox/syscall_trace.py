@@ -23,7 +23,7 @@ from pathlib import Path
 from sandbox.errors import SandboxError
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
-from tests.sandbox.test_hostile_files import DOCX, HOSTILE, LIMITS
+from tests.sandbox.hostile_inputs import DOCX, HOSTILE, LIMITS
 
 # Room for every corpus page to be OCR'd under strace, which slows each call.
 TRACE_LIMITS = replace(LIMITS, cpu_seconds=120, wall_seconds=300.0)
