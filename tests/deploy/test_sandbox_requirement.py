@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.deploy.conftest import COMPOSE_FILES, DOCKERFILE, MANIFESTS
-from tests.deploy.test_dockerfile import stages
+from tests.deploy.dockerfile_stages import stages
 
 VARIABLE = "AIRLOCK_SANDBOX_REQUIRE"
 AIRLOCK = Path(sys.executable).parent / "airlock"
