@@ -82,3 +82,9 @@ def pdf_with_jbig2_image() -> bytes:
 def pdf_with_truncated_jpeg_image() -> bytes:
     whole = encoded(scan(), "JPEG")
     return pdf_with_image(whole[: len(whole) // 2], b"/DCTDecode")
+
+
+def pdf_of_pages(pages: int) -> bytes:
+    kids = b"3 0 R " * pages
+    pages_node = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages)
+    return pdf([CATALOG, pages_node, page(), TEXT_CONTENT, FONT])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pdf_builders import CATALOG, FONT, TEXT_CONTENT, page, pdf
+from tests.pdf_builders import pdf_of_pages
 from worker import cli
 from worker.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
 from worker.config import Settings
@@ -76,17 +76,11 @@ def test_an_impossible_configuration_exits_2(note: Path, monkeypatch: pytest.Mon
     assert main(["extract", "--broker", UNREACHABLE, str(note)]) == EXIT_USAGE
 
 
-def _pdf_of(pages: int) -> bytes:
-    kids = b"3 0 R " * pages
-    pages_node = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (kids, pages)
-    return pdf([CATALOG, pages_node, page(), TEXT_CONTENT, FONT])
-
-
 def test_a_page_ceiling_names_the_flag_and_variable_that_admit_the_file(
     note: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     book = tmp_path / "book.pdf"
-    book.write_bytes(_pdf_of(25))
+    book.write_bytes(pdf_of_pages(25))
     assert main(["extract", str(book)]) == EXIT_OMITTED
     assert capsys.readouterr().err.endswith(
         "CeilingExceeded: 25 pages exceeds the 20-page ceiling; "

@@ -38,8 +38,8 @@ from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.image_builders import distinct_frames, encoded
+from tests.pdf_builders import pdf_of_pages
 from tests.sandbox.probes import PROBE_MODULES
-from tests.worker.test_cli import _pdf_of
 
 LIMITS = ParseLimits(max_pages=20, max_text_chars=10, max_pixels=1000)
 
@@ -60,7 +60,7 @@ def _tiff(frames: int) -> bytes:
     ("refuse", "hint"),
     [
         (
-            lambda: extract_pdf("application/pdf", _pdf_of(117), LIMITS),
+            lambda: extract_pdf("application/pdf", pdf_of_pages(117), LIMITS),
             "; raise max_pages (--max-pages 117, AIRLOCK_MAX_PAGES=117)",
         ),
         (
