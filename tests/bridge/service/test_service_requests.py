@@ -45,7 +45,7 @@ from bridge.service.schema import (
 )
 from bridge.service.server import BridgeService
 from bridge.service.streams import selection_key
-from tests.bridge.queue.test_source import FakeParser, WorkerInProcess
+from tests.bridge.worker_in_process import FakeParser, WorkerInProcess
 from tests.conftest import REPO_ROOT
 from tests.deploy.conftest import HELPER, run_tool
 from tests.helpers import selection_as_json
