@@ -26,7 +26,7 @@ from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.knowledge.kinds import guess_kind
 from bridge.queue.claim_check import sha256_hex, store_payloads
 from bridge.service.config import ServiceConfig
-from tests.bridge.service.test_service_requests import RESULT_SCHEMA, schema_errors
+from tests.bridge.service.schema_check import RESULT_SCHEMA, schema_errors
 from tests.conftest import REPO_ROOT
 from tests.helpers import selection_as_json
 from tests.integration.conftest import (

@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, fields
-from pathlib import Path
 from typing import Any, cast, get_args
 
 import pytest
@@ -45,15 +44,10 @@ from bridge.service.schema import (
 )
 from bridge.service.server import BridgeService
 from bridge.service.streams import selection_key
+from tests.bridge.service.schema_check import REQUEST_SCHEMA, RESULT_SCHEMA, SCHEMAS, schema_errors
 from tests.bridge.worker_in_process import FakeParser, WorkerInProcess
-from tests.conftest import REPO_ROOT
-from tests.deploy.conftest import HELPER, run_tool
 from tests.helpers import selection_as_json
 from worker.config import ConfigurationError, Settings
-
-SCHEMAS = REPO_ROOT / "docs" / "schemas"
-REQUEST_SCHEMA = SCHEMAS / "request.schema.json"
-RESULT_SCHEMA = SCHEMAS / "result.schema.json"
 
 
 def b64(payload: bytes) -> str:
@@ -77,14 +71,6 @@ def request_doc(
 
 def raw(document: object) -> bytes:
     return json.dumps(document).encode()
-
-
-def schema_errors(schema: Path, documents: list[Any]) -> list[list[str]]:
-    """Validate with jsonschema, which lives in the linters' environment (tests/deploy)."""
-    result = run_tool("python", str(HELPER), "validate", str(schema), stdin=json.dumps(documents))
-    assert result.returncode == 0, result.stderr
-    errors: list[list[str]] = json.loads(result.stdout)
-    return errors
 
 
 # --- the request format ---------------------------------------------------------------------
