@@ -19,7 +19,7 @@ from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue.reconcile import UNACKED_KEY
 from bridge.queue.source import gather
 from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_until_empty, worker_env
-from tests.integration.test_chaos import counted_ref, local, runs
+from tests.integration.refs import counted_ref, local, runs
 from tests.redis_server import RedisServer
 from worker.cli import _CLI_DEADLINE_SECONDS
 

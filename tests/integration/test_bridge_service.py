@@ -7,9 +7,7 @@ emptied before and after it. Slow requests carry the test hooks' ``sleep`` direc
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import re
 import signal
 import subprocess
@@ -25,7 +23,6 @@ from redis import Redis
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.knowledge.kinds import guess_kind
 from bridge.queue.claim_check import sha256_hex, store_payloads
-from bridge.service.config import ServiceConfig
 from tests.bridge.service.schema_check import RESULT_SCHEMA, schema_errors
 from tests.conftest import REPO_ROOT
 from tests.helpers import selection_as_json
@@ -35,13 +32,21 @@ from tests.integration.conftest import (
     wait_for_marker,
     worker_env,
 )
-from tests.integration.test_chaos import slow_ref
-from tests.integration.test_roundtrip import hostile_refs, local_selection
+from tests.integration.processes import (
+    ANSWER_SECONDS,
+    STREAMS,
+    BridgeProcess,
+    attachment,
+    request,
+    results,
+    send,
+    wait_for_answers,
+)
+from tests.integration.refs import hostile_refs, local_selection, slow_ref
 from tests.metrics_scrape import free_port, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
-STREAMS = ServiceConfig(consumer="")
 DOC = REPO_ROOT / "docs" / "bridge-service.md"
 #: A text file, a PDF with a text layer and a DOCX: the light queue, no OCR, seconds in all.
 CORPUS_FILES = (
@@ -49,45 +54,6 @@ CORPUS_FILES = (
     "pypdf-samples_habibi-arabic.pdf",
     "docling_word_sample.docx",
 )
-_READY_SECONDS = 30.0
-_ANSWER_SECONDS = 60.0
-
-
-class BridgeProcess:
-    """One ``airlock bridge`` in a process group of its own, logging to a file."""
-
-    def __init__(self, consumer: str, env: dict[str, str], log_path: Path) -> None:
-        self.consumer = consumer
-        self.log_path = log_path
-        with log_path.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(AIRLOCK), "bridge"],
-                cwd=REPO_ROOT,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_ready(self) -> None:
-        ready = f"consumer {self.consumer} of group {STREAMS.group} reading"
-        deadline = time.monotonic() + _READY_SECONDS
-        while ready not in self.log():
-            assert self.process.poll() is None, f"the bridge exited:\n{self.log()}"
-            assert time.monotonic() < deadline, f"the bridge did not start:\n{self.log()}"
-            time.sleep(0.05)
-
-    def kill_9(self) -> None:
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.kill_9()
 
 
 @pytest.fixture
@@ -132,37 +98,6 @@ def empty_streams(redis: Redis) -> Iterator[None]:
     empty()
     yield
     empty()
-
-
-def attachment(ref: AttachmentRef) -> dict[str, str]:
-    return {
-        "label": ref.label,
-        "kind": ref.kind,
-        "media_type": ref.media_type,
-        "payload_b64": base64.b64encode(ref.payload).decode(),
-    }
-
-
-def send(redis: Redis, document: object) -> str:
-    untrusted_raw = document if isinstance(document, bytes) else json.dumps(document).encode()
-    return cast(bytes, redis.xadd(STREAMS.request_stream, {"request": untrusted_raw})).decode()
-
-
-def request(request_id: str, *refs: AttachmentRef, **extra: Any) -> dict[str, Any]:
-    return {"v": 1, "request_id": request_id, "attachments": [attachment(r) for r in refs], **extra}
-
-
-def results(redis: Redis) -> list[dict[str, Any]]:
-    entries: Any = redis.xrange(STREAMS.result_stream)  # bytes replies; redis-py types both modes
-    return [json.loads(fields[b"result"]) for _, fields in entries]
-
-
-def wait_for_answers(redis: Redis, count: int) -> dict[str, dict[str, Any]]:
-    deadline = time.monotonic() + _ANSWER_SECONDS
-    while redis.xlen(STREAMS.result_stream) < count:
-        assert time.monotonic() < deadline, f"{redis.xlen(STREAMS.result_stream)} answers"
-        time.sleep(0.05)
-    return {answer["request_id"]: answer for answer in results(redis)}
 
 
 def settled(redis: Redis) -> bool:
@@ -268,7 +203,7 @@ def test_malformed_requests_are_answered_or_dead_lettered_and_do_not_block(
     port = free_port()
     start_bridge(AIRLOCK_BRIDGE_MAX_REQUEST_MB="1", AIRLOCK_METRICS_PORT=str(port))
     answers = wait_for_answers(redis, 4)
-    deadline = time.monotonic() + _ANSWER_SECONDS
+    deadline = time.monotonic() + ANSWER_SECONDS
     while redis.xlen(STREAMS.dead_letter_stream) < len(dead):
         assert time.monotonic() < deadline, "the dead letters were not all written"
         time.sleep(0.05)
@@ -376,7 +311,7 @@ def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
     assert answers["after-giant"]["selection"] == selection_as_json(
         local_selection([ref], ExtractionLimits())
     )
-    deadline = time.monotonic() + _ANSWER_SECONDS
+    deadline = time.monotonic() + ANSWER_SECONDS
     while redis.xlen(STREAMS.dead_letter_stream) < 1:
         assert time.monotonic() < deadline, bridge.log()
         time.sleep(0.05)

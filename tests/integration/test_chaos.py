@@ -21,12 +21,12 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
-from bridge.knowledge.contracts import ContextRequest, IngestSelection
+from bridge.knowledge.attachments import AttachmentRef
+from bridge.knowledge.contracts import IngestSelection
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
-from sandbox.extractor import SandboxExtractor
 from tests.integration.conftest import WorkerFactory, wait_for_marker
+from tests.integration.refs import counted_ref, local, runs, slow_ref
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -39,15 +39,6 @@ _FAST_RECOVERY = {
     "AIRLOCK_VISIBILITY_TIMEOUT": "6",
     "AIRLOCK_RESTORE_INTERVAL": "1",
 }
-
-
-def local(refs: list[AttachmentRef]) -> IngestSelection:
-    return AttachmentSource(refs, SandboxExtractor()).select(ContextRequest("x"))
-
-
-def slow_ref(tag: str) -> AttachmentRef:
-    payload = f"airlock-test: sleep 2 {tag}\nthe text that must arrive exactly once\n".encode()
-    return AttachmentRef(f"{tag}.txt", "text", "text/plain", payload)
 
 
 @pytest.mark.slow
@@ -100,17 +91,6 @@ def test_payload_that_kills_every_worker_fails_after_n_deliveries(
     assert label == "killer.txt"
     assert "WorkerLost: the worker failed 3 times on this job" in reason
     assert len(wait_for_marker(marker_dir / "killer", lines=3)) == 3
-
-
-def counted_ref(tag: str, seconds: float = 0.0) -> AttachmentRef:
-    """A text job whose every run (not delivery) appends a line to the marker ``tag``."""
-    payload = f"airlock-test: sleep {seconds:g} {tag}\ntext of {tag}\n".encode()
-    return AttachmentRef(f"{tag}.txt", "text", "text/plain", payload)
-
-
-def runs(marker_dir: Path, tag: str) -> int:
-    marker = marker_dir / tag
-    return len(marker.read_text().split()) if marker.exists() else 0
 
 
 @pytest.mark.slow

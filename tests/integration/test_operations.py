@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +21,9 @@ from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue.source import gather
-from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_for_marker, worker_env
-from tests.integration.test_chaos import local, slow_ref
+from tests.integration.conftest import WorkerFactory, wait_for_marker, worker_env
+from tests.integration.processes import health
+from tests.integration.refs import local, slow_ref
 from tests.metrics_scrape import Samples, free_port, scrape
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -96,16 +96,6 @@ def test_the_endpoint_counts_real_extractions_and_the_logs_hold_no_content(
     assert by_label["broken.pdf"]["reason_class"] == "ExtractionFailed:ParserError"
     for line in task_lines:
         assert len(line["request_id"]) == 32 and line["duration_seconds"] > 0
-
-
-def health(*arguments: str, env: dict[str, str]) -> int:
-    return subprocess.run(
-        [str(AIRLOCK), "health", *arguments],
-        env=env,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    ).returncode
 
 
 @pytest.mark.slow

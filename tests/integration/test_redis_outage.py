@@ -22,13 +22,8 @@ from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import QueueFull, QueueUnavailable, gather
 from tests.helpers import selection_as_json
 from tests.integration.conftest import AIRLOCK, WorkerFactory, WorkerProcess, worker_env
-from tests.integration.test_bridge_service import (
-    BridgeProcess,
-    request,
-    send,
-    wait_for_answers,
-)
-from tests.integration.test_chaos import counted_ref, local
+from tests.integration.processes import BridgeProcess, request, send, wait_for_answers
+from tests.integration.refs import counted_ref, local
 from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]

@@ -31,9 +31,8 @@ from bridge.queue.source import gather
 from tests.deploy.conftest import COMPOSE, load_yaml, run_redis_start
 from tests.helpers import selection_as_json
 from tests.integration.conftest import WorkerFactory, worker_env
-from tests.integration.test_bridge_service import STREAMS, BridgeProcess
-from tests.integration.test_chaos import local
-from tests.integration.test_operations import health
+from tests.integration.processes import STREAMS, BridgeProcess, health
+from tests.integration.refs import local
 from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
