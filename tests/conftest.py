@@ -44,6 +44,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("\n".join(problems))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    redis_server.permitted = False  # until a test marked ``redis`` runs (below)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     """Only a test marked ``redis`` may start a ``redis-server`` (``RedisServer.start``), however

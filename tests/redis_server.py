@@ -23,9 +23,10 @@ from tests.metrics_scrape import free_port
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 _START_SECONDS = 20.0
-#: Set by tests/conftest.py while a test marked ``redis`` runs: no other test may start a
-#: server, or the offline run (``-m "not integration"``) would find it missing.
-permitted = False
+#: Under pytest, tests/conftest.py keeps this False except while a test marked ``redis`` runs:
+#: no other test may start a server, or the offline run (``-m "not integration"``) would find
+#: it missing. Outside pytest (bench/) a server may be started.
+permitted = True
 
 
 class RedisServer:
