@@ -20,7 +20,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CORPUS_DIR = Path(os.environ.get("AIRLOCK_CORPUS_DIR", REPO_ROOT.parent / "shared" / "corpus"))
 #: The fixtures that start a ``redis-server``; a test using one (even through other fixtures)
 #: must carry the ``redis`` marker.
-_REDIS_FIXTURES = frozenset({"suite_redis", "own_redis"})
+_REDIS_FIXTURES = frozenset({"suite_redis", "own_redis", "integration_redis"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -64,6 +65,17 @@ class Stack:
     def inspect(self, service: str) -> dict[str, Any]:
         (document,) = json.loads(podman("inspect", self.containers()[service]).stdout)
         return dict(document)
+
+    def client_url(self) -> str:
+        """The stack's own Redis as the bridge reaches it, logged in as the user `client`:
+        read from the running bridge, so the test follows whatever address compose.yaml sets."""
+        env = dict(entry.split("=", 1) for entry in self.inspect("bridge")["Config"]["Env"])
+        address = urlsplit(env["AIRLOCK_BROKER_URL"])
+        return urlunsplit(
+            address._replace(
+                netloc=f"client:{self.client_password}@{address.hostname}:{address.port}"
+            )
+        )
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +140,7 @@ def test_the_smoke_job_through_the_bridge_and_both_workers(
 ) -> None:
     """An application on the `clients` network sends the request, as docs/operations.md says
     applications do; the scanned PDF goes from the light worker to the OCR worker."""
-    url = f"redis://client:{stack.client_password}@redis:6379/0"
+    url = stack.client_url()
     client = podman(
         "run", "--rm", "--network", f"{stack.project}_clients", "--no-healthcheck",
         "--user", "10001:10001", "--cap-drop", "ALL", "--security-opt", "no-new-privileges",

@@ -1,7 +1,7 @@
 """Real Redis and real ``celery worker`` processes, started per test and always torn down.
 
-Everything runs in the suite's own ``redis-server`` (``tests.redis_server``), which the session
-empties once at start; no Redis the suite did not start is ever touched.
+Everything runs in a ``redis-server`` the integration tests start empty for themselves
+(``tests.redis_server``, a free port, a temp dir); no Redis the suite did not start is touched.
 Workers run with the test hooks (``-I tests.integration.worker_hooks``), one pool process
 unless a test asks for more, and are stopped (or killed, with their whole process group) at
 teardown, whatever the test did to them.
@@ -34,11 +34,19 @@ _STOP_SECONDS = 15.0
 
 
 @pytest.fixture(scope="session")
-def redis_url(suite_redis: RedisServer) -> str:
-    client = suite_redis.client()
-    client.flushall()  # the suite's own server: nobody else's data is in it
-    client.close()
-    return suite_redis.url()
+def integration_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """The integration tests' own ``redis-server``, apart from the units' (``suite_redis``):
+    it starts empty, so nothing the units wrote (queues, consumer keys) is ever seen here and
+    nothing needs flushing."""
+    server = RedisServer(tmp_path_factory.mktemp("integration-redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(integration_redis: RedisServer) -> str:
+    return integration_redis.url()
 
 
 @pytest.fixture

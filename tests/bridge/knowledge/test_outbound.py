@@ -24,7 +24,7 @@ REFUSED: list[tuple[str, str, str]] = [
     ("http://example.com/", "scheme 'http' is not permitted", "plain-HTTP fetch"),
     ("HTTP://EXAMPLE.COM/", "scheme 'http' is not permitted", "upper-case plain HTTP"),
     ("file:///etc/passwd", "scheme 'file'", "local file read"),
-    ("gopher://127.0.0.1:6379/_FLUSHALL", "scheme 'gopher'", "gopher smuggling into Redis"),
+    ("gopher://127.0.0.1:16379/_FLUSHALL", "scheme 'gopher'", "gopher smuggling into Redis"),
     ("ftp://example.com/", "scheme 'ftp'", "FTP fetch"),
     ("dict://127.0.0.1:11211/", "scheme 'dict'", "dict protocol against memcached"),
     ("javascript:alert(1)", "scheme 'javascript'", "script URL"),
