@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from sandbox import codes, protocol, verdict
-from sandbox.errors import BY_CODE, MalformedAnswer, ParserError, SandboxError
+from sandbox.errors import ALL_ERRORS, BY_CODE, MalformedAnswer, ParserError
 from sandbox.limits import MIB, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.sandbox.probes import PROBE_MODULES
@@ -16,18 +16,11 @@ from tests.sandbox.probes import PROBE_MODULES
 LIMITS = SandboxLimits(memory_bytes=512 * MIB, cpu_seconds=5, wall_seconds=10.0)
 
 
-def _classes(root: type[SandboxError] = SandboxError) -> Iterator[type[SandboxError]]:
-    for cls in root.__subclasses__():
-        yield cls
-        yield from _classes(cls)
-
-
 def test_every_code_is_carried_by_exactly_one_class() -> None:
-    carried = Counter(cls.code for cls in _classes() if cls.code is not None)
+    # BY_CODE is a dict: a second class with the same code would silently replace the first.
+    carried = Counter(cls.code for cls in ALL_ERRORS if cls.code is not None)
     assert set(carried) == codes.ALL
     assert all(count == 1 for count in carried.values()), carried
-    assert set(BY_CODE) == codes.ALL
-    assert codes.REFUSALS <= codes.ALL
 
 
 @pytest.mark.parametrize("code", sorted(codes.ALL))

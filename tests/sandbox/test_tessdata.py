@@ -16,7 +16,8 @@ import pytest
 from sandbox.errors import ParserError
 from sandbox.runner import SandboxRunner
 
-SYSTEM_MODELS = Path("/usr/share/tesseract-ocr/5/tessdata")
+#: Debian installs the models under the tesseract major version's directory.
+SYSTEM_MODELS = next(Path("/usr/share/tesseract-ocr").glob("*/tessdata"))
 
 
 @pytest.fixture

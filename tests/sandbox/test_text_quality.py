@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ from pypdf import PdfReader
 
 from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
 from bridge.knowledge.contracts import ContextRequest
-from sandbox import quality, scripts
+from sandbox import policy, quality, scripts
 from sandbox.errors import UnreadableText
 from sandbox.extractor import SandboxExtractor
 from sandbox.extractors import ocr
@@ -244,7 +245,7 @@ def test_ocr_text_from_tsv_is_laid_out_as_tesseracts_plain_output() -> None:
             input=png,
             capture_output=True,
             check=True,
-            env={"OMP_THREAD_LIMIT": "1"},
+            env={**os.environ, **policy.THREAD_ENV},  # as the extractor runs it
         ).stdout.decode()
         assert ours == plain.replace("\f", "").strip()
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import signal
 
 from bridge.knowledge.failures import Failure
-from sandbox.errors import ChildCrashed, KilledFromOutside, SandboxError, SandboxUnavailable
+from sandbox.errors import (
+    ALL_ERRORS,
+    ChildCrashed,
+    KilledFromOutside,
+    SandboxError,
+    SandboxUnavailable,
+)
 from sandbox.fork_server import ExitNotice
 from sandbox.limits import SandboxLimits
 from sandbox.verdict import from_exit
@@ -35,6 +41,11 @@ def test_the_cpu_hard_limit_is_not_mistaken_for_an_outside_kill() -> None:
 
 
 def test_every_verdict_is_named_by_its_class_but_the_outside_kill() -> None:
-    named = {cls: cls.reported_as for cls in SandboxError.__subclasses__()}
-    assert all(code == cls.__name__ for cls, code in named.items())
-    assert SandboxUnavailable.transient and not ChildCrashed.transient
+    renamed = {cls for cls in ALL_ERRORS if cls.reported_as != cls.__name__}
+    assert renamed == {KilledFromOutside}
+    assert {cls for cls in ALL_ERRORS if cls.transient} == {SandboxUnavailable, KilledFromOutside}
+
+
+def test_an_unavailable_sandbox_is_a_transient_failure_the_worker_retries() -> None:
+    failure = Failure.of(SandboxUnavailable("the fork server died"))
+    assert failure == Failure("SandboxUnavailable", "the fork server died", transient=True)
