@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Final
 
 #: The code of a guard's refusal (``IngestionRejected``): its reason is already the caller's text.
-REFUSED = "IngestionRejected"
+REFUSED: Final = "IngestionRejected"
 #: What every other failure reaches the caller as.
-EXTRACTION_FAILED = "ExtractionFailed"
+EXTRACTION_FAILED: Final = "ExtractionFailed"
 
 # The codes of failures the bridge and the worker conclude themselves (the sandbox's verdicts
 # are named by their classes' ``reported_as``). Callers, metrics and docs match these strings.

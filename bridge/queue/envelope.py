@@ -22,7 +22,7 @@ from bridge.knowledge.attachments import (
     quoted,
 )
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
-from bridge.knowledge.failures import MALFORMED_ANSWER, WORKER_ERROR, Failure
+from bridge.knowledge.failures import EXTRACTION_FAILED, MALFORMED_ANSWER, WORKER_ERROR, Failure
 from bridge.wire import Label, WireError, decode, parse_json
 
 #: A reason longer than this is not one a worker of this version writes.
@@ -208,7 +208,7 @@ def _outcome_from_envelope(
             return exc
     if not envelope.type.isidentifier():
         return _malformed(ref, _BAD_ERROR)
-    if envelope.error == "ExtractionFailed":
+    if envelope.error == EXTRACTION_FAILED:
         return extraction_failure(ref, Failure(envelope.type, envelope.reason))
     # A worker-side guard refusal: its wording is the worker's, so it is quoted (one line, no
     # invisible characters) rather than trusted. Legitimate reasons pass through unchanged.

@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from redis import Redis, RedisError
 
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
-from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE
+from bridge.knowledge.failures import EXTRACTION_FAILED, PAYLOAD_UNAVAILABLE, REFUSED
 from bridge.queue.claim_check import PayloadUnavailable
 from bridge.queue.source import ExtractionQueue, QueueUnavailable, gather
 from bridge.service import metrics as service_metrics
@@ -227,9 +227,9 @@ class BridgeService:
         except PayloadUnavailable as exc:
             error_type, reason = PAYLOAD_UNAVAILABLE, str(exc)
         except IngestionRejected as exc:  # on_rejection='raise'
-            error_type, reason = "IngestionRejected", str(exc)
+            error_type, reason = REFUSED, str(exc)
         except ExtractionFailed as exc:
-            error_type, reason = "ExtractionFailed", str(exc)
+            error_type, reason = EXTRACTION_FAILED, str(exc)
         except (QueueUnavailable, *_INFRASTRUCTURE_ERRORS) as exc:
             _log.warning(
                 "request %s left pending for a retry: %s",
