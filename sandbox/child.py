@@ -11,7 +11,7 @@ import os
 from typing import NoReturn
 
 from sandbox import codes, protocol, quality
-from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
+from sandbox.extractors.registry import Refusal, answers_text, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
 # Built before any job: when the address-space limit is hit there may be no memory left to
@@ -69,8 +69,9 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
     quality.start_job()
     try:
         text = parse(header.media_type, payload, header.limits)
-        if isinstance(text, str):
-            # Every kind's text is judged here, after its extractor, so none can skip it.
+        if isinstance(text, str) and answers_text(header.kind):
+            # Every kind's text is judged here, after its extractor, so none can skip it (a
+            # document read in parts is judged whole, by the kind that merges them).
             text = quality.judged(text, header.limits)
     except Refusal as refusal:
         code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
+from sandbox import pages
+from sandbox.errors import SandboxError
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import ProgressCallback, SandboxRunner
@@ -30,7 +33,13 @@ def shared_runner(
 
 class SandboxExtractor:
     """``require`` and ``uid_base`` are ``SandboxRunner``'s, for the shared runner; a ``runner``
-    given here is used as it was built."""
+    given here is used as it was built. ``deadline`` (a :func:`time.monotonic` value) is the
+    caller's: a child still running then is killed, since nobody would read its answer.
+
+    With ``page_workers`` above 1, a PDF of more than ``fan_out_pages`` pages that needs OCR
+    has its scanned pages read by that many children at once (sandbox/pages.py), and answers
+    the text one child would, byte for byte.
+    """
 
     def __init__(
         self,
@@ -41,6 +50,9 @@ class SandboxExtractor:
         *,
         require: frozenset[str] = frozenset(),
         uid_base: int = DEFAULT_UID_BASE,
+        deadline: float | None = None,
+        page_workers: int = 1,
+        fan_out_pages: int = pages.DEFAULT_FAN_OUT_PAGES,
     ) -> None:
         self._limits = limits
         self._parse_limits = parse_limits
@@ -48,9 +60,71 @@ class SandboxExtractor:
         self._on_progress = on_progress
         self._require = require
         self._uid_base = uid_base
+        self._deadline = deadline
+        self._page_workers = page_workers
+        self._fan_out_pages = fan_out_pages
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         """Text of ``payload``, or a ``SandboxError`` subclass naming why there is none."""
-        runner = self._runner or shared_runner(self._limits, self._require, self._uid_base)
         limits = dataclasses.replace(self._parse_limits, max_pages=max_pages)
-        return runner.run(kind, media_type, payload, limits, self._on_progress).text
+        if kind == "pdf" and limits.ocr and self._page_workers > 1 and self._fan_out_pages:
+            text = self._in_pages(media_type, payload, limits)
+            if text is not None:
+                return text
+        return self._run(kind, media_type, payload, limits, self._on_progress)
+
+    def _run(
+        self,
+        kind: str,
+        media_type: str,
+        payload: bytes,
+        limits: ParseLimits,
+        on_progress: ProgressCallback | None = None,
+    ) -> str:
+        runner = self._runner or shared_runner(self._limits, self._require, self._uid_base)
+        return runner.run(
+            kind,
+            media_type,
+            payload,
+            limits,
+            on_progress,
+            output_bytes=pages.answer_allowance(kind, len(payload)),
+            deadline=self._deadline,
+        ).text
+
+    def _in_pages(self, media_type: str, payload: bytes, limits: ParseLimits) -> str | None:
+        """The document read in parts, or None when it is not split (small, no scanned page,
+        or a split that failed: the single job then gives the document its verdict)."""
+        split_limits = dataclasses.replace(limits, ocr=False, fan_out_pages=self._fan_out_pages)
+        try:
+            untrusted_plan = self._run(pages.SPLIT_KIND, media_type, payload, split_limits)
+            plan = pages.read_plan(untrusted_plan, limits.max_pages)
+        except SandboxError:
+            return None
+        if plan.parts is None or not plan.scans:
+            return None
+        done = plan.pages - len(plan.scans)
+        read: dict[int, pages.PageReading] = {}
+        with ThreadPoolExecutor(self._page_workers) as pool:
+            running = [
+                (index, pool.submit(self._read_page, part.pdf, limits))
+                for index, part in plan.scans
+            ]
+            for index, future in running:
+                try:
+                    read[index] = future.result()
+                except SandboxError as exc:
+                    for _, other in running:
+                        other.cancel()
+                    # The same outcome as the single job's, naming the page it met.
+                    raise type(exc)(f"page {index + 1} of {plan.pages}: {exc}") from exc
+                done += 1
+                if self._on_progress is not None:
+                    self._on_progress(done, plan.pages)
+        merge = pages.merge_payload(plan.parts, read)
+        return self._run(pages.MERGE_KIND, "application/json", merge, limits)
+
+    def _read_page(self, one_page_pdf: bytes, limits: ParseLimits) -> pages.PageReading:
+        return pages.read_page(
+            self._run(pages.PAGE_KIND, pages.PDF_MEDIA_TYPE, one_page_pdf, limits)
+        )

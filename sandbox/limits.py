@@ -24,6 +24,9 @@ class ParseLimits:
     several separated by commas ("eng,hin,kor"): tesseract's script detection then picks, for
     each image, the first one that reads the script it sees. ``admit_unreadable`` hands on text
     the quality check finds unreadable under a first line that says so, instead of refusing it.
+
+    ``fan_out_pages`` is read by the PDF splitter only: a document with more pages than this is
+    split for its OCR pages to be read in parallel (0: never split).
     """
 
     max_pages: int = 20
@@ -32,10 +35,13 @@ class ParseLimits:
     ocr_language: str = "eng"
     ocr: bool = True
     admit_unreadable: bool = False
+    fan_out_pages: int = 0
 
     def __post_init__(self) -> None:
         if self.max_pages < 1 or self.max_pixels < 1 or self.max_text_chars < 1:
             raise ValueError("parse limits must be positive")
+        if self.fan_out_pages < 0:
+            raise ValueError("fan_out_pages must not be negative")
         if not all(
             part.isascii() and part.replace("_", "").isalnum()
             for choice in self.ocr_languages

@@ -87,6 +87,17 @@ def start_job() -> None:
     _readings.clear()
 
 
+def readings() -> tuple[OcrReading, ...]:
+    """This job's tesseract runs so far, for a page read apart from its document."""
+    return tuple(_readings)
+
+
+def add_readings(earlier: Iterable[OcrReading]) -> None:
+    """Count tesseract runs made in other children (a document's pages read apart) as this
+    job's own, so the assembled document is judged on every page's reading."""
+    _readings.extend(earlier)
+
+
 def doubtful(words: Sequence[tuple[float, str]]) -> bool:
     """True when one image's words, each with its confidence, would fail the confidence check."""
     return bool(words) and sum(confidence for confidence, _ in words) / len(words) < _MIN_CONFIDENCE

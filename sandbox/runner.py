@@ -37,6 +37,16 @@ _CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
+class _Bounds:
+    """When one job's child is killed and how many answer bytes are read from it."""
+
+    deadline: float
+    cap: int
+    #: True when ``deadline`` is the caller's, earlier than the wall-clock limit.
+    callers: bool
+
+
+@dataclass(frozen=True)
 class ExtractionResult:
     text: str
     pages: int | None  # None when the extractor does not report a page count
@@ -288,9 +298,16 @@ class SandboxRunner:
         payload: bytes,
         parse_limits: ParseLimits = ParseLimits(),  # noqa: B008 - frozen value
         on_progress: ProgressCallback | None = None,
+        *,
+        output_bytes: int | None = None,
+        deadline: float | None = None,
     ) -> ExtractionResult:
         """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages
         (at most once a second and always further along: see ``sandbox.progress``).
+
+        ``output_bytes`` raises the answer cap for a job whose answer is known to be larger
+        (a PDF split into pages); ``deadline`` (a :func:`time.monotonic` value) is the caller's,
+        and a child still running then is killed: nobody would read its answer.
 
         A job whose fork server dies under it (while it takes a child, or while the child
         runs and before the child's answer or exit notice arrived) never got a verdict on its
@@ -302,19 +319,24 @@ class SandboxRunner:
         header = protocol.JobHeader(kind, media_type, parse_limits)
         job = [protocol.encode_job_header(header), protocol.LENGTH.pack(len(payload)), payload]
         server = self._fork_server()
-        deadline = time.monotonic() + self.limits.wall_seconds
+        wall = time.monotonic() + self.limits.wall_seconds
+        bounds = _Bounds(
+            min(wall, deadline) if deadline is not None else wall,
+            max(self.limits.output_bytes, output_bytes or 0),
+            deadline is not None and deadline < wall,
+        )
         try:
-            return self._run_on(server, job, deadline, on_progress)
+            return self._run_on(server, job, bounds, on_progress)
         except SandboxUnavailable:
             if server.alive:
                 raise  # a child that could not jail, a missing layer: a retry would meet it too
-        return self._run_on(self._fork_server(), job, deadline, on_progress)
+        return self._run_on(self._fork_server(), job, bounds, on_progress)
 
     def _run_on(
         self,
         server: ForkServer,
         job: list[bytes],
-        deadline: float,
+        bounds: _Bounds,
         on_progress: ProgressCallback | None,
     ) -> ExtractionResult:
         child = server.take(_CHILD_READY_SECONDS)
@@ -328,18 +350,18 @@ class SandboxRunner:
                     "which this host requires"
                 )
             try:
-                exchange = _exchange(child, job, deadline, self.limits.output_bytes, on_progress)
+                exchange = _exchange(child, job, bounds.deadline, bounds.cap, on_progress)
             except BaseException:
                 child.kill()
                 raise
-            return self._conclude(server, child, exchange, deadline)
+            return self._conclude(server, child, exchange, bounds)
         finally:
             os.close(child.answer_fd)
             os.close(child.pidfd)
             server.forget(child.pid)
 
     def _conclude(
-        self, server: ForkServer, child: WarmChild, exchange: _Exchange, deadline: float
+        self, server: ForkServer, child: WarmChild, exchange: _Exchange, bounds: _Bounds
     ) -> ExtractionResult:
         limits = self.limits
         if exchange.untrusted_body is not None:
@@ -348,9 +370,13 @@ class SandboxRunner:
             if isinstance(answer, protocol.TextAnswer):
                 return ExtractionResult(answer.text, answer.pages)
             raise verdict.from_error_answer(answer, limits)
-        notice = None if exchange.timed_out else server.wait_exit(child.pid, deadline)
+        notice = None if exchange.timed_out else server.wait_exit(child.pid, bounds.deadline)
         if notice is None:
             child.kill()
+            if bounds.callers:
+                raise WallClockExceeded(
+                    "the caller's deadline passed while the parser ran, and it was killed"
+                )
             raise WallClockExceeded(
                 f"the parser ran past the {limits.wall_seconds:g}-second wall-clock limit "
                 "and was killed"

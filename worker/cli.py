@@ -271,11 +271,14 @@ def _extract(args: argparse.Namespace) -> int:
     if settings.broker_configured:
         selection = _extract_queued(refs, limits, settings, args, progress)
     else:
+        # A large scan's pages are read by as many children as files would be.
         extractor = SandboxExtractor(
             settings.sandbox,
             settings.parse_limits_for(limits),
             require=settings.sandbox_require,
             uid_base=settings.sandbox_uid_base,
+            page_workers=settings.concurrency,
+            fan_out_pages=settings.fan_out_pages,
         )
         outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
         selection = assemble_selection(outcomes, limits)

@@ -24,6 +24,7 @@ from bridge.service.config import ServiceConfig, default_consumer
 from bridge.service.schema import MAX_DEADLINE_SECONDS
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
+from sandbox.pages import DEFAULT_FAN_OUT_PAGES
 from sandbox.runner import mechanism_names
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
@@ -61,6 +62,12 @@ def _number(name: str, raw: str) -> float:
 def _integer(name: str, raw: str) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ConfigurationError(f"{name}={raw!r} must be a positive integer")
+    return int(raw)
+
+
+def _count(name: str, raw: str) -> int:
+    if not raw.isdigit() or len(raw) > 9:
+        raise ConfigurationError(f"{name}={raw!r} must be a whole number (0 or more)")
     return int(raw)
 
 
@@ -227,6 +234,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     Variable("result_expires", "AIRLOCK_RESULT_EXPIRES", _integer, "3600"),
     Variable("payload_ttl", "AIRLOCK_PAYLOAD_TTL", _integer, "3600"),
     Variable("max_deliveries", "AIRLOCK_MAX_DELIVERIES", _integer, "3"),
+    Variable("fan_out_pages", "AIRLOCK_FAN_OUT_PAGES", _count, str(DEFAULT_FAN_OUT_PAGES)),
     Variable("max_queued", "AIRLOCK_MAX_QUEUED", _integer, _as_text(DEFAULT_MAX_QUEUED)),
     Variable("result_cache", "AIRLOCK_RESULT_CACHE", _flag, "1"),
     Variable("result_cache_ttl", "AIRLOCK_RESULT_CACHE_TTL", _integer, "86400"),
@@ -351,6 +359,9 @@ class Settings:
     result_expires: int
     payload_ttl: int
     max_deliveries: int
+    #: A scanned PDF of more pages than this has its OCR spread page by page over the OCR
+    #: workers (worker.fanout); 0 never spreads one.
+    fan_out_pages: int
     #: Jobs one queue may hold before callers are answered QueueFull (bridge.queue.admission).
     max_queued: int
     result_cache: bool

@@ -32,14 +32,23 @@ def sandbox_extractor(
     stage: Stage,
     limits: ExtractionLimits,
     on_progress: ProgressCallback | None = None,
+    *,
+    deadline: float | None = None,
+    fan_out_pages: int = 0,
 ) -> TextExtractor:
-    """The isolated extractor of one stage; every stage of a process shares one fork server."""
+    """The isolated extractor of one stage; every stage of a process shares one fork server.
+
+    ``deadline`` is the caller's (:func:`time.monotonic`); ``fan_out_pages`` is for the PDF
+    splitter only, kept out of every other job's limits (and so out of the cache's keys).
+    """
+    parse = replace(stage_parse_limits(settings, stage, limits), fan_out_pages=fan_out_pages)
     return SandboxExtractor(
         settings.sandbox,
-        stage_parse_limits(settings, stage, limits),
+        parse,
         on_progress=on_progress,
         require=settings.sandbox_require,
         uid_base=settings.sandbox_uid_base,
+        deadline=deadline,
     )
 
 

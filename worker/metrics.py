@@ -48,6 +48,7 @@ class TaskOutcome(StrEnum):
     REJECTED = "rejected"  # a guard refused the file (IngestionRejected)
     FAILED = "failed"  # the parser, the sandbox or the payload store lost (ExtractionFailed)
     HANDED_ON = "handed_on"  # replaced by the same job on the OCR queue
+    FANNED_OUT = "fanned_out"  # its pages published to the OCR queue, to answer in its place
     OVER_DELIVERED = "over_delivered"  # answered as WorkerLost instead of being run again
 
 

@@ -10,82 +10,39 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 from celery import signals
-from redis import Redis, RedisError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from celery.exceptions import Ignore
+from redis import RedisError
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractedAttachment, extraction_outcome
-from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, WORKER_LOST, Failure
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, Failure
 from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
 from bridge.queue.envelope import answer_envelope
-from bridge.queue.jobs import TASK_NAME, ExtractionJob, Stage, job_from_wire
-from sandbox.errors import OcrRequired, SandboxUnavailable
+from bridge.queue.jobs import PAGE_TASK_NAME, TASK_NAME, ExtractionJob, Stage, job_from_wire
+from sandbox import pages
+from sandbox.errors import OcrRequired
 from sandbox.runner import ProgressCallback
-from worker import extraction, metrics
+from worker import extraction, fanout, metrics
 from worker.config import Settings
 from worker.deliveries import delivery_key, record_delivery
 from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
+from worker.retries import INFRASTRUCTURE_ERRORS, over_delivered, raise_if_retried
+from worker.runtime import Runtime, deadline_of
 
-
-class SandboxChildLost(Exception):
-    """The sandbox child was killed from outside the sandbox (OOM killer, operator): retried."""
-
-
-#: Failures of the machinery, not verdicts on the document: another try may succeed.
-INFRASTRUCTURE_ERRORS = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    SandboxUnavailable,
-    SandboxChildLost,
-)
 _MAX_RETRIES = 5
 _RETRY_BACKOFF_MAX_SECONDS = 60
-_REDIS_TIMEOUT_SECONDS = 10
 
 _log = logging.getLogger(__name__)
 
 
-class Runtime:
-    """What one worker process needs for its jobs, created after the pool forked it."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-
-    @cached_property
-    def redis(self) -> Redis:
-        # Timeouts turn a hung Redis into a retried ConnectionError/TimeoutError instead of a
-        # task that hangs until Celery's time limit kills it with a less useful reason.
-        return Redis.from_url(
-            self.settings.result_backend,
-            socket_connect_timeout=_REDIS_TIMEOUT_SECONDS,
-            socket_timeout=_REDIS_TIMEOUT_SECONDS,
-        )
-
-    @property
-    def delivery_ttl(self) -> int:
-        # Long enough to see every redelivery, including ones that wait out a visibility
-        # timeout after a whole worker was lost.
-        return int(self.settings.visibility_timeout * (self.settings.max_deliveries + 1))
-
-
-def _over_delivered(deliveries: int) -> Failure:
-    return Failure(
-        WORKER_LOST,
-        f"the worker failed {deliveries - 1} times on this job (it was delivered "
-        f"{deliveries} times and its worker process died or was lost before answering each "
-        "earlier time); it is answered as a failure instead of being delivered again",
-    )
-
-
 @dataclass(frozen=True)
 class _Answered:
-    """How one delivery ends: its answer, or None when it was handed on to the OCR stage."""
+    """How one delivery ends: its answer; None when it was handed on to the OCR stage; the
+    document's pages when it is spread over the OCR workers."""
 
-    answer: ExtractedAttachment | Failure | None
+    answer: ExtractedAttachment | Failure | pages.Plan | None
     outcome: TaskOutcome
     deliveries: int
     payload_bytes: int = 0
@@ -101,7 +58,7 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
     key = delivery_key(task.request.id, job.stage.value, task.request.retries)
     deliveries = record_delivery(runtime.redis, key, runtime.delivery_ttl)
     if deliveries > settings.max_deliveries:
-        return _Answered(_over_delivered(deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
+        return _Answered(over_delivered(deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
     try:
         payload = fetch_payload(runtime.redis, job)
     except PayloadUnavailable as exc:
@@ -119,13 +76,11 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
     if isinstance(outcome, ExtractedAttachment):
         return _Answered(outcome, TaskOutcome.ADMITTED, deliveries, len(payload))
     failure = outcome.failure
-    if failure.code == SandboxUnavailable.reported_as:
-        raise SandboxUnavailable(failure.reason)  # retried with backoff: the host failed
-    if failure.transient and task.request.retries + 1 < settings.max_deliveries:
-        # Retried like an unavailable sandbox, but only max_deliveries times in all: a
-        # parser that kills itself the same way must not buy itself endless runs.
-        raise SandboxChildLost(failure.reason)
+    raise_if_retried(failure, task.request.retries, settings.max_deliveries)
     if job.stage is Stage.LIGHT and failure.code == OcrRequired.reported_as:
+        plan = fanout.split(settings, job, payload, deadline_of(task))
+        if plan is not None:
+            return _Answered(plan, TaskOutcome.FANNED_OUT, deliveries, len(payload))
         return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
     return _failed(failure, deliveries, len(payload))
 
@@ -186,6 +141,11 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
     job = job_from_wire(untrusted_job)
     answered = _answer(task, job, runtime)
     _report(task, job, answered, time.monotonic() - started)
+    if isinstance(answered.answer, pages.Plan):
+        # The pages answer under this task's id, where the bridge waits; this delivery
+        # stores nothing of its own (an IGNORED task leaves no state to race with theirs).
+        fanout.fan_out(task, job, answered.answer, runtime)
+        raise Ignore()
     if answered.answer is None:
         # Same task id, OCR queue: the bridge keeps waiting on the one id it published,
         # so the hand-off cannot lose or double-count the attachment. The caller's
@@ -210,22 +170,30 @@ def _forget_revoked(sender: Any = None, request: Any = None, **_: object) -> Non
             _log.warning("could not delete the state of revoked job %s: %s", request.id, exc)
 
 
+#: Both tasks are acknowledged only once done, and retried alike on the host's failures.
+_TASK_OPTIONS: dict[str, Any] = {
+    "bind": True,
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": INFRASTRUCTURE_ERRORS,
+    "retry_backoff": True,
+    "retry_backoff_max": _RETRY_BACKOFF_MAX_SECONDS,
+    "retry_jitter": True,
+    "max_retries": _MAX_RETRIES,
+}
+
+
 def register(app: Any, settings: Settings) -> Any:
-    """Register the extract task on ``app`` and return it."""
+    """Register the extract task and the page task on ``app``; return the extract task."""
     runtime = Runtime(settings)
     signals.task_revoked.connect(_forget_revoked, weak=False)
 
     def extract(task: Any, untrusted_job: object) -> dict[str, object]:
         return run_job(task, untrusted_job, runtime)
 
-    return app.task(
-        name=TASK_NAME,
-        bind=True,
-        acks_late=True,
-        reject_on_worker_lost=True,
-        autoretry_for=INFRASTRUCTURE_ERRORS,
-        retry_backoff=True,
-        retry_backoff_max=_RETRY_BACKOFF_MAX_SECONDS,
-        retry_jitter=True,
-        max_retries=_MAX_RETRIES,
-    )(extract)
+    def extract_page(task: Any, untrusted_page_job: object) -> None:
+        fanout.run_page(task, untrusted_page_job, runtime)
+
+    # A page's own result is never read: it answers into its document's state.
+    app.task(name=PAGE_TASK_NAME, ignore_result=True, **_TASK_OPTIONS)(extract_page)
+    return app.task(name=TASK_NAME, **_TASK_OPTIONS)(extract)

@@ -9,10 +9,21 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import Protocol
 
 from redis import Redis
 
-from bridge.queue.jobs import ExtractionJob, payload_key
+from bridge.queue.jobs import payload_key
+
+
+class ClaimCheck(Protocol):
+    """What a message says of the payload it stands for (a document's job, a page's)."""
+
+    @property
+    def sha256(self) -> str: ...
+
+    @property
+    def size(self) -> int: ...
 
 
 class PayloadUnavailable(Exception):
@@ -48,8 +59,8 @@ def store_payloads(redis: Redis, payloads: Mapping[str, bytes], ttl_seconds: int
         upload.execute()
 
 
-def fetch_payload(redis: Redis, job: ExtractionJob) -> bytes:
-    """The verified bytes a job names, or :class:`PayloadUnavailable` with the reason."""
+def fetch_payload(redis: Redis, job: ClaimCheck) -> bytes:
+    """The verified bytes a claim check names, or :class:`PayloadUnavailable` with the reason."""
     untrusted_payload = redis.get(payload_key(job.sha256))
     if untrusted_payload is None:
         raise PayloadUnavailable(

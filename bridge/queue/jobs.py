@@ -19,6 +19,12 @@ from bridge.wire import Declared, Label, Sha256Hex, WireError, decode, limits_st
 
 #: The one task name both sides agree on; a rename is a protocol change.
 TASK_NAME = "airlock.extract"
+#: One page of a scanned PDF spread over the OCR workers (docs/queue.md, Fan-out OCR). Only
+#: workers publish it; a caller waits on the document's own task id.
+PAGE_TASK_NAME = "airlock.extract_page"
+#: A page task's id is its document's id, this, and the page number: whoever holds a page of a
+#: document holds the document (bridge.queue.reconcile reads it so).
+PAGE_ID_SEPARATOR = ".page-"
 
 #: Text, PDF and DOCX jobs take milliseconds to seconds; OCR takes seconds per page. Separate
 #: queues keep a burst of scans from starving quick documents behind them, and let operators
@@ -78,12 +84,20 @@ def wire_settings() -> dict[str, object]:
 def route(
     name: str, args: object, kwargs: object, options: object, task: object = None, **_: object
 ) -> dict[str, str] | None:
-    """Celery router: a job goes to the queue of its stage (light, or OCR for images)."""
+    """Celery router: a job goes to the queue of its stage (light, or OCR for images), a
+    page of a document spread over the OCR workers to the OCR queue."""
+    if name == PAGE_TASK_NAME:
+        return {"queue": OCR_QUEUE}
     if name != TASK_NAME or not isinstance(args, list | tuple) or len(args) != 1:
         return None
     (untrusted_job,) = args
     is_ocr = isinstance(untrusted_job, dict) and untrusted_job.get("stage") == Stage.OCR.value
     return {"queue": queue_for(Stage.OCR if is_ocr else Stage.LIGHT)}
+
+
+def page_task_id(document_id: str, page: int) -> str:
+    """The task id of page ``page`` (from 1) of the document whose task id is ``document_id``."""
+    return f"{document_id}{PAGE_ID_SEPARATOR}{page}"
 
 
 class MalformedJob(ValueError):
@@ -155,3 +169,42 @@ def job_from_wire(untrusted_job: object) -> ExtractionJob:
         stage=job.stage,
         use_cache=job.use_cache,
     )
+
+
+@dataclass(frozen=True)
+class PageJob:
+    """One scanned page of a document spread over the OCR workers: which document (its task
+    id), which page, and the claim check of the one-page PDF the split made of it."""
+
+    document_id: str
+    page: int
+    pages: int
+    sha256: str
+    size: int
+
+    def to_wire(self) -> dict[str, object]:
+        return asdict(self)
+
+
+#: Task ids are the bridge's UUIDs; a longer one is not an id this version makes.
+_TaskId = Annotated[str, msgspec.Meta(min_length=1, max_length=200, pattern=r"^[0-9A-Za-z_.-]+$")]
+_PageNumber = Annotated[int, msgspec.Meta(ge=1, le=1_000_000)]
+
+
+class _WirePageJob(msgspec.Struct, forbid_unknown_fields=True):
+    document_id: _TaskId
+    page: _PageNumber
+    pages: _PageNumber
+    sha256: Sha256Hex
+    size: Annotated[int, msgspec.Meta(ge=1)]
+
+
+def page_job_from_wire(untrusted_job: object) -> PageJob:
+    """Validate a page task's message into a :class:`PageJob`, or raise :class:`MalformedJob`."""
+    try:
+        job = decode(untrusted_job, _WirePageJob)
+    except WireError as exc:
+        raise MalformedJob(f"the page job was refused: {exc}") from None
+    if job.page > job.pages:
+        raise MalformedJob(f"the page job names page {job.page} of {job.pages}")
+    return PageJob(job.document_id, job.page, job.pages, job.sha256, job.size)

@@ -12,7 +12,11 @@ from collections.abc import Collection, Sequence
 from kombu.transport.redis import Channel
 from redis import Redis
 
-#: Every message and every unacked entry holds the task id once, as its AMQP correlation id.
+from bridge.queue.jobs import PAGE_ID_SEPARATOR
+
+#: Every message and every unacked entry holds the task id once, as its AMQP correlation id. A
+#: page task's id names its document's (ARGV[1] is the separator): a document spread over the
+#: OCR workers is held while any of its pages is.
 _SCRIPT = """
 local seen = {}
 local needle = '"correlation_id": "'
@@ -21,7 +25,12 @@ local function mark(raw)
   if at then
     local from = at + #needle
     local to = string.find(raw, '"', from, true)
-    if to then seen[string.sub(raw, from, to - 1)] = true end
+    if to then
+      local id = string.sub(raw, from, to - 1)
+      seen[id] = true
+      local cut = string.find(id, ARGV[1], 1, true)
+      if cut then seen[string.sub(id, 1, cut - 1)] = true end
+    end
   end
 end
 for i = 1, #KEYS - 1 do
@@ -29,8 +38,8 @@ for i = 1, #KEYS - 1 do
 end
 for _, raw in ipairs(redis.call('HVALS', KEYS[#KEYS])) do mark(raw) end
 local missing = {}
-for _, id in ipairs(ARGV) do
-  if not seen[id] then missing[#missing + 1] = id end
+for i = 2, #ARGV do
+  if not seen[ARGV[i]] then missing[#missing + 1] = ARGV[i] end
 end
 return missing
 """
@@ -56,7 +65,7 @@ class Reconciler:
             return []
         missing = {
             raw.decode() if isinstance(raw, bytes) else str(raw)
-            for raw in self._script(keys=self._keys, args=list(unanswered))
+            for raw in self._script(keys=self._keys, args=[PAGE_ID_SEPARATOR, *unanswered])
         }
         lost = sorted(missing & self._missed_once)
         self._missed_once = missing - set(lost)

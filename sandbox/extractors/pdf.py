@@ -9,12 +9,13 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
-from pypdf import PageObject, PasswordType, PdfReader, apply_configuration
+from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject
 
-from sandbox import codes
+from sandbox import codes, pages, quality
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.pdf_forms import field_values, value_edits
 from sandbox.extractors.pdf_layout import (
@@ -53,6 +54,53 @@ PDFIUM_MARKER = (
 
 @extractor("pdf")
 def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    with _opened(payload, limits) as reader:
+        return _document_text(reader, payload, limits)
+
+
+@extractor(pages.SPLIT_KIND, parts=True)
+def split_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Each page's text, or the page as a one-page PDF where it needs OCR; no split at all
+    for a document of ``limits.fan_out_pages`` pages or fewer (see sandbox/pages.py)."""
+    with _opened(payload, limits) as reader:
+        total = len(reader.pages)
+        if not limits.fan_out_pages or total <= limits.fan_out_pages:
+            return pages.encode(pages.Plan(total, None))
+        return pages.encode(pages.Plan(total, _parts(reader, payload, limits)))
+
+
+@extractor(pages.PAGE_KIND, parts=True)
+def ocr_pdf_page(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """OCR of the one page of a one-page PDF a split made, with tesseract's counts."""
+    with _opened(payload, limits) as reader:
+        if len(reader.pages) != 1:
+            raise Refusal(codes.UNREADABLE, "a page job's PDF must hold exactly one page")
+        pdfium = PdfiumDocument(payload, 1)
+        try:
+            text = _ocr_page(reader.pages[0], 0, pdfium, limits)
+        finally:
+            pdfium.close()
+    readings = [pages.reading_of(reading) for reading in quality.readings()]
+    return pages.encode(pages.PageReading(text, readings))
+
+
+@extractor(pages.MERGE_KIND)
+def merge_pdf_pages(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """The pages of a document read in parts, joined as :func:`extract_pdf` joins them and
+    judged (by the child, after this) on every page's OCR run."""
+    merge = pages.read_merge(payload)
+    quality.add_readings(reading.counted() for reading in merge.readings)
+    budget = TextBudget(limits)
+    texts = []
+    for part in merge.parts:
+        text = part.text if isinstance(part, pages.TextPart) else _read_or(part.text, part.fallback)
+        texts.append(budget.spend(text))
+    return "\n\n".join(texts)
+
+
+@contextmanager
+def _opened(payload: bytes, limits: ParseLimits) -> Iterator[PdfReader]:
+    """The document open under every guard, its page count within the ceiling."""
     if _HEADER not in payload[:_HEADER_WINDOW]:
         raise Refusal(
             codes.UNREADABLE, "the payload is not a PDF: no %PDF- header in its first 1 KiB"
@@ -70,7 +118,7 @@ def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
         reader = PdfReader(io.BytesIO(payload), strict=False)
         _open_with_empty_password(reader)
         _refuse_over_page_ceiling(reader, limits)
-        return _document_text(reader, payload, limits)
+        yield reader
 
 
 @contextmanager
@@ -139,11 +187,32 @@ def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> st
     return "\n\n".join(texts)
 
 
+@dataclass(frozen=True)
+class _NeedsOcr:
+    """A page whose text is its rendering's OCR; ``fallback`` is kept when OCR reads nothing."""
+
+    fallback: str
+
+
 def _page_text(
     page: PageObject, index: int, pdfium: PdfiumDocument, has_form: bool, limits: ParseLimits
 ) -> str:
+    reading = _read_page(page, index, pdfium, has_form)
+    if isinstance(reading, str):
+        return reading
+    return _read_or(_ocr_page(page, index, pdfium, limits), reading.fallback)
+
+
+def _read_or(ocr_text: str, fallback: str) -> str:
+    """A scanned page's text: what OCR read, else its text layer's (a stamp on a scan)."""
+    return ocr_text or fallback
+
+
+def _read_page(
+    page: PageObject, index: int, pdfium: PdfiumDocument, has_form: bool
+) -> str | _NeedsOcr:
     """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
-    where pypdf's is broken; OCR of the rendered page where there is none."""
+    where pypdf's is broken; or, where there is none, that the page needs OCR."""
     text = _laid_out_text(page, has_form)
     share = unmapped_share(text)
     if share > BROKEN_SHARE:
@@ -158,10 +227,46 @@ def _page_text(
             return f"{marker}\n{replacement}".strip()
     text = repair(text).strip()
     if not text:
-        return _ocr_page(page, index, pdfium, limits)
+        return _NeedsOcr("")
     if _visible(text) < SCAN_STAMP_CHARS and image_coverage(page) >= SCAN_COVERAGE:
-        return _ocr_page(page, index, pdfium, limits) or text
+        return _NeedsOcr(text)
     return text
+
+
+def _parts(
+    reader: PdfReader, payload: bytes, limits: ParseLimits
+) -> list[pages.TextPart | pages.ScanPart] | None:
+    """Each page's part, or None when the one-page PDFs outgrow :func:`pages.split_allowance`."""
+    budget = TextBudget(limits)
+    pdfium = PdfiumDocument(payload, len(reader.pages))
+    has_form = "/AcroForm" in reader.root_object
+    room = pages.split_allowance(len(payload))
+    parts: list[pages.TextPart | pages.ScanPart] = []
+    try:
+        for index, page in enumerate(reader.pages):
+            reading = _read_page(page, index, pdfium, has_form)
+            if isinstance(reading, str):
+                parts.append(pages.TextPart(budget.spend(reading)))
+            else:
+                single = _one_page_pdf(page)
+                room -= len(single)
+                if room < 0:
+                    return None
+                parts.append(pages.ScanPart(single, reading.fallback))
+            report_progress(index + 1, len(reader.pages))
+    finally:
+        pdfium.close()
+    return parts
+
+
+def _one_page_pdf(page: PageObject) -> bytes:
+    """The page alone in a PDF of its own, with what it uses (fonts, images) and nothing else:
+    the OCR of it needs no other page, and its reader parses none."""
+    writer = PdfWriter()
+    writer.add_page(page)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
 
 
 def _visible(text: str) -> int:

@@ -31,6 +31,9 @@ class Refusal(Exception):
 
 
 _REGISTRY: dict[str, Extractor] = {}
+#: Kinds whose output is parts of a document for the parent to put together, not text: the
+#: quality check judges the whole document once it is assembled (``pdf-merge``), never a part.
+_PARTS: set[str] = set()
 
 ProgressSink = Callable[[int, int], None]
 
@@ -57,13 +60,16 @@ def set_progress_sink(sink: ProgressSink) -> None:
     _progress_sink = sink
 
 
-def extractor(kind: str) -> Callable[[Extractor], Extractor]:
-    """Register the decorated function as the parser for ``kind``."""
+def extractor(kind: str, *, parts: bool = False) -> Callable[[Extractor], Extractor]:
+    """Register the decorated function as the parser for ``kind``; with ``parts``, its output
+    is a JSON description of a document's parts rather than the document's text."""
 
     def register(function: Extractor) -> Extractor:
         if kind in _REGISTRY and _REGISTRY[kind] is not function:
             raise ValueError(f"an extractor for kind {kind!r} is already registered")
         _REGISTRY[kind] = function
+        if parts:
+            _PARTS.add(kind)
         return function
 
     return register
@@ -71,3 +77,8 @@ def extractor(kind: str) -> Callable[[Extractor], Extractor]:
 
 def lookup(kind: str) -> Extractor | None:
     return _REGISTRY.get(kind)
+
+
+def answers_text(kind: str) -> bool:
+    """False for a kind that answers with parts of a document (judged once merged)."""
+    return kind not in _PARTS

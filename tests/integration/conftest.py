@@ -32,6 +32,17 @@ AIRLOCK = REPO_ROOT / ".venv" / "bin" / "airlock"
 _READY_SECONDS = 60.0
 _STOP_SECONDS = 15.0
 
+#: Short limits for the tests that kill whole workers, so the visibility timeout can be waited
+#: out: every job there takes ~2 s, under the 4 s soft limit; a lost job is visible again after
+#: 6 s.
+FAST_RECOVERY = {
+    "AIRLOCK_SANDBOX_WALL_SECONDS": "3",
+    "AIRLOCK_TASK_SOFT_TIME_LIMIT": "4",
+    "AIRLOCK_TASK_TIME_LIMIT": "5",
+    "AIRLOCK_VISIBILITY_TIMEOUT": "6",
+    "AIRLOCK_RESTORE_INTERVAL": "1",
+}
+
 
 @pytest.fixture(scope="session")
 def integration_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:

@@ -25,20 +25,10 @@ from bridge.knowledge.attachments import AttachmentRef
 from bridge.knowledge.contracts import IngestSelection
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
-from tests.integration.conftest import WorkerFactory, wait_for_marker
+from tests.integration.conftest import FAST_RECOVERY, WorkerFactory, wait_for_marker
 from tests.integration.refs import counted_ref, local, runs, slow_ref
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
-
-# Short limits for the whole-worker test, so the visibility timeout can be waited out: every
-# job here takes ~2 s, under the 4 s soft limit; a lost job is visible again after 6 s.
-_FAST_RECOVERY = {
-    "AIRLOCK_SANDBOX_WALL_SECONDS": "3",
-    "AIRLOCK_TASK_SOFT_TIME_LIMIT": "4",
-    "AIRLOCK_TASK_TIME_LIMIT": "5",
-    "AIRLOCK_VISIBILITY_TIMEOUT": "6",
-    "AIRLOCK_RESTORE_INTERVAL": "1",
-}
 
 
 @pytest.mark.slow
@@ -64,14 +54,14 @@ def test_killed_pool_process_is_redelivered_at_once(
 def test_job_of_a_lost_worker_is_recovered_by_another(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
-    doomed = start_worker(env=_FAST_RECOVERY)
+    doomed = start_worker(env=FAST_RECOVERY)
     ref = slow_ref("wholekill")
     with ThreadPoolExecutor(1) as pool:
         pending = pool.submit(gather, [ref], client, deadline=90, use_cache=False)
         [first] = wait_for_marker(marker_dir / "wholekill")
         assert first in doomed.pool_pids()
         doomed.kill_everything()
-        rescuer = start_worker(env=_FAST_RECOVERY)
+        rescuer = start_worker(env=FAST_RECOVERY)
         selection = pending.result()
     assert selection == local([ref])
     pids = wait_for_marker(marker_dir / "wholekill", lines=2)
@@ -133,7 +123,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
     """Worker main processes are killed with SIGKILL while jobs flow; every job is answered,
     right, and run at most AIRLOCK_MAX_DELIVERIES (3) times."""
     caplog.set_level(logging.WARNING, logger="bridge.queue.celery_queue")
-    workers = [start_worker(concurrency=2, env=_FAST_RECOVERY) for _ in range(_CHAOS_WORKERS)]
+    workers = [start_worker(concurrency=2, env=FAST_RECOVERY) for _ in range(_CHAOS_WORKERS)]
     kills = 0
     lock = threading.Lock()
     batches: list[tuple[list[AttachmentRef], IngestSelection]] = []
@@ -146,7 +136,7 @@ def test_kill_9_of_worker_main_processes_loses_no_job(
             victim = workers[kills % _CHAOS_WORKERS]
             os.kill(victim.process.pid, signal.SIGKILL)  # the main process only
             victim.process.wait(15)
-            workers[kills % _CHAOS_WORKERS] = start_worker(concurrency=2, env=_FAST_RECOVERY)
+            workers[kills % _CHAOS_WORKERS] = start_worker(concurrency=2, env=FAST_RECOVERY)
             kills += 1
 
     def caller(number: int) -> None:

@@ -11,6 +11,9 @@ the real sandbox extracts it:
 - ``airlock-test: crash TAG``: record the pid likewise, then SIGKILL this pool process, every
   time; the payload that kills its worker.
 
+- A page of a split PDF whose page dictionary holds ``/AirlockTest (airlock-test: crash TAG)``:
+  the same, for the page task of that page only (the document's own jobs never see it there).
+
 The extracted text is the sandbox's own, so the local path (which has no hooks) produces the
 same text for the same payload.
 """
@@ -18,17 +21,20 @@ same text for the same payload.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
 
 from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
 from bridge.queue.jobs import Stage
+from sandbox.pages import PAGE_KIND
 from sandbox.runner import ProgressCallback
 from worker import extraction
 from worker.config import Settings
 
 _DIRECTIVE = b"airlock-test: "
+_PAGE_ENTRY = b"/AirlockTest ("
 _real_sandbox_extractor = extraction.sandbox_extractor
 
 
@@ -38,14 +44,28 @@ def _record(tag: str) -> None:
         marker.write(f"{os.getpid()}\n")
 
 
+def _directive(kind: str, payload: bytes) -> bytes | None:
+    """The directive on the payload's first line; for a page of a split PDF, the one in its
+    page dictionary (``/AirlockTest (airlock-test: crash TAG)``), which the split copies."""
+    first_line = payload.split(b"\n", 1)[0]
+    if first_line.startswith(_DIRECTIVE):
+        return first_line[len(_DIRECTIVE) :]
+    if kind == PAGE_KIND and _PAGE_ENTRY in payload:
+        written = payload.split(_PAGE_ENTRY, 1)[1].split(b")", 1)[0]
+        # pypdf writes the string with '-' and ':' as octal escapes.
+        directive = re.sub(rb"\\([0-7]{3})", lambda match: bytes([int(match[1], 8)]), written)
+        return directive[len(_DIRECTIVE) :] if directive.startswith(_DIRECTIVE) else None
+    return None
+
+
 class HookedExtractor:
     def __init__(self, inner: TextExtractor) -> None:
         self._inner = inner
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
-        first_line = payload.split(b"\n", 1)[0]
-        if first_line.startswith(_DIRECTIVE):
-            action, *arguments = first_line[len(_DIRECTIVE) :].decode().split()
+        directive = _directive(kind, payload)
+        if directive is not None:
+            action, *arguments = directive.decode().split()
             if action == "sleep":
                 _record(arguments[1])
                 time.sleep(float(arguments[0]))
@@ -60,8 +80,20 @@ def _hooked(
     stage: Stage,
     limits: ExtractionLimits,
     on_progress: ProgressCallback | None = None,
+    *,
+    deadline: float | None = None,
+    fan_out_pages: int = 0,
 ) -> TextExtractor:
-    return HookedExtractor(_real_sandbox_extractor(settings, stage, limits, on_progress))
+    return HookedExtractor(
+        _real_sandbox_extractor(
+            settings,
+            stage,
+            limits,
+            on_progress,
+            deadline=deadline,
+            fan_out_pages=fan_out_pages,
+        )
+    )
 
 
 extraction.sandbox_extractor = _hooked

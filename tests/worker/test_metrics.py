@@ -35,7 +35,8 @@ from worker import health, heartbeat
 from worker.config import ConfigurationError, Settings
 from worker.logs import _WITHHOLD
 from worker.metrics import TaskOutcome, TaskReport
-from worker.tasks import Runtime, _progress_reporter, run_job
+from worker.runtime import Runtime
+from worker.tasks import _progress_reporter, run_job
 
 from .test_tasks import SETTINGS, FakeTask, Scripted, job_for, parser, unique
 

@@ -25,7 +25,9 @@ from worker import extraction
 from worker.application import create_app
 from worker.cache import CachedExtractor, cache_namespace
 from worker.config import ConfigurationError, Settings
-from worker.tasks import Runtime, SandboxChildLost, run_job
+from worker.retries import SandboxChildLost
+from worker.runtime import Runtime
+from worker.tasks import run_job
 
 #: The workers' cache secret in these tests (production: openssl rand -hex 32, workers only).
 CACHE_KEY = "5e" * 32
