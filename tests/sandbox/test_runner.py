@@ -26,6 +26,7 @@ from sandbox.errors import (
     SandboxUnavailable,
     UnreadableInput,
     UnreadableText,
+    WallClockExceeded,
 )
 from sandbox.extractor import SandboxExtractor
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS
@@ -496,3 +497,14 @@ def test_nothing_outlives_a_killed_worker() -> None:
     worker.wait()
     assert _eventually(lambda: not any(_running(pid) for pid in doomed))
     assert _eventually(lambda: not scratch.exists())
+
+
+def test_a_child_still_running_at_the_callers_deadline_is_killed_then(
+    runner: SandboxRunner,
+) -> None:
+    """A page nobody waits for any more is not read to its end (docs/queue.md, Fan-out OCR):
+    the caller's deadline, earlier than the wall clock, ends the child and says whose it was."""
+    started = time.monotonic()
+    with pytest.raises(WallClockExceeded, match="caller's deadline passed"):
+        runner.run("probe-sleep", "x", b"30", deadline=started + 0.5)
+    assert time.monotonic() - started < LIMITS.wall_seconds / 2

@@ -85,7 +85,9 @@ class Scripted:
 def parser(monkeypatch: pytest.MonkeyPatch) -> Scripted:
     scripted = Scripted("extracted\r\ntext")
     monkeypatch.setattr(
-        extraction, "sandbox_extractor", lambda settings, stage, limits, on_progress=None: scripted
+        extraction,
+        "sandbox_extractor",
+        lambda settings, stage, limits, on_progress=None, **_: scripted,
     )
     return scripted
 
@@ -215,7 +217,7 @@ def test_a_child_killed_from_outside_the_sandbox_is_retried_within_max_deliverie
     attempts were made, and the last attempt answers the crash."""
     killed = SignalProbe(probe_runner, "SIGKILL")
     monkeypatch.setattr(
-        extraction, "sandbox_extractor", lambda s, stage, limits, on_progress=None: killed
+        extraction, "sandbox_extractor", lambda s, stage, limits, on_progress=None, **_: killed
     )
     task, job = FakeTask(), job_for(redis, unique())
     with pytest.raises(SandboxChildLost, match="SIGKILL from outside the sandbox"):
@@ -233,7 +235,7 @@ def test_a_crash_of_the_parser_itself_is_answered_at_once(
 ) -> None:
     crashed = SignalProbe(probe_runner, "SIGSEGV")
     monkeypatch.setattr(
-        extraction, "sandbox_extractor", lambda s, stage, limits, on_progress=None: crashed
+        extraction, "sandbox_extractor", lambda s, stage, limits, on_progress=None, **_: crashed
     )
     envelope = run_job(FakeTask(), job_for(redis, unique()), Runtime(SETTINGS))
     assert (envelope["type"], envelope["reason"]) == (

@@ -13,12 +13,16 @@ from bridge.knowledge.attachments import ExtractionLimits
 from bridge.queue.jobs import (
     LIGHT_QUEUE,
     OCR_QUEUE,
+    PAGE_TASK_NAME,
     TASK_NAME,
     ExtractionJob,
     MalformedJob,
+    PageJob,
     Stage,
     first_stage,
     job_from_wire,
+    page_job_from_wire,
+    page_task_id,
     payload_key,
     queue_for,
     route,
@@ -160,3 +164,32 @@ def test_the_wire_is_json_only() -> None:
     assert settings["accept_content"] == ["json"] == settings["result_accept_content"]
     assert settings["task_serializer"] == "json" == settings["result_serializer"]
     assert payload_key("ab" * 32) == "airlock:payload:" + "ab" * 32
+
+
+PAGE = PageJob("d0c" * 10, 3, 24, "cd" * 32, 4096)
+
+
+def test_a_page_job_survives_json_unchanged_and_goes_to_the_ocr_queue() -> None:
+    assert page_job_from_wire(json.loads(json.dumps(PAGE.to_wire()))) == PAGE
+    assert route(PAGE_TASK_NAME, [PAGE.to_wire()], {}, {}) == {"queue": OCR_QUEUE}
+    assert page_task_id("abc", 3) == "abc.page-3"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"page": 25},  # past the document's last page
+        {"page": 0},
+        {"pages": 0},
+        {"document_id": "abc:def"},  # characters no task id of ours has (a key separator)
+        {"document_id": ""},
+        {"document_id": "a" * 201},
+        {"sha256": "AB" * 32},
+        {"size": 0},
+        {"page": True},
+        {"shell": "rm -rf /"},
+    ],
+)
+def test_malformed_page_messages_are_refused(changes: dict[str, object]) -> None:
+    with pytest.raises(MalformedJob, match="page job"):
+        page_job_from_wire({**PAGE.to_wire(), **changes})

@@ -1,0 +1,222 @@
+"""A PDF read in parts (sandbox/pages.py): split, pages OCR'd in several children, merged.
+
+Every document goes through the real sandbox: the split, page and merge children, pypdf,
+PDFium and tesseract. The single ``pdf`` job on the same runner is the reference, byte for
+byte and error for error.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from PIL import Image
+from pypdf import PdfReader, PdfWriter
+
+from sandbox import pages
+from sandbox.errors import CeilingExceeded, MalformedAnswer, UnreadableInput
+from sandbox.extractor import SandboxExtractor
+from sandbox.limits import ParseLimits, SandboxLimits
+from sandbox.runner import SandboxRunner
+from tests.pdf_builders import pdf_with_jpx_image
+from tests.scanned_pdfs import scanned_pdf
+
+LIMITS = ParseLimits(max_pages=30, max_text_chars=200_000)
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[SandboxRunner]:
+    with SandboxRunner(SandboxLimits()) as sandbox:
+        yield sandbox
+
+
+def _in_pages(
+    runner: SandboxRunner,
+    limits: ParseLimits = LIMITS,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> SandboxExtractor:
+    return SandboxExtractor(
+        parse_limits=limits,
+        runner=runner,
+        on_progress=on_progress,
+        page_workers=2,
+        fan_out_pages=1,
+    )
+
+
+def _single(runner: SandboxRunner, payload: bytes, limits: ParseLimits = LIMITS) -> str:
+    return runner.run("pdf", pages.PDF_MEDIA_TYPE, payload, limits).text
+
+
+def _plan(runner: SandboxRunner, payload: bytes, fan_out_pages: int = 1) -> pages.Plan:
+    limits = ParseLimits(max_pages=LIMITS.max_pages, ocr=False, fan_out_pages=fan_out_pages)
+    answer = runner.run(
+        pages.SPLIT_KIND,
+        pages.PDF_MEDIA_TYPE,
+        payload,
+        limits,
+        output_bytes=pages.answer_allowance(pages.SPLIT_KIND, len(payload)),
+    )
+    return pages.read_plan(answer.text, LIMITS.max_pages)
+
+
+def _joined(*documents: bytes) -> bytes:
+    writer = PdfWriter()
+    for document in documents:
+        writer.append(PdfReader(io.BytesIO(document)))
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("text_page", [None, "A page with a text layer of its own"])
+def test_a_scan_read_in_pages_is_the_single_jobs_text_byte_for_byte(
+    runner: SandboxRunner, corpus_dir: Path, text_page: str | None
+) -> None:
+    payload = scanned_pdf(corpus_dir, 5, text_page=text_page)
+    plan = _plan(runner, payload)
+    assert plan.pages == 5 and len(plan.scans) == (4 if text_page else 5)
+    heard: list[tuple[int, int]] = []
+    text = _in_pages(runner, on_progress=lambda done, total: heard.append((done, total))).extract(
+        "pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=LIMITS.max_pages
+    )
+    assert text == _single(runner, payload)
+    assert "Docling bundles PDF document conversion" in text
+    assert [done for done, _ in heard] == sorted({done for done, _ in heard})
+    assert heard[-1] == (5, 5)
+
+
+def test_a_document_within_the_threshold_is_not_split(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    assert _plan(runner, scanned_pdf(corpus_dir, 3), fan_out_pages=3).parts is None
+    assert _plan(runner, scanned_pdf(corpus_dir, 4), fan_out_pages=3).parts is not None
+
+
+def test_the_page_ceiling_refuses_the_whole_document_before_any_split(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    payload = scanned_pdf(corpus_dir, 4)
+    with pytest.raises(CeilingExceeded, match="4 pages exceeds the 3-page ceiling"):
+        _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=3)
+
+
+def _shared_image_pages(count: int) -> bytes:
+    """``count`` pages drawing one shared 1.5 MB image (light noise: no ink, nothing to OCR)."""
+    noise = Image.effect_noise((1400, 1400), 40).point(lambda value: min(255, value + 150))
+    buffer = io.BytesIO()
+    noise.convert("L").save(buffer, format="PDF", resolution=150.0)
+    one = PdfReader(io.BytesIO(buffer.getvalue()))
+    writer = PdfWriter()
+    for _ in range(count):
+        writer.add_page(one.pages[0])
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def test_pages_sharing_one_large_resource_are_not_multiplied_by_a_split(
+    runner: SandboxRunner,
+) -> None:
+    """Each one-page PDF would carry its own copy of the shared image: ten copies of a
+    document's bulk. The split declines, and the single job reads the document."""
+    payload = _shared_image_pages(10)
+    assert len(payload) < 3 * 1024 * 1024  # the image is stored once
+    assert _plan(runner, payload).parts is None
+    text = _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert text == _single(runner, payload)
+
+
+def test_a_page_that_fails_fails_the_document_naming_the_page(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    payload = _joined(scanned_pdf(corpus_dir, 1), pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
+    with pytest.raises(UnreadableInput) as single:
+        _single(runner, payload)
+    with pytest.raises(UnreadableInput, match=r"^page 2 of 3: ") as in_pages:
+        _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert str(in_pages.value) == f"page 2 of 3: {single.value}"
+
+
+def test_the_text_ceiling_applies_to_the_merged_document_as_to_the_single_job(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """The budget runs over the whole document in page order: the merged text is refused with
+    the single job's words, never cut to fit."""
+    payload = scanned_pdf(corpus_dir, 4)
+    small = ParseLimits(max_pages=30, max_text_chars=150)
+    with pytest.raises(CeilingExceeded) as single:
+        _single(runner, payload, small)
+    with pytest.raises(CeilingExceeded) as in_pages:
+        _in_pages(runner, small).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert str(in_pages.value) == str(single.value)
+    assert "150-character ceiling" in str(single.value)
+
+
+_PLAN = {
+    "pages": 2,
+    "parts": [{"type": "text", "text": "a"}, {"type": "scan", "pdf": "", "fallback": ""}],
+}
+
+
+@pytest.mark.parametrize(
+    ("forged", "why"),
+    [
+        ({**_PLAN, "pages": 31}, "over the 30-page ceiling"),
+        ({**_PLAN, "pages": 3}, "counts 3 pages but describes 2"),
+        ({**_PLAN, "extra": 1}, "malformed"),
+        ({**_PLAN, "parts": [{"type": "shell", "text": "a"}]}, "malformed"),
+        ({**_PLAN, "pages": -1}, "malformed"),
+        (
+            {"pages": 1, "parts": [{"type": "scan", "pdf": "not base64!", "fallback": ""}]},
+            "malformed",
+        ),
+    ],
+)
+def test_a_forged_split_answer_is_refused(forged: object, why: str) -> None:
+    with pytest.raises(MalformedAnswer, match=why):
+        pages.read_plan(msgspec.json.encode(forged).decode(), 30)
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "not json",
+        '{"text": "a", "readings": [], "more": 1}',
+        '{"text": 1, "readings": []}',
+        '{"text": "a", "readings": [{"language": "eng", "words": -1, "confidence_sum": 0, '
+        '"letters": 0, "foreign_letters": null, "detected_script": null}]}',
+    ],
+)
+def test_a_forged_page_answer_is_refused(forged: str) -> None:
+    with pytest.raises(MalformedAnswer):
+        pages.read_page(forged)
+
+
+def test_a_page_answer_claiming_more_tesseract_runs_than_a_page_makes_is_refused() -> None:
+    reading = {
+        "language": "eng",
+        "words": 1,
+        "confidence_sum": 99.0,
+        "letters": 1,
+        "foreign_letters": 0,
+        "detected_script": None,
+    }
+    forged = msgspec.json.encode({"text": "a", "readings": [reading, reading]}).decode()
+    with pytest.raises(MalformedAnswer, match="malformed"):
+        pages.read_page(forged)
+
+
+def test_a_page_job_reads_one_page_and_answers_its_text_with_its_tesseract_run(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """A page job given a whole document is refused: it reads one page, never a document."""
+    with pytest.raises(UnreadableInput, match="exactly one page"):
+        runner.run(pages.PAGE_KIND, pages.PDF_MEDIA_TYPE, scanned_pdf(corpus_dir, 2), LIMITS)
+    (_, scan), _ = _plan(runner, scanned_pdf(corpus_dir, 2)).scans
+    answer = runner.run(pages.PAGE_KIND, pages.PDF_MEDIA_TYPE, scan.pdf, LIMITS)
+    reading = pages.read_page(answer.text)
+    assert "Docling" in reading.text and len(reading.readings) == 1
