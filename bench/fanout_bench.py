@@ -65,15 +65,16 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), sum(int(value) for value in fields[11:15])
 
 
-def cpu_seconds(roots: list[int]) -> float:
-    """CPU of ``roots`` and every process under them, live or reaped (a sandbox child and its
-    tesseract count once reaped by their parent): the worker tree, Redis and this client."""
+def cpu_seconds() -> float:
+    """CPU of this process and every process under it, live or reaped (a sandbox child and
+    its tesseract count once reaped by their parent): the client, redis-server and the worker
+    tree are all its descendants."""
     stats = {pid: _stat(pid) for pid in (int(p) for p in os.listdir("/proc") if p.isdigit())}
     children: dict[int, list[int]] = {}
     for pid, stat in stats.items():
         if stat is not None:
             children.setdefault(stat[0], []).append(pid)
-    ticks, pending = 0, list(roots)
+    ticks, pending = 0, [os.getpid()]
     while pending:
         pid = pending.pop()
         stat = stats.get(pid)
@@ -84,7 +85,7 @@ def cpu_seconds(roots: list[int]) -> float:
 
 
 @contextmanager
-def worker(concurrency: int, fan_out_pages: int) -> Iterator[int]:
+def worker(concurrency: int, fan_out_pages: int) -> Iterator[None]:
     url = SERVER.url()
     nodename = f"fanout-bench-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
@@ -115,7 +116,7 @@ def worker(concurrency: int, fan_out_pages: int) -> Iterator[int]:
             if time.monotonic() > deadline or process.poll() is not None:
                 raise SystemExit("the bench worker did not start")
         app.close()
-        yield process.pid
+        yield
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)
@@ -132,15 +133,13 @@ def one_document(
     """Seconds for the document, and the CPU-seconds spent on it by the worker's process tree
     (sandbox children and tesseract included), Redis and this client."""
     url = SERVER.url()
-    with worker(concurrency, fan_out_pages) as pid, closing(CeleryQueue(url, url)) as client:
+    with worker(concurrency, fan_out_pages), closing(CeleryQueue(url, url)) as client:
         warm(client, warm_refs)
-        assert SERVER.process is not None
-        roots = [pid, SERVER.process.pid, os.getpid()]
-        before = cpu_seconds(roots)
+        before = cpu_seconds()
         started = time.perf_counter()
         selection = gather([ref], client, limits=LIMITS, deadline=600, use_cache=False)
         elapsed = time.perf_counter() - started
-        cpu = cpu_seconds(roots) - before
+        cpu = cpu_seconds() - before
     assert not selection.dropped, selection.dropped
     return elapsed, cpu
 
