@@ -95,17 +95,21 @@ class CachedExtractor:
             _log.warning("result cache entry %s is not UTF-8; extracting again", key)
             return None
 
-    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+    def cached(self, kind: str, media_type: str, max_pages: int) -> str | None:
+        """The text a worker cached for this payload, if the workers' secret vouches for it."""
         key = self._key(kind, media_type, max_pages)
         try:
             untrusted_cached = self.redis.get(key)
         except RedisError as exc:
             _log.warning("result cache unreachable, extracting without it: %s", exc)
-            untrusted_cached = None
-        if isinstance(untrusted_cached, bytes):
-            cached = self._opened(key, untrusted_cached)
-            if cached is not None:
-                return cached
+            return None
+        return self._opened(key, untrusted_cached) if isinstance(untrusted_cached, bytes) else None
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        cached = self.cached(kind, media_type, max_pages)
+        if cached is not None:
+            return cached
+        key = self._key(kind, media_type, max_pages)
         text = self.inner.extract(kind, media_type, payload, max_pages=max_pages)
         try:
             encoded = text.encode("utf-8")

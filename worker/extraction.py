@@ -12,7 +12,7 @@ from dataclasses import replace
 from redis import Redis
 
 from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
-from bridge.queue.jobs import Stage
+from bridge.queue.jobs import ExtractionJob, Stage
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits
 from sandbox.runner import ProgressCallback
@@ -60,14 +60,17 @@ def extractor_for(
     *,
     payload_sha256: str | None,
     on_progress: ProgressCallback | None = None,
+    reader: TextExtractor | None = None,
 ) -> TextExtractor:
     """The extractor a job runs on: the sandbox, behind the result cache unless bypassed.
 
     ``payload_sha256`` is the verified digest of the job's payload, or None to bypass the
     cache; ``on_progress(done, total)`` hears how many pages or frames the sandbox has
-    finished, at most once a second and always further along.
+    finished, at most once a second and always further along. ``reader`` replaces the
+    stage's sandbox extractor behind the cache (the merge of a document read in pages, whose
+    text the cache keeps as the single OCR job's).
     """
-    extractor = MeteredExtractor(sandbox_extractor(settings, stage, limits, on_progress))
+    extractor = reader or MeteredExtractor(sandbox_extractor(settings, stage, limits, on_progress))
     secret = settings.result_cache_key
     if not settings.result_cache or secret is None or payload_sha256 is None:
         # Without the workers' secret an entry cannot be told from one anybody planted.
@@ -81,3 +84,14 @@ def extractor_for(
         secret,
         count_refused_cache_entry,
     )
+
+
+def cached_text(settings: Settings, redis: Redis, stage: Stage, job: ExtractionJob) -> str | None:
+    """The text ``stage`` cached for ``job``'s (verified) payload, if any: a job whose text is
+    known is answered from it rather than read again, in one piece or in pages."""
+    if not job.use_cache:
+        return None
+    extractor = extractor_for(settings, redis, stage, job.limits, payload_sha256=job.sha256)
+    if not isinstance(extractor, CachedExtractor):
+        return None
+    return extractor.cached(job.kind, job.media_type, job.limits.max_pages)

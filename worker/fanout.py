@@ -41,7 +41,6 @@ from bridge.queue.jobs import (
 )
 from sandbox import pages
 from worker import extraction, metrics
-from worker.config import Settings
 from worker.deliveries import delivery_key, record_delivery
 from worker.metrics import TaskOutcome, TaskReport
 from worker.retries import over_delivered, raise_if_retried
@@ -178,13 +177,16 @@ class _Document:
 
 
 def split(
-    settings: Settings, job: ExtractionJob, payload: bytes, deadline: float | None
+    runtime: Runtime, job: ExtractionJob, payload: bytes, deadline: float | None
 ) -> pages.Plan | None:
     """The document's pages, when it is a PDF worth spreading over the OCR workers; None to
-    read it in one OCR job (a small document, or a split that failed: the single job is
-    always right, only slower)."""
+    read it in one OCR job (a small document, one whose text the OCR stage cached, or a split
+    that failed: the single job is always right, only slower)."""
+    settings = runtime.settings
     if job.kind != "pdf" or not settings.fan_out_pages:
         return None
+    if extraction.cached_text(settings, runtime.redis, Stage.OCR, job) is not None:
+        return None  # the OCR job answers from the cache at once
     splitter = extraction.sandbox_extractor(
         settings, Stage.LIGHT, job.limits, deadline=deadline, fan_out_pages=settings.fan_out_pages
     )
@@ -396,7 +398,16 @@ def _merged(
         extraction.sandbox_extractor(runtime.settings, Stage.OCR, job.limits),
         pages.merge_payload(plan.parts, readings),
     )
-    outcome = extraction_outcome(ref, merger, job.limits)
+    # Cached as the single OCR job's text is: the next upload of the document is not read again.
+    extractor = extraction.extractor_for(
+        runtime.settings,
+        runtime.redis,
+        Stage.OCR,
+        job.limits,
+        payload_sha256=job.sha256 if job.use_cache else None,
+        reader=merger,
+    )
+    outcome = extraction_outcome(ref, extractor, job.limits)
     return outcome if isinstance(outcome, ExtractedAttachment) else outcome.failure
 
 

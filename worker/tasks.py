@@ -78,7 +78,7 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
     failure = outcome.failure
     raise_if_retried(failure, task.request.retries, settings.max_deliveries)
     if job.stage is Stage.LIGHT and failure.code == OcrRequired.reported_as:
-        plan = fanout.split(settings, job, payload, deadline_of(task))
+        plan = fanout.split(runtime, job, payload, deadline_of(task))
         if plan is not None:
             return _Answered(plan, TaskOutcome.FANNED_OUT, deliveries, len(payload))
         return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))

@@ -8,6 +8,7 @@ references the merged answer must equal byte for byte.
 from __future__ import annotations
 
 import io
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -72,8 +73,20 @@ def test_a_fanned_out_scan_is_answered_as_the_single_task_and_the_local_path_ans
     assert not single.dropped and "ATTACHMENT [short.pdf]" in single.text
 
 
+def test_a_fanned_out_scans_text_is_cached_and_the_next_upload_is_not_split_again(
+    start_worker: WorkerFactory, client: CeleryQueue, corpus_dir: Path
+) -> None:
+    worker = start_worker(concurrency=2, env=FAN_OUT)
+    ref = _scan_ref(corpus_dir, 3, "cached.pdf")
+    first = gather([ref], client, limits=LIMITS, deadline=120)
+    again = gather([ref], client, limits=LIMITS, deadline=120)
+    assert first == again and not first.dropped
+    assert _fanned_out(worker) == 1
+    assert _page_tasks_received(worker) == 2  # the second page has a text layer
+
+
 def _page_tasks_received(worker: WorkerProcess) -> int:
-    return worker.log().count("Task airlock.extract_page[")
+    return len(re.findall(r"Task airlock\.extract_page\[[^\]]+\] received", worker.log()))
 
 
 def _wait_for(condition: object, timeout: float, what: str) -> None:
