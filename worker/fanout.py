@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from redis import Redis
+from redis import Redis, RedisError
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
@@ -26,7 +26,11 @@ from bridge.knowledge.attachments import (
     TextExtractor,
     extraction_outcome,
 )
-from bridge.knowledge.failures import MALFORMED_ANSWER, PAYLOAD_UNAVAILABLE, Failure
+from bridge.knowledge.failures import (
+    MALFORMED_ANSWER,
+    PAYLOAD_UNAVAILABLE,
+    Failure,
+)
 from bridge.queue.claim_check import PayloadUnavailable, fetch_payload, sha256_hex, store_payloads
 from bridge.queue.envelope import answer_envelope
 from bridge.queue.jobs import (
@@ -259,10 +263,38 @@ def run_page(task: Any, untrusted_page_job: object, runtime: Runtime) -> None:
     if page.page not in document.read_pages():
         read = _read(task, page, job, document, runtime)
         document.record(page.page, read.record)
-        _report(task, job, read, time.monotonic() - started)
+        if read.deliveries:
+            _report(task, job, read, time.monotonic() - started)
+    _after_record(document, plan, job, runtime)
+
+
+def _after_record(document: _Document, plan: _Plan, job: ExtractionJob, runtime: Runtime) -> None:
     records = document.records()
     document.publish_progress(plan, len(records))
     _finish(document, plan, job, runtime, records)
+
+
+def page_gave_up(
+    task: Any, exc: BaseException, untrusted_page_job: object, runtime: Runtime
+) -> None:
+    """Record a page whose task failed for good (its retries spent on an unavailable sandbox
+    or Redis, or an error of its own) as a failed page: otherwise its document would wait for
+    it until the caller's deadline, and answer nothing."""
+    try:
+        page = page_job_from_wire(untrusted_page_job)
+        document = _Document(
+            runtime.redis, task.backend, page.document_id, runtime.settings.payload_ttl
+        )
+        plan = document.plan()
+        if plan is None:
+            return
+        job = _checked(plan, page)
+        failure = Failure.of(exc)
+        reason = failure.reason or f"the page task raised {failure.code}"
+        document.record(page.page, _Failed(failure.code, reason))
+        _after_record(document, plan, job, runtime)
+    except (MalformedJob, RedisError) as error:
+        _log.warning("page task %s failed and could not be recorded: %s", task.request.id, error)
 
 
 def _checked(plan: _Plan, page: PageJob) -> ExtractionJob:

@@ -194,6 +194,15 @@ def register(app: Any, settings: Settings) -> Any:
     def extract_page(task: Any, untrusted_page_job: object) -> None:
         fanout.run_page(task, untrusted_page_job, runtime)
 
-    # A page's own result is never read: it answers into its document's state.
-    app.task(name=PAGE_TASK_NAME, ignore_result=True, **_TASK_OPTIONS)(extract_page)
+    def page_failed(  # noqa: PLR0917 - Celery's on_failure signature
+        task: Any, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
+        if isinstance(args, list | tuple) and len(args) == 1:
+            fanout.page_gave_up(task, exc, args[0], runtime)
+
+    # A page's own result is never read: it answers into its document's state, a page that
+    # failed for good too (Celery's on_failure, after its retries).
+    app.task(name=PAGE_TASK_NAME, ignore_result=True, on_failure=page_failed, **_TASK_OPTIONS)(
+        extract_page
+    )
     return app.task(name=TASK_NAME, **_TASK_OPTIONS)(extract)

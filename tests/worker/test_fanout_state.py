@@ -12,9 +12,14 @@ import pytest
 from celery import Celery
 from redis import Redis
 
+from bridge.knowledge.attachments import ExtractionLimits
+from bridge.queue.jobs import ExtractionJob, PageJob, Stage
 from sandbox import pages
+from sandbox.errors import SandboxUnavailable
 from tests.redis_server import SUITE_REDIS_URL
-from worker.fanout import _Document, _Failed, _Plan, _Read, _Scan
+from worker.config import Settings
+from worker.fanout import _Document, _Failed, _Plan, _Read, _Scan, page_gave_up
+from worker.runtime import Runtime
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -63,4 +68,42 @@ def test_a_page_is_recorded_once_a_redelivery_cannot_rewrite_it(redis: Redis, ba
             "MalformedAnswer", "the page's record in Redis is malformed"
         )
     finally:
+        document.forget()
+
+
+class _PageTask:
+    """What page_gave_up uses of the bound Celery task."""
+
+    def __init__(self, backend: Any, task_id: str) -> None:
+        self.backend = backend
+        self.request = type("Request", (), {"id": task_id, "retries": 5})()
+
+
+def test_a_page_whose_task_gave_up_fails_its_document_at_once_naming_it(
+    redis: Redis, backend: Any
+) -> None:
+    """Retries spent on an unavailable sandbox: the document is answered, not left to wait
+    for the caller's deadline."""
+    job = ExtractionJob(
+        "ee" * 32, 100, "scan.pdf", "pdf", "application/pdf", ExtractionLimits(), Stage.LIGHT, False
+    )
+    document = _Document(redis, backend, uuid.uuid4().hex, 60)
+    document.store_plan(_Plan(job.to_wire(), PLAN.page_count, PLAN.parts))
+    document.record(2, _Read(pages.PageReading("page two", [])))
+    page = PageJob(document.document_id, 3, 3, "cd" * 32, 10)
+    runtime = Runtime(Settings.from_env({"AIRLOCK_BROKER_URL": SUITE_REDIS_URL}))
+    try:
+        page_gave_up(
+            _PageTask(backend, "x.page-3"),
+            SandboxUnavailable("no sandbox child became ready within 30s"),
+            page.to_wire(),
+            runtime,
+        )
+        answer = _state(redis, backend, document.document_id)
+        assert answer["status"] == "SUCCESS"
+        assert answer["result"]["ok"] is False and answer["result"]["type"] == "SandboxUnavailable"
+        assert answer["result"]["reason"] == "page 3 of 3: no sandbox child became ready within 30s"
+        assert document.plan() is None  # the fan-out state is gone with the answer
+    finally:
+        redis.delete(backend.get_key_for_task(document.document_id))
         document.forget()
