@@ -226,7 +226,7 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
     stored = _Plan(job.to_wire(), plan.pages, parts)
     document.store_plan(stored)
     if not scans:
-        _finish(document, stored, job, runtime)
+        _finish(document, stored, job, runtime, _Attempt.of(task))
         return
     read = document.read_pages()
     with task.app.producer_or_acquire() as producer:
@@ -265,13 +265,29 @@ def run_page(task: Any, untrusted_page_job: object, runtime: Runtime) -> None:
         document.record(page.page, read.record)
         if read.deliveries:
             _report(task, job, read, time.monotonic() - started)
-    _after_record(document, plan, job, runtime)
+    _after_record(document, plan, job, runtime, _Attempt.of(task))
 
 
-def _after_record(document: _Document, plan: _Plan, job: ExtractionJob, runtime: Runtime) -> None:
+@dataclass(frozen=True)
+class _Attempt:
+    """The running task, as the merge needs it: whether it may still be retried, and by when
+    its caller needs the answer."""
+
+    #: The task's retries so far; None when it may not be retried (it already failed for good).
+    retries: int | None
+    deadline: float | None
+
+    @classmethod
+    def of(cls, task: Any) -> _Attempt:
+        return cls(task.request.retries, deadline_of(task))
+
+
+def _after_record(
+    document: _Document, plan: _Plan, job: ExtractionJob, runtime: Runtime, attempt: _Attempt
+) -> None:
     records = document.records()
     document.publish_progress(plan, len(records))
-    _finish(document, plan, job, runtime, records)
+    _finish(document, plan, job, runtime, attempt, records)
 
 
 def page_gave_up(
@@ -292,7 +308,7 @@ def page_gave_up(
         failure = Failure.of(exc)
         reason = failure.reason or f"the page task raised {failure.code}"
         document.record(page.page, _Failed(failure.code, reason))
-        _after_record(document, plan, job, runtime)
+        _after_record(document, plan, job, runtime, _Attempt(None, deadline_of(task)))
     except (MalformedJob, RedisError) as error:
         _log.warning("page task %s failed and could not be recorded: %s", task.request.id, error)
 
@@ -380,30 +396,36 @@ def _report(task: Any, job: ExtractionJob, read: _PageRead, seconds: float) -> N
     )
 
 
-def _finish(
+def _finish(  # noqa: PLR0917 - each is a separate thing the merge needs
     document: _Document,
     plan: _Plan,
     job: ExtractionJob,
     runtime: Runtime,
+    attempt: _Attempt,
     records: Mapping[int, _Record] | None = None,
 ) -> None:
     """Store the document's answer once every page to OCR has its record; else do nothing.
 
     Any page task may get here more than once (two pages finishing together, a redelivery):
     the answer depends only on the records, which never change once written, so storing it
-    again stores the same answer.
+    again stores the same answer. A merge the host failed (its child killed from outside, no
+    sandbox) is not an answer: the task is retried, the records kept, and merges again.
     """
     records = document.records() if records is None else records
     scans = [index + 1 for index, part in enumerate(plan.parts) if isinstance(part, _Scan)]
     if any(page not in records for page in scans):
         return
-    answer = _merged(plan, job, records, runtime)
+    answer = _merged(plan, job, records, runtime, attempt)
     document.store_answer(answer_envelope(answer, job.label, job.sha256))
     document.forget()
 
 
 def _merged(
-    plan: _Plan, job: ExtractionJob, records: Mapping[int, _Record], runtime: Runtime
+    plan: _Plan,
+    job: ExtractionJob,
+    records: Mapping[int, _Record],
+    runtime: Runtime,
+    attempt: _Attempt,
 ) -> ExtractedAttachment | Failure:
     """The document's answer: its first failed page's failure, or its pages merged."""
     readings: dict[int, pages.PageReading] = {}
@@ -427,7 +449,9 @@ def _merged(
         return Failure(PAYLOAD_UNAVAILABLE, str(exc))
     ref = AttachmentRef(job.label, job.kind, job.media_type, payload)
     merger = _Merger(
-        extraction.sandbox_extractor(runtime.settings, Stage.OCR, job.limits),
+        extraction.sandbox_extractor(
+            runtime.settings, Stage.OCR, job.limits, deadline=attempt.deadline
+        ),
         pages.merge_payload(plan.parts, readings),
     )
     # Cached as the single OCR job's text is: the next upload of the document is not read again.
@@ -440,7 +464,11 @@ def _merged(
         reader=merger,
     )
     outcome = extraction_outcome(ref, extractor, job.limits)
-    return outcome if isinstance(outcome, ExtractedAttachment) else outcome.failure
+    if isinstance(outcome, ExtractedAttachment):
+        return outcome
+    if attempt.retries is not None:
+        raise_if_retried(outcome.failure, attempt.retries, runtime.settings.max_deliveries)
+    return outcome.failure
 
 
 class _Merger:

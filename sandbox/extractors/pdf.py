@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
-from pypdf.generic import DictionaryObject
+from pypdf.generic import DictionaryObject, NameObject
 
 from sandbox import codes, pages, quality
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
@@ -30,6 +30,7 @@ from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
 
+_LAYERS = "/OCProperties"
 # Readers accept a header anywhere in the first kilobyte; anything without one is not a PDF.
 _HEADER = b"%PDF-"
 _HEADER_WINDOW = 1024
@@ -243,12 +244,15 @@ def _parts(
     room = pages.split_allowance(len(payload))
     parts: list[pages.TextPart | pages.ScanPart] = []
     try:
+        # The single job refuses a page tree PDFium counts differently once it renders a page;
+        # a one-page PDF could never show that disagreement, so it is checked here, first.
+        pdfium.check_page_count()
         for index, page in enumerate(reader.pages):
             reading = _read_page(page, index, pdfium, has_form)
             if isinstance(reading, str):
                 parts.append(pages.TextPart(budget.spend(reading)))
             else:
-                single = _one_page_pdf(page)
+                single = _one_page_pdf(reader, page)
                 room -= len(single)
                 if room < 0:
                     return None
@@ -259,11 +263,19 @@ def _parts(
     return parts
 
 
-def _one_page_pdf(page: PageObject) -> bytes:
+def _one_page_pdf(reader: PdfReader, page: PageObject) -> bytes:
     """The page alone in a PDF of its own, with what it uses (fonts, images) and nothing else:
-    the OCR of it needs no other page, and its reader parses none."""
+    the OCR of it needs no other page, and its reader parses none.
+
+    The document's optional-content settings (``/OCProperties``: which layers are shown) go
+    with it: without them PDFium draws every layer, and a layer hidden from readers (text an
+    attacker hid to reach the model) would be OCR'd, or a shown one lost.
+    """
     writer = PdfWriter()
     writer.add_page(page)
+    layers = reader.root_object.get(_LAYERS)
+    if layers is not None:
+        writer.root_object[NameObject(_LAYERS)] = layers.clone(writer)
     buffer = io.BytesIO()
     writer.write(buffer)
     return buffer.getvalue()

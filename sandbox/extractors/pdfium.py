@@ -62,6 +62,10 @@ class PdfiumDocument:
             self._document = document
         return self._document
 
+    def check_page_count(self) -> None:
+        """Open the document now, refusing it when PDFium sees other pages than pypdf."""
+        self._open()
+
     def render(self, index: int, limits: ParseLimits) -> Image.Image:
         """Render page ``index`` in grey at :data:`OCR_DPI`, or at the dpi that keeps it
         within the pixel ceiling.

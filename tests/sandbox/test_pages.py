@@ -8,12 +8,13 @@ byte and error for error.
 from __future__ import annotations
 
 import io
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
 import pytest
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 from pypdf import PdfReader, PdfWriter
 
 from sandbox import pages
@@ -21,7 +22,7 @@ from sandbox.errors import CeilingExceeded, MalformedAnswer, UnreadableInput
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
-from tests.pdf_builders import pdf_with_jpx_image
+from tests.pdf_builders import pdf, pdf_with_jpx_image, stream
 from tests.scanned_pdfs import scanned_pdf
 
 LIMITS = ParseLimits(max_pages=30, max_text_chars=200_000)
@@ -154,6 +155,81 @@ def test_the_text_ceiling_applies_to_the_merged_document_as_to_the_single_job(
         _in_pages(runner, small).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
     assert str(in_pages.value) == str(single.value)
     assert "150-character ceiling" in str(single.value)
+
+
+def _words_image(words: str) -> bytes:
+    """An image XObject of ``words`` in black on white, big enough for tesseract."""
+    picture = Image.new("L", (1200, 400), 255)
+    ImageDraw.Draw(picture).text((40, 150), words, fill=0, font=ImageFont.load_default(size=48))
+    return stream(
+        zlib.compress(picture.tobytes()),
+        b"/Type /XObject /Subtype /Image /Width 1200 /Height 400 /ColorSpace /DeviceGray "
+        b"/BitsPerComponent 8 /Filter /FlateDecode ",
+    )
+
+
+def _layered(catalog: bytes, group: bytes) -> bytes:
+    """Two pages, each drawing one image always and one inside optional content ``/oc``."""
+    return pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R %s >>" % catalog,
+            b"<< /Type /Pages /Kids [3 0 R 3 0 R] /Count 2 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 400] /Contents 4 0 R /Resources "
+            b"<< /XObject << /Im0 5 0 R /Im1 6 0 R >> /Properties << /oc %s >> >> >>" % group,
+            stream(
+                b"q 600 0 0 200 0 200 cm /Im0 Do Q /OC /oc BDC q 600 0 0 200 0 0 cm /Im1 Do Q EMC"
+            ),
+            _words_image("VISIBLE WORDS HERE"),
+            _words_image("SECRET HIDDEN LAYER"),
+            b"<< /Type /OCG /Name (layer) >>",
+            b"<< /Type /OCMD /OCGs [7 0 R] /P /AllOff >>",
+        ]
+    )
+
+
+_LAYER_OFF = b"/OCProperties << /OCGs [7 0 R] /D << /OFF [7 0 R] >> >>"
+
+
+@pytest.mark.parametrize(
+    ("catalog", "group", "shown", "hidden"),
+    [
+        # A layer the document hides: text planted for the model, never shown to a reader.
+        (_LAYER_OFF, b"7 0 R", "VISIBLE", "SECRET"),
+        # Content shown only while that layer is off: it must not vanish either.
+        (_LAYER_OFF, b"8 0 R", "SECRET", "NOTHING"),
+        (
+            b"/OCProperties << /OCGs [7 0 R] /D << /BaseState /OFF >> >>",
+            b"7 0 R",
+            "VISIBLE",
+            "SECRET",
+        ),
+    ],
+)
+def test_layers_the_document_hides_stay_hidden_in_its_pages(
+    runner: SandboxRunner, catalog: bytes, group: bytes, shown: str, hidden: str
+) -> None:
+    """A one-page PDF carries the document's layer settings: PDFium would otherwise draw
+    every layer, and OCR read what the document hides."""
+    payload = _layered(catalog, group)
+    assert _plan(runner, payload).scans
+    text = _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert text == _single(runner, payload)
+    assert shown in text and hidden not in text
+
+
+def test_a_page_tree_pypdf_and_pdfium_count_differently_is_refused_as_by_the_single_job(
+    runner: SandboxRunner,
+) -> None:
+    """Each one-page PDF would agree with itself: the split compares the counts first."""
+    one_page = _layered(_LAYER_OFF, b"7 0 R").replace(
+        b"/Kids [3 0 R 3 0 R] /Count 2", b"/Kids [3 0 R 3 0 R 3 0 R 3 0 R] /Count 2"
+    )
+    with pytest.raises(UnreadableInput) as single:
+        _single(runner, one_page)
+    with pytest.raises(UnreadableInput) as in_pages:
+        _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, one_page, max_pages=30)
+    assert str(in_pages.value) == str(single.value)
+    assert "count different pages" in str(single.value)
 
 
 _PLAN = {

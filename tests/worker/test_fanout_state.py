@@ -13,12 +13,15 @@ from celery import Celery
 from redis import Redis
 
 from bridge.knowledge.attachments import ExtractionLimits
-from bridge.queue.jobs import ExtractionJob, PageJob, Stage
+from bridge.queue.claim_check import sha256_hex, store_payloads
+from bridge.queue.jobs import ExtractionJob, PageJob, Stage, page_task_id
 from sandbox import pages
-from sandbox.errors import SandboxUnavailable
+from sandbox.errors import KilledFromOutside, SandboxUnavailable
 from tests.redis_server import SUITE_REDIS_URL
+from worker import extraction
 from worker.config import Settings
-from worker.fanout import _Document, _Failed, _Plan, _Read, _Scan, page_gave_up
+from worker.fanout import _Document, _Failed, _Plan, _Read, _Scan, page_gave_up, run_page
+from worker.retries import SandboxChildLost
 from worker.runtime import Runtime
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -72,11 +75,11 @@ def test_a_page_is_recorded_once_a_redelivery_cannot_rewrite_it(redis: Redis, ba
 
 
 class _PageTask:
-    """What page_gave_up uses of the bound Celery task."""
+    """What the page task's code uses of the bound Celery task."""
 
-    def __init__(self, backend: Any, task_id: str) -> None:
+    def __init__(self, backend: Any, task_id: str, retries: int = 5) -> None:
         self.backend = backend
-        self.request = type("Request", (), {"id": task_id, "retries": 5})()
+        self.request = type("Request", (), {"id": task_id, "retries": retries, "expires": None})()
 
 
 def test_a_page_whose_task_gave_up_fails_its_document_at_once_naming_it(
@@ -104,6 +107,83 @@ def test_a_page_whose_task_gave_up_fails_its_document_at_once_naming_it(
         assert answer["result"]["ok"] is False and answer["result"]["type"] == "SandboxUnavailable"
         assert answer["result"]["reason"] == "page 3 of 3: no sandbox child became ready within 30s"
         assert document.plan() is None  # the fan-out state is gone with the answer
+    finally:
+        redis.delete(backend.get_key_for_task(document.document_id))
+        document.forget()
+
+
+SETTINGS = Settings.from_env({"AIRLOCK_BROKER_URL": SUITE_REDIS_URL, "AIRLOCK_MAX_DELIVERIES": "3"})
+
+
+class _Scripted:
+    """The sandbox: page jobs read "page text"; the merge job raises ``merge`` if set."""
+
+    def __init__(self, merge: BaseException | None) -> None:
+        self.merge = merge
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        if kind == pages.PAGE_KIND:
+            return pages.encode(pages.PageReading("page text", []))
+        if self.merge is not None:
+            raise self.merge
+        return "merged text"
+
+
+def _fanned_out(redis: Redis, backend: Any) -> tuple[_Document, list[PageJob]]:
+    """A document as fan_out leaves it: its payloads and plan, two pages to read."""
+    payload = b"%PDF-1.7 the document " + uuid.uuid4().bytes
+    one_pages = [b"%PDF-1.7 page " + uuid.uuid4().bytes for _ in range(2)]
+    store_payloads(redis, {sha256_hex(p): p for p in [payload, *one_pages]}, 60)
+    job = ExtractionJob(
+        sha256_hex(payload), len(payload), "scan.pdf", "pdf", "application/pdf",
+        ExtractionLimits(), Stage.LIGHT, use_cache=False,
+    )  # fmt: skip
+    document = _Document(redis, backend, uuid.uuid4().hex, 60)
+    scans: list[pages.TextPart | _Scan] = [_Scan(sha256_hex(p), len(p), "") for p in one_pages]
+    document.store_plan(_Plan(job.to_wire(), 2, scans))
+    return document, [
+        PageJob(document.document_id, n + 1, 2, sha256_hex(p), len(p))
+        for n, p in enumerate(one_pages)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("host_failure", "retried_as"),
+    [
+        (KilledFromOutside("the child was killed by SIGKILL"), SandboxChildLost),
+        (SandboxUnavailable("the fork server died"), SandboxUnavailable),
+    ],
+)
+def test_a_merge_the_host_failed_is_retried_not_answered(
+    redis: Redis,
+    backend: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    host_failure: BaseException,
+    retried_as: type[BaseException],
+) -> None:
+    """The single task retries a child killed from outside and an unavailable sandbox; the
+    merge must too: stored as the answer, it would end the document for a fault of the host."""
+    document, jobs = _fanned_out(redis, backend)
+    runtime = Runtime(SETTINGS)
+
+    def page(number: int, retries: int = 0) -> None:
+        task = _PageTask(backend, page_task_id(document.document_id, number), retries)
+        run_page(task, jobs[number - 1].to_wire(), runtime)
+
+    def sandbox(merge: BaseException | None) -> None:
+        monkeypatch.setattr(extraction, "sandbox_extractor", lambda *_, **__: _Scripted(merge))
+
+    try:
+        sandbox(host_failure)
+        page(1)
+        with pytest.raises(retried_as):
+            page(2)
+        assert _state(redis, backend, document.document_id)["status"] == "PROGRESS"
+        assert document.read_pages() == {1, 2}  # kept for the retry
+        sandbox(None)
+        page(2, retries=1)
+        answer = _state(redis, backend, document.document_id)
+        assert answer["status"] == "SUCCESS" and answer["result"]["text"] == "merged text"
     finally:
         redis.delete(backend.get_key_for_task(document.document_id))
         document.forget()
