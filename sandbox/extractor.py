@@ -6,6 +6,7 @@ requirement and uid base. See docs/sandbox.md, "Notes by module".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -38,7 +39,9 @@ class SandboxExtractor:
 
     With ``page_workers`` above 1, a PDF of more than ``fan_out_pages`` pages that needs OCR
     has its scanned pages read by that many children at once (sandbox/pages.py), and answers
-    the text one child would, byte for byte.
+    the text one child would, byte for byte. ``page_workers`` then bounds every child this
+    extractor runs at once, whichever thread asks: callers that extract several files at once
+    on it (the CLI) do not multiply the pages' children by their own.
     """
 
     def __init__(
@@ -63,6 +66,7 @@ class SandboxExtractor:
         self._deadline = deadline
         self._page_workers = page_workers
         self._fan_out_pages = fan_out_pages
+        self._children = threading.BoundedSemaphore(page_workers) if page_workers > 1 else None
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         """Text of ``payload``, or a ``SandboxError`` subclass naming why there is none."""
@@ -82,26 +86,29 @@ class SandboxExtractor:
         on_progress: ProgressCallback | None = None,
     ) -> str:
         runner = self._runner or shared_runner(self._limits, self._require, self._uid_base)
-        return runner.run(
-            kind,
-            media_type,
-            payload,
-            limits,
-            on_progress,
-            output_bytes=pages.answer_allowance(kind, len(payload)),
-            deadline=self._deadline,
-        ).text
+        with self._children or contextlib.nullcontext():
+            return runner.run(
+                kind,
+                media_type,
+                payload,
+                limits,
+                on_progress,
+                output_bytes=pages.answer_allowance(kind, len(payload)),
+                deadline=self._deadline,
+            ).text
 
     def _in_pages(self, media_type: str, payload: bytes, limits: ParseLimits) -> str | None:
-        """The document read in parts, or None when it is not split (small, no scanned page,
-        or a split that failed: the single job then gives the document its verdict)."""
+        """The document read in parts, or None when it is not split (small, or a split that
+        failed: the single job then gives the document its verdict). A document without a
+        scanned page goes straight to the merge, which joins the split's text: it is not
+        parsed a second time."""
         split_limits = dataclasses.replace(limits, ocr=False, fan_out_pages=self._fan_out_pages)
         try:
             untrusted_plan = self._run(pages.SPLIT_KIND, media_type, payload, split_limits)
             plan = pages.read_plan(untrusted_plan, limits.max_pages)
         except SandboxError:
             return None
-        if plan.parts is None or not plan.scans:
+        if plan.parts is None:
             return None
         done = plan.pages - len(plan.scans)
         read: dict[int, pages.PageReading] = {}

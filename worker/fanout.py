@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -229,11 +230,12 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
         _finish(document, stored, job, runtime, _Attempt.of(task))
         return
     read = document.read_pages()
+    publication = uuid.uuid4().hex
     with task.app.producer_or_acquire() as producer:
         for index, part in scans:
             if index + 1 in read:
                 continue
-            page_job = PageJob(task.request.id, index + 1, plan.pages, *_claim(part))
+            page_job = PageJob(task.request.id, index + 1, plan.pages, *_claim(part), publication)
             task.app.send_task(
                 PAGE_TASK_NAME,
                 args=(page_job.to_wire(),),
@@ -343,7 +345,7 @@ def _read(
     settings = runtime.settings
     if document.any_failed():
         return _PageRead(_Skipped(), TaskOutcome.FAILED, 0)
-    key = delivery_key(task.request.id, _PAGE_STAGE, task.request.retries)
+    key = delivery_key(f"{task.request.id}.{page.publication}", _PAGE_STAGE, task.request.retries)
     deliveries = record_delivery(runtime.redis, key, runtime.delivery_ttl)
     if deliveries > settings.max_deliveries:
         failure = over_delivered(deliveries)

@@ -174,13 +174,19 @@ def job_from_wire(untrusted_job: object) -> ExtractionJob:
 @dataclass(frozen=True)
 class PageJob:
     """One scanned page of a document spread over the OCR workers: which document (its task
-    id), which page, and the claim check of the one-page PDF the split made of it."""
+    id), which page, and the claim check of the one-page PDF the split made of it.
+
+    ``publication`` names the fan-out that sent it: a document published again (a retried
+    light task, a caller's republish) sends its unread pages again under the same ids, and
+    each copy counts its own deliveries, so copies cannot add up to a false ``WorkerLost``.
+    """
 
     document_id: str
     page: int
     pages: int
     sha256: str
     size: int
+    publication: str
 
     def to_wire(self) -> dict[str, object]:
         return asdict(self)
@@ -197,6 +203,7 @@ class _WirePageJob(msgspec.Struct, forbid_unknown_fields=True):
     pages: _PageNumber
     sha256: Sha256Hex
     size: Annotated[int, msgspec.Meta(ge=1)]
+    publication: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
 
 
 def page_job_from_wire(untrusted_job: object) -> PageJob:
@@ -207,4 +214,4 @@ def page_job_from_wire(untrusted_job: object) -> PageJob:
         raise MalformedJob(f"the page job was refused: {exc}") from None
     if job.page > job.pages:
         raise MalformedJob(f"the page job names page {job.page} of {job.pages}")
-    return PageJob(job.document_id, job.page, job.pages, job.sha256, job.size)
+    return PageJob(job.document_id, job.page, job.pages, job.sha256, job.size, job.publication)

@@ -8,9 +8,12 @@ byte and error for error.
 from __future__ import annotations
 
 import io
+import threading
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -21,7 +24,7 @@ from sandbox import pages
 from sandbox.errors import CeilingExceeded, MalformedAnswer, UnreadableInput
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits, SandboxLimits
-from sandbox.runner import SandboxRunner
+from sandbox.runner import ExtractionResult, SandboxRunner
 from tests.pdf_builders import pdf, pdf_with_jpx_image, stream
 from tests.scanned_pdfs import scanned_pdf
 
@@ -296,3 +299,64 @@ def test_a_page_job_reads_one_page_and_answers_its_text_with_its_tesseract_run(
     answer = runner.run(pages.PAGE_KIND, pages.PDF_MEDIA_TYPE, scan.pdf, LIMITS)
     reading = pages.read_page(answer.text)
     assert "Docling" in reading.text and len(reading.readings) == 1
+
+
+class _Watched:
+    """A real runner that notes each job's kind and how many run at once."""
+
+    def __init__(self, runner: SandboxRunner) -> None:
+        self._runner = runner
+        self._lock = threading.Lock()
+        self.kinds: list[str] = []
+        self.running = self.most = 0
+
+    def run(self, kind: str, *args: Any, **options: Any) -> ExtractionResult:
+        with self._lock:
+            self.kinds.append(kind)
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            return self._runner.run(kind, *args, **options)
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+def _watched_extractor(runner: SandboxRunner) -> tuple[SandboxExtractor, _Watched]:
+    watched = _Watched(runner)
+    extractor = SandboxExtractor(
+        parse_limits=LIMITS,
+        runner=watched,  # type: ignore[arg-type]  # runs real jobs, watched
+        page_workers=2,
+        fan_out_pages=1,
+    )
+    return extractor, watched
+
+
+def test_a_text_pdf_split_in_pages_is_merged_from_the_split_not_parsed_again(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    payload = (corpus_dir / "docling_multi_page.pdf").read_bytes()
+    extractor, watched = _watched_extractor(runner)
+    text = extractor.extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert watched.kinds == [pages.SPLIT_KIND, pages.MERGE_KIND]
+    assert text == _single(runner, payload)
+
+
+def test_files_extracted_at_once_share_the_page_workers_children(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """Three large scans at once on one extractor of two page workers: never more than two
+    children, not two per file."""
+    payload = scanned_pdf(corpus_dir, 4)
+    extractor, watched = _watched_extractor(runner)
+    with ThreadPoolExecutor(3) as files:
+        texts = list(
+            files.map(
+                lambda _: extractor.extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30),
+                range(3),
+            )
+        )
+    assert texts == [_single(runner, payload)] * 3
+    assert watched.kinds.count(pages.PAGE_KIND) == 12
+    assert watched.most == 2

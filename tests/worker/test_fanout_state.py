@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from dataclasses import astuple
 from typing import Any
 
 import pytest
@@ -20,7 +21,18 @@ from sandbox.errors import KilledFromOutside, SandboxUnavailable
 from tests.redis_server import SUITE_REDIS_URL
 from worker import extraction
 from worker.config import Settings
-from worker.fanout import _Document, _Failed, _Plan, _Read, _Scan, page_gave_up, run_page
+from worker.fanout import (
+    _checked,
+    _Document,
+    _Failed,
+    _Plan,
+    _Read,
+    _read,
+    _Scan,
+    page_gave_up,
+    run_page,
+)
+from worker.metrics import TaskOutcome
 from worker.retries import SandboxChildLost
 from worker.runtime import Runtime
 
@@ -93,8 +105,8 @@ def test_a_page_whose_task_gave_up_fails_its_document_at_once_naming_it(
     document = _Document(redis, backend, uuid.uuid4().hex, 60)
     document.store_plan(_Plan(job.to_wire(), PLAN.page_count, PLAN.parts))
     document.record(2, _Read(pages.PageReading("page two", [])))
-    page = PageJob(document.document_id, 3, 3, "cd" * 32, 10)
-    runtime = Runtime(Settings.from_env({"AIRLOCK_BROKER_URL": SUITE_REDIS_URL}))
+    page = PageJob(document.document_id, 3, 3, "cd" * 32, 10, "5e" * 16)
+    runtime = Runtime(settings_with())
     try:
         page_gave_up(
             _PageTask(backend, "x.page-3"),
@@ -112,7 +124,11 @@ def test_a_page_whose_task_gave_up_fails_its_document_at_once_naming_it(
         document.forget()
 
 
-SETTINGS = Settings.from_env({"AIRLOCK_BROKER_URL": SUITE_REDIS_URL, "AIRLOCK_MAX_DELIVERIES": "3"})
+def settings_with(**env: str) -> Settings:
+    return Settings.from_env({"AIRLOCK_BROKER_URL": SUITE_REDIS_URL, **env})
+
+
+SETTINGS = settings_with(AIRLOCK_MAX_DELIVERIES="3")
 
 
 class _Scripted:
@@ -142,7 +158,7 @@ def _fanned_out(redis: Redis, backend: Any) -> tuple[_Document, list[PageJob]]:
     scans: list[pages.TextPart | _Scan] = [_Scan(sha256_hex(p), len(p), "") for p in one_pages]
     document.store_plan(_Plan(job.to_wire(), 2, scans))
     return document, [
-        PageJob(document.document_id, n + 1, 2, sha256_hex(p), len(p))
+        PageJob(document.document_id, n + 1, 2, sha256_hex(p), len(p), "5e" * 16)
         for n, p in enumerate(one_pages)
     ]
 
@@ -186,4 +202,24 @@ def test_a_merge_the_host_failed_is_retried_not_answered(
         assert answer["status"] == "SUCCESS" and answer["result"]["text"] == "merged text"
     finally:
         redis.delete(backend.get_key_for_task(document.document_id))
+        document.forget()
+
+
+def test_copies_of_a_page_published_again_count_their_deliveries_apart(
+    redis: Redis, backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A document published again sends its unread pages again under the same ids; one
+    counter for all copies would answer a page WorkerLost for deliveries no worker lost."""
+    monkeypatch.setattr(extraction, "sandbox_extractor", lambda *_, **__: _Scripted(None))
+    document, jobs = _fanned_out(redis, backend)
+    runtime = Runtime(settings_with(AIRLOCK_MAX_DELIVERIES="2"))
+    first = jobs[0]
+    again = PageJob(*[*astuple(first)[:-1], "a9" * 16])
+    task = _PageTask(backend, page_task_id(document.document_id, 1), retries=0)
+    try:
+        job = _checked(document.plan(), first)  # type: ignore[arg-type]
+        outcomes = [_read(task, first, job, document, runtime).outcome for _ in range(3)]
+        assert outcomes == [TaskOutcome.ADMITTED, TaskOutcome.ADMITTED, TaskOutcome.OVER_DELIVERED]
+        assert _read(task, again, job, document, runtime).outcome is TaskOutcome.ADMITTED
+    finally:
         document.forget()

@@ -166,7 +166,7 @@ def test_the_wire_is_json_only() -> None:
     assert payload_key("ab" * 32) == "airlock:payload:" + "ab" * 32
 
 
-PAGE = PageJob("d0c" * 10, 3, 24, "cd" * 32, 4096)
+PAGE = PageJob("d0c" * 10, 3, 24, "cd" * 32, 4096, "5e" * 16)
 
 
 def test_a_page_job_survives_json_unchanged_and_goes_to_the_ocr_queue() -> None:
@@ -185,6 +185,7 @@ def test_a_page_job_survives_json_unchanged_and_goes_to_the_ocr_queue() -> None:
         {"document_id": ""},
         {"document_id": "a" * 201},
         {"sha256": "AB" * 32},
+        {"publication": "../" * 11},
         {"size": 0},
         {"page": True},
         {"shell": "rm -rf /"},
