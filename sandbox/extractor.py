@@ -113,15 +113,16 @@ class SandboxExtractor:
         done = plan.pages - len(plan.scans)
         read: dict[int, pages.PageReading] = {}
         with ThreadPoolExecutor(self._page_workers) as pool:
-            running = [
-                (index, pool.submit(self._read_page, part.pdf, limits))
-                for index, part in plan.scans
-            ]
-            for index, future in running:
+            # Largest pages first, as the queue's page tasks are published (worker/fanout.py).
+            by_size = sorted(plan.scans, key=lambda scan: len(scan[1].pdf), reverse=True)
+            running = {
+                index: pool.submit(self._read_page, part.pdf, limits) for index, part in by_size
+            }
+            for index, future in sorted(running.items()):
                 try:
                     read[index] = future.result()
                 except SandboxError as exc:
-                    for _, other in running:
+                    for other in running.values():
                         other.cancel()
                     # The same outcome as the single job's, naming the page it met.
                     raise type(exc)(f"page {index + 1} of {plan.pages}: {exc}") from exc

@@ -231,8 +231,12 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
         return
     read = document.read_pages()
     publication = uuid.uuid4().hex
+    # Largest pages first: the longest jobs start while every worker is still free, so the
+    # document does not wait at the end on one big page started last (the merge takes the
+    # pages by number, whatever order they were read in).
+    by_size = sorted(scans, key=lambda scan: len(scan[1].pdf), reverse=True)
     with task.app.producer_or_acquire() as producer:
-        for index, part in scans:
+        for index, part in by_size:
             if index + 1 in read:
                 continue
             page_job = PageJob(task.request.id, index + 1, plan.pages, *_claim(part), publication)
