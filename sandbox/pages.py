@@ -18,6 +18,7 @@ from typing import Annotated, Protocol, TypeVar
 import msgspec
 
 from sandbox.errors import MalformedAnswer
+from sandbox.limits import ParseLimits
 from sandbox.quality import OcrReading
 
 SPLIT_KIND = "pdf-split"
@@ -122,6 +123,11 @@ class Merge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
     parts: list[TextPart | ReadPart]
     readings: list[Reading]
+
+
+def splits(page_count: int, limits: ParseLimits) -> bool:
+    """Whether a document of ``page_count`` pages is read in parts under ``limits``."""
+    return 0 < limits.fan_out_pages < page_count
 
 
 def split_allowance(payload_bytes: int) -> int:

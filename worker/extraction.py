@@ -22,9 +22,12 @@ from worker.metrics import MeteredExtractor, count_refused_cache_entry
 
 
 def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
-    """The parse limits a stage runs a job with: the light stage never runs tesseract."""
+    """The parse limits a stage runs a job with: the light stage never runs tesseract, and
+    hands on a scan long enough to be split as soon as it meets a page to OCR."""
     parse = settings.parse_limits_for(limits)
-    return replace(parse, ocr=False) if stage is Stage.LIGHT else parse
+    if stage is Stage.LIGHT:
+        return replace(parse, ocr=False, fan_out_pages=settings.fan_out_pages)
+    return parse
 
 
 def sandbox_extractor(
@@ -34,17 +37,12 @@ def sandbox_extractor(
     on_progress: ProgressCallback | None = None,
     *,
     deadline: float | None = None,
-    fan_out_pages: int = 0,
 ) -> TextExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server.
-
-    ``deadline`` is the caller's (:func:`time.monotonic`); ``fan_out_pages`` is for the PDF
-    splitter only, kept out of every other job's limits (and so out of the cache's keys).
-    """
-    parse = replace(stage_parse_limits(settings, stage, limits), fan_out_pages=fan_out_pages)
+    ``deadline`` is the caller's (:func:`time.monotonic`)."""
     return SandboxExtractor(
         settings.sandbox,
-        parse,
+        stage_parse_limits(settings, stage, limits),
         on_progress=on_progress,
         require=settings.sandbox_require,
         uid_base=settings.sandbox_uid_base,

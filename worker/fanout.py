@@ -192,9 +192,7 @@ def split(
         return None
     if extraction.cached_text(settings, runtime.redis, Stage.OCR, job) is not None:
         return None  # the OCR job answers from the cache at once
-    splitter = extraction.sandbox_extractor(
-        settings, Stage.LIGHT, job.limits, deadline=deadline, fan_out_pages=settings.fan_out_pages
-    )
+    splitter = extraction.sandbox_extractor(settings, Stage.LIGHT, job.limits, deadline=deadline)
     try:
         untrusted_plan = splitter.extract(
             pages.SPLIT_KIND, pages.PDF_MEDIA_TYPE, payload, max_pages=job.limits.max_pages

@@ -65,7 +65,7 @@ def split_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     for a document of ``limits.fan_out_pages`` pages or fewer (see sandbox/pages.py)."""
     with _opened(payload, limits) as reader:
         total = len(reader.pages)
-        if not limits.fan_out_pages or total <= limits.fan_out_pages:
+        if not pages.splits(total, limits):
             return pages.encode(pages.Plan(total, None))
         return pages.encode(pages.Plan(total, _parts(reader, payload, limits)))
 
@@ -305,6 +305,10 @@ def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Pars
     contents = page.get_contents()
     if contents is None or not contents.get_data().strip():
         return ""  # nothing is drawn: a blank page, without rendering it
+    if not limits.ocr and pages.splits(pdfium.page_count, limits):
+        # A document this long has its pages read apart (sandbox/pages.py), each page job
+        # checking and rendering its own page: doing it here first would only delay them all.
+        raise Refusal(codes.NEEDS_OCR, "a page has no text layer and needs OCR")
     check_page_images(page)
     picture = pdfium.render(index, limits)
     if not has_ink(picture):

@@ -82,17 +82,9 @@ def _hooked(
     on_progress: ProgressCallback | None = None,
     *,
     deadline: float | None = None,
-    fan_out_pages: int = 0,
 ) -> TextExtractor:
     return HookedExtractor(
-        _real_sandbox_extractor(
-            settings,
-            stage,
-            limits,
-            on_progress,
-            deadline=deadline,
-            fan_out_pages=fan_out_pages,
-        )
+        _real_sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline)
     )
 
 

@@ -12,6 +12,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 from pypdf import PdfReader, PdfWriter
 
 from sandbox import pages
-from sandbox.errors import CeilingExceeded, MalformedAnswer, UnreadableInput
+from sandbox.errors import CeilingExceeded, MalformedAnswer, OcrRequired, UnreadableInput
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import ExtractionResult, SandboxRunner
@@ -360,3 +361,17 @@ def test_files_extracted_at_once_share_the_page_workers_children(
     assert texts == [_single(runner, payload)] * 3
     assert watched.kinds.count(pages.PAGE_KIND) == 12
     assert watched.most == 2
+
+
+def test_the_light_pass_hands_on_a_scan_long_enough_to_split_before_rendering_it(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """Its page jobs check and render each page; the light pass doing it first for one page
+    would only hold them all back. The page a JPEG 2000 image makes unreadable shows it: the
+    light pass of a short document refuses it, of a long one hands it on unopened."""
+    payload = _joined(pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
+    light = ParseLimits(max_pages=30, ocr=False)
+    with pytest.raises(UnreadableInput):
+        runner.run("pdf", pages.PDF_MEDIA_TYPE, payload, light)
+    with pytest.raises(OcrRequired):
+        runner.run("pdf", pages.PDF_MEDIA_TYPE, payload, replace(light, fan_out_pages=1))
