@@ -1,6 +1,6 @@
 """Fan-out OCR: one 24-page scan through the queue with 1 OCR worker process and with 2.
 
-Prints ratios measured side by side in one run (never asserted by a test; see bench/README in
+Prints ratios measured side by side in one run (never asserted by a test; the figures are in
 docs/operations.md, "Fan-out OCR"):
 
 - latency of the one document with 1 and 2 worker processes, fan-out on, and the speedup
