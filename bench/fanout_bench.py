@@ -18,8 +18,6 @@ another size). It starts its own redis-server and workers and stops them.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,9 +29,11 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]  # the suite's RedisServer and corpus scans, from tests/
+sys.path[:0] = [str(REPO), str(REPO / "bench")]  # tests/: RedisServer, the corpus scans
 
-from celery import Celery  # noqa: E402
+
+from sandbox_bench import _tree_cpu_seconds  # noqa: E402
+from workers import start_worker, stop_worker, worker_tree  # noqa: E402
 
 from bridge.knowledge.attachments import (  # noqa: E402
     AttachmentRef,
@@ -56,70 +56,23 @@ FAN_OUT_PAGES = 8
 SERVER = RedisServer(Path(tempfile.mkdtemp(prefix="airlock-fanout-bench-")))
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent pid, CPU ticks of the process and of its reaped children), or None if gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return int(fields[1]), sum(int(value) for value in fields[11:15])
-
-
-def cpu_seconds() -> float:
-    """CPU of this process and every process under it, live or reaped (a sandbox child and
-    its tesseract count once reaped by their parent): the client, redis-server and the worker
-    tree are all its descendants."""
-    stats = {pid: _stat(pid) for pid in (int(p) for p in os.listdir("/proc") if p.isdigit())}
-    children: dict[int, list[int]] = {}
-    for pid, stat in stats.items():
-        if stat is not None:
-            children.setdefault(stat[0], []).append(pid)
-    ticks, pending = 0, [os.getpid()]
-    while pending:
-        pid = pending.pop()
-        stat = stats.get(pid)
-        if stat is not None:
-            ticks += stat[1]
-            pending.extend(children.get(pid, ()))
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 @contextmanager
-def worker(concurrency: int, fan_out_pages: int) -> Iterator[None]:
-    url = SERVER.url()
-    nodename = f"fanout-bench-{uuid.uuid4().hex[:6]}@{socket.gethostname()}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
-    env.update(
-        AIRLOCK_BROKER_URL=url,
-        PYTHONPATH=str(REPO),
-        AIRLOCK_FAN_OUT_PAGES=str(fan_out_pages),
-        AIRLOCK_METRICS_PORT="0",
-    )
-    command = [
-        str(REPO / ".venv/bin/celery"), "-A", "worker", "worker", "--pool", "prefork",
-        "-c", str(concurrency), "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "-n", nodename, "-l", "warning",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+def worker(concurrency: int, fan_out_pages: int) -> Iterator[subprocess.Popen[bytes]]:
+    env = {"AIRLOCK_FAN_OUT_PAGES": str(fan_out_pages), "AIRLOCK_METRICS_PORT": "0"}
+    process = start_worker(SERVER.url(), concurrency, env)
     try:
-        app = Celery("bench", broker=url, set_as_current=False)
-        deadline = time.monotonic() + 60
-        while not app.control.ping(destination=[nodename], timeout=0.5):
-            if time.monotonic() > deadline or process.poll() is not None:
-                raise SystemExit("the bench worker did not start")
-        app.close()
-        yield
+        yield process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(30)
+        stop_worker(process)
+
+
+def cpu_seconds(worker_main: int) -> float:
+    """CPU of this client, redis-server and every process of the worker, sandbox children
+    included: a child that answered but is not reaped yet still counts as itself, and its
+    tesseract runs in its reaped-children time."""
+    assert SERVER.process is not None
+    worker = [pid for role in worker_tree(worker_main).values() for pid in role]
+    return _tree_cpu_seconds([*worker, SERVER.process.pid])
 
 
 def warm(client: CeleryQueue, refs: list[AttachmentRef]) -> None:
@@ -133,20 +86,25 @@ def one_document(
     """Seconds for the document, and the CPU-seconds spent on it by the worker's process tree
     (sandbox children and tesseract included), Redis and this client."""
     url = SERVER.url()
-    with worker(concurrency, fan_out_pages), closing(CeleryQueue(url, url)) as client:
+    with (
+        worker(concurrency, fan_out_pages) as process,
+        closing(CeleryQueue(url, url)) as client,
+    ):
         warm(client, warm_refs)
-        before = cpu_seconds()
+        before = cpu_seconds(process.pid)
         started = time.perf_counter()
         selection = gather([ref], client, limits=LIMITS, deadline=600, use_cache=False)
         elapsed = time.perf_counter() - started
-        cpu = cpu_seconds() - before
+        cpu = cpu_seconds(process.pid) - before
     assert not selection.dropped, selection.dropped
     return elapsed, cpu
 
 
 def local_document(page_workers: int, ref: AttachmentRef) -> tuple[float, str]:
     extractor = SandboxExtractor(
-        parse_limits=ParseLimits(max_text_chars=LIMITS.max_text_chars),
+        parse_limits=ParseLimits(
+            max_text_chars=LIMITS.max_text_chars, fan_out_pages=FAN_OUT_PAGES
+        ),
         page_workers=page_workers,
     )
     extract_attachment(AttachmentRef("w.txt", "text", "text/plain", b"warm"), extractor)

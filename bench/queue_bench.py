@@ -20,11 +20,7 @@ when a figure looks off.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,10 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO)]  # the suite's RedisServer, from tests/
+sys.path[:0] = [str(REPO), str(REPO / "bench")]  # the suite's RedisServer, from tests/
 
 from celery import Celery, group  # noqa: E402
 from redis import Redis  # noqa: E402
+from workers import start_worker, stop_worker  # noqa: E402
 
 from bridge.knowledge.attachments import AttachmentRef, extract_attachment  # noqa: E402
 from bridge.queue.celery_queue import CeleryQueue  # noqa: E402
@@ -56,34 +53,6 @@ PUBLISHED = 200 if QUICK else 1000
 def small_ref(n: int) -> AttachmentRef:
     payload = f"a small text attachment, number {n}, {uuid.uuid4().hex}".encode()
     return AttachmentRef(f"note-{n}.txt", "text", "text/plain", payload)
-
-
-def start_worker() -> subprocess.Popen[bytes]:
-    nodename = f"bench{os.getpid()}@{socket.gethostname()}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
-    # The cache's MAC secret: without one a worker caches nothing (docs/queue.md#result-cache).
-    env.update(AIRLOCK_BROKER_URL=URL, PYTHONPATH=str(REPO), AIRLOCK_RESULT_CACHE_KEY="5e" * 32)
-    command = [
-        str(REPO / ".venv/bin/celery"), "-A", "worker", "worker", "--pool", "prefork",
-        "-c", "2", "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "-n", nodename, "-l", "warning",
-    ]  # fmt: skip
-    process = subprocess.Popen(
-        command,
-        cwd=REPO,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    app = Celery("bench", broker=URL, set_as_current=False)
-    deadline = time.monotonic() + 60
-    while not app.control.ping(destination=[nodename], timeout=0.5):
-        if time.monotonic() > deadline or process.poll() is not None:
-            raise SystemExit("the bench worker did not start")
-    app.close()
-    return process
 
 
 def publishing() -> tuple[float, float]:
@@ -153,7 +122,7 @@ def measure() -> None:
     shared, grouped = publishing()
     print(f"publish, shared producer: {shared:.2f} ms/job; group: {grouped:.2f} ms/job "
           f"(ratio {grouped / shared:.2f}x)")  # fmt: skip
-    worker = start_worker()
+    worker = start_worker(URL)
     client = CeleryQueue(URL, URL)
     try:
         round_trips(client, use_cache=False)  # warm both pool processes' sandboxes
@@ -166,8 +135,7 @@ def measure() -> None:
         queued = queued_throughput(client)
     finally:
         client.close()
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(30)
+        stop_worker(worker)
     Redis.from_url(URL).flushall()  # the bench's own server: payloads, counters, cache
     local = local_throughput()
     print(f"throughput, {BATCH} small texts: queue (2 worker processes) {queued:.0f}/s, "

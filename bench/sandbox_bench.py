@@ -108,7 +108,10 @@ def _tree_cpu_seconds(pids: list[int]) -> float:
     """
     total = sum(os.times()[:4])  # with the children this process has reaped (tesseract runs)
     for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # reaped since it was listed: its time is in its parent's now
         total += sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     return total
 

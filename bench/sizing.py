@@ -69,6 +69,7 @@ import sandbox_bench  # noqa: E402
 from PIL import Image  # noqa: E402
 from pypdf import PdfReader  # noqa: E402
 from redis import Redis  # noqa: E402
+from workers import children, start_worker, stop_worker, worker_tree, worker_tree_pids  # noqa: E402
 
 from bridge.queue.celery_queue import CeleryQueue  # noqa: E402
 
@@ -160,7 +161,7 @@ class ExitTap:
     @staticmethod
     def _sampler(pid: int, job: dict) -> None:  # type: ignore[type-arg]
         while True:
-            pids = [pid, *_children(pid)]
+            pids = [pid, *children(pid)]
             rss = sum(_status_kib(each, "VmRSS") for each in pids) * 1024
             pss = sum(_rollup_kib(each, "Pss") for each in pids) * 1024
             job["rss"], job["pss"] = max(job["rss"], rss), max(job["pss"], pss)
@@ -170,13 +171,6 @@ class ExitTap:
     @property
     def last(self) -> JobRecord:
         return self._local.record
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(x) for x in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
 
 
 def _rollup_kib(pid: int, field: str) -> int:
@@ -435,13 +429,6 @@ def smaps(pid: int) -> tuple[int, int]:
     return values["Rss"], values["Pss"]
 
 
-def worker_tree(main: int) -> dict[str, list[int]]:
-    pools = _children(main)
-    zygotes = [z for pool in pools for z in _children(pool)]
-    warm = [c for z in zygotes for c in _children(z)]
-    return {"main": [main], "pool": pools, "fork server": zygotes, "warm child": warm}
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -512,7 +499,7 @@ def warm_every_pool(main: int, concurrency: int) -> None:
         for _ in range(20):
             refs = [queue_bench.small_ref(n) for n in range(4 * concurrency)]
             gather(refs, client, deadline=30, use_cache=False)
-            if all(_children(pool) for pool in _children(main)):
+            if all(children(pool) for pool in children(main)):
                 return
         raise SystemExit("a pool process never started its fork server")
     finally:
@@ -556,14 +543,9 @@ def bench_worker() -> list[tuple[str, str]]:
 # --- 6: queue round trip ------------------------------------------------------------------------
 
 
-def worker_tree_pids(main: int) -> list[int]:
-    tree = worker_tree(main)
-    return tree["main"] + tree["pool"] + tree["fork server"]
-
-
 def bench_queue() -> list[tuple[str, str]]:
     Redis.from_url(URL).flushdb()
-    worker = queue_bench.start_worker()
+    worker = start_worker(URL)
     client = CeleryQueue(URL, URL)
     p50s, p95s, cpus = [], [], []
     try:
@@ -577,8 +559,7 @@ def bench_queue() -> list[tuple[str, str]]:
             p95s.append(queue_bench.percentile(timings, 0.95))
     finally:
         client.close()
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(30)
+        stop_worker(worker)
     Redis.from_url(URL).flushdb()
     print(f"\n6. queue round trip, small text, cache bypassed, {queue_bench.ROUND_TRIPS} per run "
           f"(worker: celery -c 2)")  # fmt: skip

@@ -12,11 +12,12 @@ NO_EXTRACTOR = "no_extractor"
 CEILING = "ceiling"
 UNREADABLE = "unreadable"
 NEEDS_OCR = "needs_ocr"
+NEEDS_SPLIT = "needs_split"
 UNREADABLE_TEXT = "unreadable_text"
 
 #: The codes an extractor may refuse a document with (``Refusal.code``); a refusal with any
 #: other code is answered as ``PARSER``, so a typo cannot invent a verdict.
-REFUSALS = frozenset({CEILING, UNREADABLE, NEEDS_OCR, UNREADABLE_TEXT})
+REFUSALS = frozenset({CEILING, UNREADABLE, NEEDS_OCR, NEEDS_SPLIT, UNREADABLE_TEXT})
 
 #: Every code the parent accepts in an answer; anything else makes the answer malformed.
 ALL = REFUSALS | {PARSER, MEMORY, NO_EXTRACTOR}

@@ -119,6 +119,14 @@ class OcrRequired(SandboxError):
     code = codes.NEEDS_OCR
 
 
+class SplitRequired(OcrRequired):
+    """As :class:`OcrRequired`, for a scan long enough to be read in pages (sandbox/pages.py):
+    said at its first page to OCR, before that page is checked or rendered (its page job
+    will), so that only a document worth splitting costs the split's extra child."""
+
+    code = codes.NEEDS_SPLIT
+
+
 class UnreadableInput(SandboxError):
     """The parser recognised the bytes as not a readable document of the declared kind."""
 

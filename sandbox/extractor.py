@@ -37,7 +37,8 @@ class SandboxExtractor:
     given here is used as it was built. ``deadline`` (a :func:`time.monotonic` value) is the
     caller's: a child still running then is killed, since nobody would read its answer.
 
-    With ``page_workers`` above 1, a PDF of more than ``fan_out_pages`` pages that needs OCR
+    With ``page_workers`` above 1, a PDF of more than ``parse_limits.fan_out_pages`` pages that
+    needs OCR
     has its scanned pages read by that many children at once (sandbox/pages.py), and answers
     the text one child would, byte for byte. ``page_workers`` then bounds every child this
     extractor runs at once, whichever thread asks: callers that extract several files at once
@@ -55,7 +56,6 @@ class SandboxExtractor:
         uid_base: int = DEFAULT_UID_BASE,
         deadline: float | None = None,
         page_workers: int = 1,
-        fan_out_pages: int = pages.DEFAULT_FAN_OUT_PAGES,
     ) -> None:
         self._limits = limits
         self._parse_limits = parse_limits
@@ -65,13 +65,12 @@ class SandboxExtractor:
         self._uid_base = uid_base
         self._deadline = deadline
         self._page_workers = page_workers
-        self._fan_out_pages = fan_out_pages
         self._children = threading.BoundedSemaphore(page_workers) if page_workers > 1 else None
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         """Text of ``payload``, or a ``SandboxError`` subclass naming why there is none."""
         limits = dataclasses.replace(self._parse_limits, max_pages=max_pages)
-        if kind == "pdf" and limits.ocr and self._page_workers > 1 and self._fan_out_pages:
+        if kind == "pdf" and limits.ocr and limits.fan_out_pages and self._page_workers > 1:
             text = self._in_pages(media_type, payload, limits)
             if text is not None:
                 return text
@@ -102,7 +101,7 @@ class SandboxExtractor:
         failed: the single job then gives the document its verdict). A document without a
         scanned page goes straight to the merge, which joins the split's text: it is not
         parsed a second time."""
-        split_limits = dataclasses.replace(limits, ocr=False, fan_out_pages=self._fan_out_pages)
+        split_limits = dataclasses.replace(limits, ocr=False)
         try:
             untrusted_plan = self._run(pages.SPLIT_KIND, media_type, payload, split_limits)
             plan = pages.read_plan(untrusted_plan, limits.max_pages)
@@ -110,25 +109,24 @@ class SandboxExtractor:
             return None
         if plan.parts is None:
             return None
-        done = plan.pages - len(plan.scans)
+        scans = plan.scans
+        done = plan.pages - len(scans)
         read: dict[int, pages.PageReading] = {}
-        with ThreadPoolExecutor(self._page_workers) as pool:
-            # Largest pages first, as the queue's page tasks are published (worker/fanout.py).
-            by_size = sorted(plan.scans, key=lambda scan: len(scan[1].pdf), reverse=True)
-            running = {
-                index: pool.submit(self._read_page, part.pdf, limits) for index, part in by_size
-            }
+        pool = ThreadPoolExecutor(self._page_workers)
+        try:
+            running = {index: pool.submit(self._read_page, part.pdf, limits) for index, part in scans}
             for index, future in sorted(running.items()):
                 try:
                     read[index] = future.result()
                 except SandboxError as exc:
-                    for other in running.values():
-                        other.cancel()
-                    # The same outcome as the single job's, naming the page it met.
+                    # The same outcome as the single job's, naming the page it met; answered
+                    # now, not once the pages still running end.
                     raise type(exc)(f"page {index + 1} of {plan.pages}: {exc}") from exc
                 done += 1
                 if self._on_progress is not None:
                     self._on_progress(done, plan.pages)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
         merge = pages.merge_payload(plan.parts, read)
         return self._run(pages.MERGE_KIND, "application/json", merge, limits)
 

@@ -103,12 +103,15 @@ class Plan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
     @property
     def scans(self) -> list[tuple[int, ScanPart]]:
-        """The pages to OCR, by their index in the document."""
-        return [
+        """The pages to OCR with their index in the document, largest first: the longest jobs
+        start while every worker is still free, so no big page started last holds the
+        document up (the merge takes the pages by index, whatever order they were read in)."""
+        scans = [
             (index, part)
             for index, part in enumerate(self.parts or ())
             if isinstance(part, ScanPart)
         ]
+        return sorted(scans, key=lambda scan: len(scan[1].pdf), reverse=True)
 
 
 class PageReading(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

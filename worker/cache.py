@@ -51,9 +51,9 @@ def extractor_version() -> str:
 
 def cache_namespace(parse_limits: ParseLimits) -> str:
     """The part of every key fixed by this process's configuration and code."""
-    identity = json.dumps(
-        {"parse": asdict(parse_limits), "version": extractor_version()}, sort_keys=True
-    )
+    # How long a scan must be to be read in pages changes how it is read, never its text.
+    parse = {k: v for k, v in asdict(parse_limits).items() if k != "fan_out_pages"}
+    identity = json.dumps({"parse": parse, "version": extractor_version()}, sort_keys=True)
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
@@ -97,7 +97,9 @@ class CachedExtractor:
 
     def cached(self, kind: str, media_type: str, max_pages: int) -> str | None:
         """The text a worker cached for this payload, if the workers' secret vouches for it."""
-        key = self._key(kind, media_type, max_pages)
+        return self._cached(self._key(kind, media_type, max_pages))
+
+    def _cached(self, key: str) -> str | None:
         try:
             untrusted_cached = self.redis.get(key)
         except RedisError as exc:
@@ -106,10 +108,10 @@ class CachedExtractor:
         return self._opened(key, untrusted_cached) if isinstance(untrusted_cached, bytes) else None
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
-        cached = self.cached(kind, media_type, max_pages)
+        key = self._key(kind, media_type, max_pages)
+        cached = self._cached(key)
         if cached is not None:
             return cached
-        key = self._key(kind, media_type, max_pages)
         text = self.inner.extract(kind, media_type, payload, max_pages=max_pages)
         try:
             encoded = text.encode("utf-8")

@@ -278,7 +278,6 @@ def _extract(args: argparse.Namespace) -> int:
             require=settings.sandbox_require,
             uid_base=settings.sandbox_uid_base,
             page_workers=settings.concurrency,
-            fan_out_pages=settings.fan_out_pages,
         )
         outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
         selection = assemble_selection(outcomes, limits)

@@ -65,8 +65,12 @@ def _integer(name: str, raw: str) -> int:
     return int(raw)
 
 
+#: A uid fits in 10 digits; a longer number is a typo, not a setting.
+_MAX_COUNT_DIGITS = 10
+
+
 def _count(name: str, raw: str) -> int:
-    if not raw.isdigit() or len(raw) > 9:
+    if not raw.isdigit() or len(raw) > _MAX_COUNT_DIGITS:
         raise ConfigurationError(f"{name}={raw!r} must be a whole number (0 or more)")
     return int(raw)
 
@@ -118,12 +122,6 @@ def _log_format(name: str, raw: str) -> LogFormat | None:
 
 def _mechanisms(name: str, raw: str) -> frozenset[str]:
     return mechanism_names(raw, name)
-
-
-def _uid(name: str, raw: str) -> int:
-    if not raw.isdigit():
-        raise ConfigurationError(f"{name}={raw!r} must be a uid (0 or more)")
-    return int(raw)
 
 
 def _as_text(value: object) -> str:
@@ -287,7 +285,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     #: worker at start; the composition root hands them to the sandbox.
     Variable("sandbox_require", "AIRLOCK_SANDBOX_REQUIRE", _mechanisms, ""),
     #: Each jailed child runs as this plus its pid (as root).
-    Variable("sandbox_uid_base", "AIRLOCK_SANDBOX_UID_BASE", _uid, _as_text(DEFAULT_UID_BASE)),
+    Variable("sandbox_uid_base", "AIRLOCK_SANDBOX_UID_BASE", _count, _as_text(DEFAULT_UID_BASE)),
 )
 
 
@@ -420,6 +418,7 @@ class Settings:
             max_pixels=self.max_pixels,
             max_text_chars=limits.max_text_chars,
             admit_unreadable=self.admit_unreadable,
+            fan_out_pages=self.fan_out_pages,
         )
 
     @classmethod

@@ -22,12 +22,9 @@ from worker.metrics import MeteredExtractor, count_refused_cache_entry
 
 
 def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
-    """The parse limits a stage runs a job with: the light stage never runs tesseract, and
-    hands on a scan long enough to be split as soon as it meets a page to OCR."""
+    """The parse limits a stage runs a job with: the light stage never runs tesseract."""
     parse = settings.parse_limits_for(limits)
-    if stage is Stage.LIGHT:
-        return replace(parse, ocr=False, fan_out_pages=settings.fan_out_pages)
-    return parse
+    return replace(parse, ocr=False) if stage is Stage.LIGHT else parse
 
 
 def sandbox_extractor(

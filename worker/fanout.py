@@ -101,6 +101,23 @@ return 1
 """
 
 
+def _decoded(untrusted_records: Mapping[Any, Any]) -> dict[int, _Record]:
+    """Each page's record; one that does not decode is a failure of its page."""
+    records: dict[int, _Record] = {}
+    for untrusted_key, untrusted_value in untrusted_records.items():
+        is_number = isinstance(untrusted_key, bytes) and untrusted_key.isdigit()
+        page = int(untrusted_key) if is_number else 0
+        try:
+            records[page] = msgspec.json.decode(untrusted_value, type=_Record)
+        except msgspec.DecodeError:
+            records[page] = _Failed(MALFORMED_ANSWER, "the page's record in Redis is malformed")
+    return records
+
+
+def _any_failed(records: Mapping[int, _Record]) -> bool:
+    return any(isinstance(record, _Failed) for record in records.values())
+
+
 class _Document:
     """The fan-out state of one document in Redis: its plan and its pages' records."""
 
@@ -125,30 +142,18 @@ class _Document:
         except msgspec.DecodeError as exc:
             raise MalformedJob(f"the document's page plan in Redis is malformed: {exc}") from None
 
-    def read_pages(self) -> set[int]:
-        return {int(key) for key in self._redis.hkeys(self._read_key) if key.isdigit()}
-
-    def record(self, page: int, record: _Record) -> None:
-        """Keep the first record of a page: a redelivered page never rewrites its answer."""
+    def record(self, page: int, record: _Record) -> dict[int, _Record]:
+        """Keep the first record of a page (a redelivered page never rewrites its answer), and
+        return every page's record as it stands after this one."""
         with self._redis.pipeline(transaction=True) as pipe:
             pipe.hsetnx(self._read_key, str(page), msgspec.json.encode(record))
             pipe.expire(self._read_key, self._ttl)
-            pipe.execute()
+            pipe.hgetall(self._read_key)
+            *_, untrusted_records = pipe.execute()
+        return _decoded(untrusted_records)
 
     def records(self) -> dict[int, _Record]:
-        records: dict[int, _Record] = {}
-        for untrusted_key, untrusted_value in self._redis.hgetall(self._read_key).items():
-            try:
-                page = int(untrusted_key)
-                record: _Record = msgspec.json.decode(untrusted_value, type=_Record)
-            except (ValueError, msgspec.DecodeError):
-                record = _Failed(MALFORMED_ANSWER, "the page's record in Redis is malformed")
-                page = int(untrusted_key) if untrusted_key.isdigit() else 0
-            records[page] = record
-        return records
-
-    def any_failed(self) -> bool:
-        return any(isinstance(record, _Failed) for record in self.records().values())
+        return _decoded(self._redis.hgetall(self._read_key))
 
     def forget(self) -> None:
         self._redis.delete(self._plan_key, self._read_key)
@@ -184,12 +189,10 @@ class _Document:
 def split(
     runtime: Runtime, job: ExtractionJob, payload: bytes, deadline: float | None
 ) -> pages.Plan | None:
-    """The document's pages, when it is a PDF worth spreading over the OCR workers; None to
-    read it in one OCR job (a small document, one whose text the OCR stage cached, or a split
-    that failed: the single job is always right, only slower)."""
+    """The pages of a scan the light stage found long enough to split (``SplitRequired``);
+    None to read it in one OCR job (one whose text the OCR stage cached, or a split that
+    failed: the single job is always right, only slower)."""
     settings = runtime.settings
-    if job.kind != "pdf" or not settings.fan_out_pages:
-        return None
     if extraction.cached_text(settings, runtime.redis, Stage.OCR, job) is not None:
         return None  # the OCR job answers from the cache at once
     splitter = extraction.sandbox_extractor(settings, Stage.LIGHT, job.limits, deadline=deadline)
@@ -212,32 +215,33 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
     """
     settings = runtime.settings
     document = _Document(runtime.redis, task.backend, task.request.id, settings.payload_ttl)
-    scans = plan.scans
-    store_payloads(
-        runtime.redis, {sha256_hex(part.pdf): part.pdf for _, part in scans}, settings.payload_ttl
-    )
     parts: list[pages.TextPart | _Scan] = [
         part
         if isinstance(part, pages.TextPart)
         else _Scan(sha256_hex(part.pdf), len(part.pdf), part.fallback)
         for part in plan.parts or ()
     ]
+    scans = plan.scans  # largest first
+    store_payloads(
+        runtime.redis,
+        {_claimed(parts[index]).sha256: part.pdf for index, part in scans},
+        settings.payload_ttl,
+    )
     stored = _Plan(job.to_wire(), plan.pages, parts)
     document.store_plan(stored)
     if not scans:
-        _finish(document, stored, job, runtime, _Attempt.of(task))
+        _after_record(document, stored, job, runtime, _Attempt.of(task), {})
         return
-    read = document.read_pages()
+    read = document.records()
     publication = uuid.uuid4().hex
-    # Largest pages first: the longest jobs start while every worker is still free, so the
-    # document does not wait at the end on one big page started last (the merge takes the
-    # pages by number, whatever order they were read in).
-    by_size = sorted(scans, key=lambda scan: len(scan[1].pdf), reverse=True)
     with task.app.producer_or_acquire() as producer:
-        for index, part in by_size:
+        for index, _ in scans:
             if index + 1 in read:
                 continue
-            page_job = PageJob(task.request.id, index + 1, plan.pages, *_claim(part), publication)
+            claim = _claimed(parts[index])
+            page_job = PageJob(
+                task.request.id, index + 1, plan.pages, claim.sha256, claim.size, publication
+            )
             task.app.send_task(
                 PAGE_TASK_NAME,
                 args=(page_job.to_wire(),),
@@ -248,8 +252,9 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
     document.publish_progress(stored, len(read))
 
 
-def _claim(part: pages.ScanPart) -> tuple[str, int]:
-    return sha256_hex(part.pdf), len(part.pdf)
+def _claimed(part: pages.TextPart | _Scan) -> _Scan:
+    assert isinstance(part, _Scan), "a scanned page's part is its claim check"
+    return part
 
 
 def run_page(task: Any, untrusted_page_job: object, runtime: Runtime) -> None:
@@ -264,12 +269,15 @@ def run_page(task: Any, untrusted_page_job: object, runtime: Runtime) -> None:
         _log.info("page %d of %s: the document was answered already", page.page, page.document_id)
         return
     job = _checked(plan, page)
-    if page.page not in document.read_pages():
-        read = _read(task, page, job, document, runtime)
-        document.record(page.page, read.record)
-        if read.deliveries:
+    records = document.records()
+    if page.page not in records:
+        if _any_failed(records):
+            records = document.record(page.page, _Skipped())
+        else:
+            read = _read(task, page, job, runtime)
+            records = document.record(page.page, read.record)
             _report(task, job, read, time.monotonic() - started)
-    _after_record(document, plan, job, runtime, _Attempt.of(task))
+    _after_record(document, plan, job, runtime, _Attempt.of(task), records)
 
 
 @dataclass(frozen=True)
@@ -286,12 +294,29 @@ class _Attempt:
         return cls(task.request.retries, deadline_of(task))
 
 
-def _after_record(
-    document: _Document, plan: _Plan, job: ExtractionJob, runtime: Runtime, attempt: _Attempt
+def _after_record(  # noqa: PLR0917 - each is a separate thing the merge needs
+    document: _Document,
+    plan: _Plan,
+    job: ExtractionJob,
+    runtime: Runtime,
+    attempt: _Attempt,
+    records: Mapping[int, _Record],
 ) -> None:
-    records = document.records()
-    document.publish_progress(plan, len(records))
-    _finish(document, plan, job, runtime, attempt, records)
+    """Store the document's answer once every page to OCR has its record; else say how far it
+    is.
+
+    Any page task may get here more than once (two pages finishing together, a redelivery):
+    the answer depends only on the records, which never change once written, so storing it
+    again stores the same answer. A merge the host failed (its child killed from outside, no
+    sandbox) is not an answer: the task is retried, the records kept, and merges again.
+    """
+    scans = [index + 1 for index, part in enumerate(plan.parts) if isinstance(part, _Scan)]
+    if any(page not in records for page in scans):
+        document.publish_progress(plan, len(records))
+        return
+    answer = _merged(plan, job, records, runtime, attempt)
+    document.store_answer(answer_envelope(answer, job.label, job.sha256))
+    document.forget()
 
 
 def page_gave_up(
@@ -311,8 +336,8 @@ def page_gave_up(
         job = _checked(plan, page)
         failure = Failure.of(exc)
         reason = failure.reason or f"the page task raised {failure.code}"
-        document.record(page.page, _Failed(failure.code, reason))
-        _after_record(document, plan, job, runtime, _Attempt(None, deadline_of(task)))
+        records = document.record(page.page, _Failed(failure.code, reason))
+        _after_record(document, plan, job, runtime, _Attempt(None, deadline_of(task)), records)
     except (MalformedJob, RedisError) as error:
         _log.warning("page task %s failed and could not be recorded: %s", task.request.id, error)
 
@@ -341,12 +366,8 @@ def _failed(failure: Failure, deliveries: int) -> _PageRead:
     return _PageRead(_Failed(failure.code, failure.reason), TaskOutcome.FAILED, deliveries)
 
 
-def _read(
-    task: Any, page: PageJob, job: ExtractionJob, document: _Document, runtime: Runtime
-) -> _PageRead:
+def _read(task: Any, page: PageJob, job: ExtractionJob, runtime: Runtime) -> _PageRead:
     settings = runtime.settings
-    if document.any_failed():
-        return _PageRead(_Skipped(), TaskOutcome.FAILED, 0)
     key = delivery_key(f"{task.request.id}.{page.publication}", _PAGE_STAGE, task.request.retries)
     deliveries = record_delivery(runtime.redis, key, runtime.delivery_ttl)
     if deliveries > settings.max_deliveries:
@@ -388,40 +409,7 @@ def _report(task: Any, job: ExtractionJob, read: _PageRead, seconds: float) -> N
         deliveries=read.deliveries,
         failure=failure,
     )
-    metrics.record(report)
-    fields = report.log_fields()
-    _log.info(
-        "page %s: %s (%s) in %.3f s",
-        task.request.id,
-        report.outcome.value,
-        fields["label"],
-        seconds,
-        extra=fields,
-    )
-
-
-def _finish(  # noqa: PLR0917 - each is a separate thing the merge needs
-    document: _Document,
-    plan: _Plan,
-    job: ExtractionJob,
-    runtime: Runtime,
-    attempt: _Attempt,
-    records: Mapping[int, _Record] | None = None,
-) -> None:
-    """Store the document's answer once every page to OCR has its record; else do nothing.
-
-    Any page task may get here more than once (two pages finishing together, a redelivery):
-    the answer depends only on the records, which never change once written, so storing it
-    again stores the same answer. A merge the host failed (its child killed from outside, no
-    sandbox) is not an answer: the task is retried, the records kept, and merges again.
-    """
-    records = document.records() if records is None else records
-    scans = [index + 1 for index, part in enumerate(plan.parts) if isinstance(part, _Scan)]
-    if any(page not in records for page in scans):
-        return
-    answer = _merged(plan, job, records, runtime, attempt)
-    document.store_answer(answer_envelope(answer, job.label, job.sha256))
-    document.forget()
+    metrics.account(report, _log)
 
 
 def _merged(

@@ -151,6 +151,21 @@ def record(report: TaskReport) -> None:
         metrics.kills.labels(report.kill_cause).inc()
 
 
+def account(report: TaskReport, log: logging.Logger) -> None:
+    """The one place a delivery's outcome is counted and logged (document and page tasks)."""
+    record(report)
+    fields = report.log_fields()
+    log.info(
+        "extraction %s: %s (%s, %s stage) in %.3f s",
+        report.outcome.value,
+        fields["label"],
+        fields["kind"],
+        report.stage,
+        report.seconds,
+        extra=fields,
+    )
+
+
 @dataclass(frozen=True)
 class MeteredExtractor:
     """The sandbox extractor, timed. It sits under the result cache, so a hit is not counted."""

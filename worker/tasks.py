@@ -22,7 +22,7 @@ from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
 from bridge.queue.envelope import answer_envelope
 from bridge.queue.jobs import PAGE_TASK_NAME, TASK_NAME, ExtractionJob, Stage, job_from_wire
 from sandbox import pages
-from sandbox.errors import OcrRequired
+from sandbox.errors import OcrRequired, SplitRequired
 from sandbox.runner import ProgressCallback
 from worker import extraction, fanout, metrics
 from worker.config import Settings
@@ -31,6 +31,8 @@ from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
 from worker.retries import INFRASTRUCTURE_ERRORS, over_delivered, raise_if_retried
 from worker.runtime import Runtime, deadline_of
 
+#: What the light stage answers for a document only OCR can read: it goes to the OCR queue.
+_NEEDS_OCR = frozenset({OcrRequired.reported_as, SplitRequired.reported_as})
 _MAX_RETRIES = 5
 _RETRY_BACKOFF_MAX_SECONDS = 60
 
@@ -77,16 +79,16 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         return _Answered(outcome, TaskOutcome.ADMITTED, deliveries, len(payload))
     failure = outcome.failure
     raise_if_retried(failure, task.request.retries, settings.max_deliveries)
-    if job.stage is Stage.LIGHT and failure.code == OcrRequired.reported_as:
+    if job.stage is Stage.LIGHT and failure.code == SplitRequired.reported_as:
         plan = fanout.split(runtime, job, payload, deadline_of(task))
         if plan is not None:
             return _Answered(plan, TaskOutcome.FANNED_OUT, deliveries, len(payload))
+    if job.stage is Stage.LIGHT and failure.code in _NEEDS_OCR:
         return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
     return _failed(failure, deliveries, len(payload))
 
 
 def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) -> None:
-    """The one place a delivery's outcome is counted and logged."""
     report = TaskReport(
         request_id=task.request.id,
         label=job.label,
@@ -99,17 +101,7 @@ def _report(task: Any, job: ExtractionJob, answered: _Answered, seconds: float) 
         payload_bytes=answered.payload_bytes,
         failure=answered.answer if isinstance(answered.answer, Failure) else None,
     )
-    metrics.record(report)
-    fields = report.log_fields()
-    _log.info(
-        "extraction %s: %s (%s, %s stage) in %.3f s",
-        report.outcome.value,
-        fields["label"],
-        fields["kind"],
-        report.stage,
-        seconds,
-        extra=fields,
-    )
+    metrics.account(report, _log)
 
 
 def _progress_reporter(task: Any, stage: Stage) -> ProgressCallback:

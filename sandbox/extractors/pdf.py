@@ -96,7 +96,7 @@ def merge_pdf_pages(media_type: str, payload: bytes, limits: ParseLimits) -> str
     for part in merge.parts:
         text = part.text if isinstance(part, pages.TextPart) else _read_or(part.text, part.fallback)
         texts.append(budget.spend(text))
-    return "\n\n".join(texts)
+    return _joined(texts)
 
 
 @contextmanager
@@ -170,24 +170,6 @@ def _declared_page_count(reader: PdfReader) -> object:
     return pages["/Count"]
 
 
-def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> str:
-    """Join the pages' text in order, a blank line between pages."""
-    budget = TextBudget(limits)
-    pdfium = PdfiumDocument(payload, len(reader.pages))
-    # Field values live in the catalog's form; a document without one has none to place, and
-    # skips resolving every link annotation of every page to find that out.
-    has_form = "/AcroForm" in reader.root_object
-    texts = []
-    total = len(reader.pages)
-    try:
-        for index, page in enumerate(reader.pages):
-            texts.append(budget.spend(_page_text(page, index, pdfium, has_form, limits)))
-            report_progress(index + 1, total)
-    finally:
-        pdfium.close()
-    return "\n\n".join(texts)
-
-
 @dataclass(frozen=True)
 class _NeedsOcr:
     """A page whose text is its rendering's OCR; ``fallback`` is kept when OCR reads nothing."""
@@ -195,13 +177,59 @@ class _NeedsOcr:
     fallback: str
 
 
-def _page_text(
-    page: PageObject, index: int, pdfium: PdfiumDocument, has_form: bool, limits: ParseLimits
-) -> str:
-    reading = _read_page(page, index, pdfium, has_form)
-    if isinstance(reading, str):
-        return reading
-    return _read_or(_ocr_page(page, index, pdfium, limits), reading.fallback)
+class _Pages:
+    """One document's pages as ``pdf`` reads them, PDFium opened for the pages that need it.
+
+    The single job and the split read every page through it, so the pages a split sends to
+    OCR are exactly the pages the single job OCRs, and their text is the single job's.
+    """
+
+    def __init__(self, reader: PdfReader, payload: bytes) -> None:
+        self.reader = reader
+        self.pdfium = PdfiumDocument(payload, len(reader.pages))
+        # Field values live in the catalog's form; a document without one has none to place,
+        # and skips resolving every link annotation of every page to find that out.
+        self._has_form = "/AcroForm" in reader.root_object
+
+    def __enter__(self) -> _Pages:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.pdfium.close()
+
+    def __iter__(self) -> Iterator[tuple[int, PageObject, str | _NeedsOcr]]:
+        """Each page with its text, or with what OCR of it needs; progress said as it goes."""
+        total = len(self.reader.pages)
+        for index, page in enumerate(self.reader.pages):
+            yield index, page, _read_page(page, index, self.pdfium, self._has_form)
+            report_progress(index + 1, total)
+
+
+def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> str:
+    """Join the pages' text in order, a blank line between pages.
+
+    With OCR off, a document long enough to be split is handed on at its first page to OCR,
+    unchecked and unrendered: its page jobs check and render each page, and doing it here first
+    would only hold them all back.
+    """
+    budget = TextBudget(limits)
+    hand_on_unread = not limits.ocr and pages.splits(len(reader.pages), limits)
+    texts = []
+    with _Pages(reader, payload) as document:
+        for index, page, reading in document:
+            if isinstance(reading, str):
+                texts.append(budget.spend(reading))
+                continue
+            if hand_on_unread and _draws(page):
+                raise Refusal(codes.NEEDS_SPLIT, "a page has no text layer and needs OCR")
+            ocr_text = _ocr_page(page, index, document.pdfium, limits)
+            texts.append(budget.spend(_read_or(ocr_text, reading.fallback)))
+    return _joined(texts)
+
+
+def _joined(texts: list[str]) -> str:
+    """A document's pages in order, a blank line between pages."""
+    return "\n\n".join(texts)
 
 
 def _read_or(ocr_text: str, fallback: str) -> str:
@@ -237,29 +265,28 @@ def _read_page(
 def _parts(
     reader: PdfReader, payload: bytes, limits: ParseLimits
 ) -> list[pages.TextPart | pages.ScanPart] | None:
-    """Each page's part, or None when the one-page PDFs outgrow :func:`pages.split_allowance`."""
+    """Each page's part, or None when the one-page PDFs outgrow :func:`pages.split_allowance`.
+
+    A page that draws nothing is its text, as the single job reads it without rendering: it
+    is worth no page job.
+    """
     budget = TextBudget(limits)
-    pdfium = PdfiumDocument(payload, len(reader.pages))
-    has_form = "/AcroForm" in reader.root_object
     room = pages.split_allowance(len(payload))
     parts: list[pages.TextPart | pages.ScanPart] = []
-    try:
+    with _Pages(reader, payload) as document:
         # The single job refuses a page tree PDFium counts differently once it renders a page;
         # a one-page PDF could never show that disagreement, so it is checked here, first.
-        pdfium.check_page_count()
-        for index, page in enumerate(reader.pages):
-            reading = _read_page(page, index, pdfium, has_form)
-            if isinstance(reading, str):
-                parts.append(pages.TextPart(budget.spend(reading)))
-            else:
-                single = _one_page_pdf(reader, page)
-                room -= len(single)
-                if room < 0:
-                    return None
-                parts.append(pages.ScanPart(single, reading.fallback))
-            report_progress(index + 1, len(reader.pages))
-    finally:
-        pdfium.close()
+        document.pdfium.check_page_count()
+        for _, page, reading in document:
+            if isinstance(reading, str) or not _draws(page):
+                text = reading if isinstance(reading, str) else reading.fallback
+                parts.append(pages.TextPart(budget.spend(text)))
+                continue
+            single = _one_page_pdf(reader, page)
+            room -= len(single)
+            if room < 0:
+                return None
+            parts.append(pages.ScanPart(single, reading.fallback))
     return parts
 
 
@@ -302,13 +329,8 @@ def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Pars
     the sandbox's decoders and pixel ceiling (see :func:`check_page_images`), so PDFium never draws
     an image the sandbox would refuse. A page with no ink is empty, not a failure.
     """
-    contents = page.get_contents()
-    if contents is None or not contents.get_data().strip():
-        return ""  # nothing is drawn: a blank page, without rendering it
-    if not limits.ocr and pages.splits(pdfium.page_count, limits):
-        # A document this long has its pages read apart (sandbox/pages.py), each page job
-        # checking and rendering its own page: doing it here first would only delay them all.
-        raise Refusal(codes.NEEDS_OCR, "a page has no text layer and needs OCR")
+    if not _draws(page):
+        return ""  # a blank page, without rendering it
     check_page_images(page)
     picture = pdfium.render(index, limits)
     if not has_ink(picture):
@@ -319,6 +341,12 @@ def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Pars
         return ocr_image(picture, limits)
     except EmptyPage:
         return ""  # one page without writing must not fail the document
+
+
+def _draws(page: PageObject) -> bool:
+    """Whether the page's content draws anything at all."""
+    contents = page.get_contents()
+    return contents is not None and bool(contents.get_data().strip())
 
 
 def check_page_images(page: PageObject) -> None:

@@ -62,11 +62,6 @@ class PdfiumDocument:
             self._document = document
         return self._document
 
-    @property
-    def page_count(self) -> int:
-        """The document's pages as pypdf counts them (PDFium must agree once it opens it)."""
-        return self._page_count
-
     def check_page_count(self) -> None:
         """Open the document now, refusing it when PDFium sees other pages than pypdf."""
         self._open()

@@ -8,6 +8,7 @@ references the merged answer must equal byte for byte.
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -85,8 +86,13 @@ def test_a_fanned_out_scans_text_is_cached_and_the_next_upload_is_not_split_agai
     assert _page_tasks_received(worker) == 2  # the second page has a text layer
 
 
+def _page_ids(worker: WorkerProcess) -> list[str]:
+    """The page tasks the worker received, by id, as often as it received each."""
+    return re.findall(r"Task airlock\.extract_page\[([^\]]+)\] received", worker.log())
+
+
 def _page_tasks_received(worker: WorkerProcess) -> int:
-    return len(re.findall(r"Task airlock\.extract_page\[[^\]]+\] received", worker.log()))
+    return len(_page_ids(worker))
 
 
 def _wait_for(condition: object, timeout: float, what: str) -> None:
@@ -101,7 +107,7 @@ def test_kill_9_of_an_ocr_worker_mid_document_loses_no_page_and_answers_once_in_
     own_workers: WorkerFactory, own_redis: object, corpus_dir: Path
 ) -> None:
     env = {**FAN_OUT, **FAST_RECOVERY}
-    own_workers(queues=("airlock.light", "airlock.ocr"), env=env)
+    survivor = own_workers(queues=("airlock.light", "airlock.ocr"), env=env)
     doomed = own_workers(queues=("airlock.ocr",), env=env)
     ref = _scan_ref(corpus_dir, 6)
     url = own_workers.redis_url
@@ -113,6 +119,8 @@ def test_kill_9_of_an_ocr_worker_mid_document_loses_no_page_and_answers_once_in_
         selection = pending.result()
     assert selection == local_selection([ref], LIMITS)
     assert not selection.dropped
+    # The page the killed worker held was delivered again, to the survivor.
+    assert set(_page_ids(doomed)) & set(_page_ids(survivor))
     with Redis.from_url(url) as redis:
         assert not list(redis.scan_iter("airlock:fanout:*")), "the document's state was left"
         assert not list(redis.scan_iter("celery-task-meta-*")), "an answer was stored twice"
@@ -155,3 +163,28 @@ def test_a_deadline_shorter_than_the_pages_ends_in_deadline_exceeded_and_runs_no
     read_after_deadline = worker.log().count("airlock.extract_page")
     time.sleep(2)
     assert worker.log().count("airlock.extract_page") == read_after_deadline
+
+
+def test_a_page_the_broker_lost_is_published_again_and_the_pages_read_are_kept(
+    start_worker: WorkerFactory, redis_url: str, redis: Redis, corpus_dir: Path
+) -> None:
+    """The BRPOP-before-unacked window (celery#7950) for a page: a stand-in consumer pops one
+    page and drops it, as a main process killed right then would. Once no other page holds
+    the document, the caller publishes the document again under its id; the light task finds
+    the plan and the pages already read, and sends only the lost one."""
+    ref = _scan_ref(corpus_dir, 4)
+    light = start_worker(queues=("airlock.light",), env=FAN_OUT)
+    client = CeleryQueue(redis_url, redis_url, require_consumers=False)  # OCR workers come later
+    with closing(client), ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(gather, [ref], client, limits=LIMITS, deadline=120, use_cache=False)
+        _wait_for(lambda: redis.llen(OCR_QUEUE) == 3, 60, "the pages were not published")
+        lost = redis.brpop([OCR_QUEUE], timeout=10)
+        assert lost is not None  # now in no queue and no unacked entry
+        ocr = start_worker(queues=("airlock.ocr",), env=FAN_OUT)
+        selection = pending.result()
+    assert selection == local_selection([ref], LIMITS)
+    assert _fanned_out(light) == 2  # split again when published again
+    lost_id = json.loads(lost[1])["headers"]["id"]
+    received = _page_ids(ocr)
+    assert sorted(received) == sorted({*received}) and len(received) == 3  # each page read once
+    assert received.count(lost_id) == 1

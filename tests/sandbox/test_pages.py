@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 from pypdf import PdfReader, PdfWriter
 
 from sandbox import pages
-from sandbox.errors import CeilingExceeded, MalformedAnswer, OcrRequired, UnreadableInput
+from sandbox.errors import CeilingExceeded, MalformedAnswer, SplitRequired, UnreadableInput
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import ExtractionResult, SandboxRunner
@@ -44,11 +44,10 @@ def _in_pages(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> SandboxExtractor:
     return SandboxExtractor(
-        parse_limits=limits,
+        parse_limits=replace(limits, fan_out_pages=1),
         runner=runner,
         on_progress=on_progress,
         page_workers=2,
-        fan_out_pages=1,
     )
 
 
@@ -326,10 +325,9 @@ class _Watched:
 def _watched_extractor(runner: SandboxRunner) -> tuple[SandboxExtractor, _Watched]:
     watched = _Watched(runner)
     extractor = SandboxExtractor(
-        parse_limits=LIMITS,
+        parse_limits=replace(LIMITS, fan_out_pages=1),
         runner=watched,  # type: ignore[arg-type]  # runs real jobs, watched
         page_workers=2,
-        fan_out_pages=1,
     )
     return extractor, watched
 
@@ -373,5 +371,5 @@ def test_the_light_pass_hands_on_a_scan_long_enough_to_split_before_rendering_it
     light = ParseLimits(max_pages=30, ocr=False)
     with pytest.raises(UnreadableInput):
         runner.run("pdf", pages.PDF_MEDIA_TYPE, payload, light)
-    with pytest.raises(OcrRequired):
+    with pytest.raises(SplitRequired):
         runner.run("pdf", pages.PDF_MEDIA_TYPE, payload, replace(light, fan_out_pages=1))

@@ -56,8 +56,8 @@ def test_every_variable_is_documented_with_its_default(variable: Variable[Any]) 
 def test_every_variable_is_read() -> None:
     settings = Settings.from_env(
         {
-            "AIRLOCK_BROKER_URL": "redis://broker:6379/1",
-            "AIRLOCK_RESULT_BACKEND": "redis://results:6379/2",
+            "AIRLOCK_BROKER_URL": "redis://broker:7101/1",
+            "AIRLOCK_RESULT_BACKEND": "redis://results:7102/2",
             "AIRLOCK_QUEUES": "airlock.ocr",
             "AIRLOCK_CONCURRENCY": "3",
             "AIRLOCK_SANDBOX_MEMORY_MB": "512",
@@ -73,6 +73,7 @@ def test_every_variable_is_read() -> None:
             "AIRLOCK_RESULT_EXPIRES": "600",
             "AIRLOCK_PAYLOAD_TTL": "900",
             "AIRLOCK_MAX_DELIVERIES": "5",
+            "AIRLOCK_FAN_OUT_PAGES": "0",
             "AIRLOCK_RESULT_CACHE": "off",
             "AIRLOCK_RESULT_CACHE_TTL": "60",
             "AIRLOCK_SANDBOX_REQUIRE": "seccomp, landlock",
@@ -80,7 +81,7 @@ def test_every_variable_is_read() -> None:
         }
     )
     assert settings.broker_configured
-    assert settings.result_backend == "redis://results:6379/2"
+    assert settings.result_backend == "redis://results:7102/2"
     assert settings.queues == ("airlock.ocr",)
     assert settings.concurrency == 3
     assert settings.sandbox.memory_bytes == 512 * MIB
@@ -91,7 +92,7 @@ def test_every_variable_is_read() -> None:
     assert (settings.soft_time_limit, settings.hard_time_limit) == (40.0, 50.0)
     assert (settings.visibility_timeout, settings.restore_interval) == (70.0, 2.0)
     assert (settings.result_expires, settings.payload_ttl) == (600, 900)
-    assert settings.max_deliveries == 5
+    assert settings.max_deliveries == 5 and settings.fan_out_pages == 0
     assert not settings.result_cache and settings.result_cache_ttl == 60
     assert settings.sandbox_require == frozenset({"seccomp", "landlock"})
     assert settings.sandbox_uid_base == 3_000_000
@@ -163,6 +164,8 @@ def test_derived_limits_follow_the_wall_clock() -> None:
         ({"AIRLOCK_OCR_LANGUAGE": "--psm 0"}, "AIRLOCK_OCR_LANGUAGE"),
         ({"AIRLOCK_CONCURRENCY": "0"}, "positive integer"),
         ({"AIRLOCK_MAX_DELIVERIES": "-1"}, "positive integer"),
+        ({"AIRLOCK_FAN_OUT_PAGES": "-1"}, "whole number"),
+        ({"AIRLOCK_FAN_OUT_PAGES": "9" * 12}, "whole number"),
         ({"AIRLOCK_SANDBOX_WALL_SECONDS": "nan"}, "positive, finite"),
         ({"AIRLOCK_SANDBOX_WALL_SECONDS": "soon"}, "not a number"),
         ({"AIRLOCK_RESULT_CACHE": "maybe"}, "1/0"),

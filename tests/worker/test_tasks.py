@@ -253,6 +253,7 @@ def test_a_light_job_that_needs_ocr_is_replaced_by_an_ocr_job(
     task = FakeTask()
     job = job_for(redis, unique(), kind="pdf")
     assert run_job(task, job, Runtime(SETTINGS)) is None
+    assert parser.calls == 1  # a document too short to split costs no split child
     (handed,) = task.replaced_with["args"]
     assert handed == {**job, "stage": "ocr"}
     assert task.replaced_with["options"] == {"expires": task.request.expires}
