@@ -215,18 +215,19 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
     """
     settings = runtime.settings
     document = _Document(runtime.redis, task.backend, task.request.id, settings.payload_ttl)
-    parts: list[pages.TextPart | _Scan] = [
-        part
-        if isinstance(part, pages.TextPart)
-        else _Scan(sha256_hex(part.pdf), len(part.pdf), part.fallback)
-        for part in plan.parts or ()
-    ]
     scans = plan.scans  # largest first
+    claims = {
+        index: _Scan(sha256_hex(part.pdf), len(part.pdf), part.fallback) for index, part in scans
+    }
     store_payloads(
         runtime.redis,
-        {_claimed(parts[index]).sha256: part.pdf for index, part in scans},
+        {claims[index].sha256: part.pdf for index, part in scans},
         settings.payload_ttl,
     )
+    parts: list[pages.TextPart | _Scan] = [
+        part if isinstance(part, pages.TextPart) else claims[index]
+        for index, part in enumerate(plan.parts or ())
+    ]
     stored = _Plan(job.to_wire(), plan.pages, parts)
     document.store_plan(stored)
     if not scans:
@@ -238,7 +239,7 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
         for index, _ in scans:
             if index + 1 in read:
                 continue
-            claim = _claimed(parts[index])
+            claim = claims[index]
             page_job = PageJob(
                 task.request.id, index + 1, plan.pages, claim.sha256, claim.size, publication
             )
@@ -250,11 +251,6 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
                 producer=producer,
             )
     document.publish_progress(stored, len(read))
-
-
-def _claimed(part: pages.TextPart | _Scan) -> _Scan:
-    assert isinstance(part, _Scan), "a scanned page's part is its claim check"
-    return part
 
 
 def run_page(task: Any, untrusted_page_job: object, runtime: Runtime) -> None:
