@@ -102,9 +102,7 @@ def one_document(
 
 def local_document(page_workers: int, ref: AttachmentRef) -> tuple[float, str]:
     extractor = SandboxExtractor(
-        parse_limits=ParseLimits(
-            max_text_chars=LIMITS.max_text_chars, fan_out_pages=FAN_OUT_PAGES
-        ),
+        parse_limits=ParseLimits(max_text_chars=LIMITS.max_text_chars, fan_out_pages=FAN_OUT_PAGES),
         page_workers=page_workers,
     )
     extract_attachment(AttachmentRef("w.txt", "text", "text/plain", b"warm"), extractor)

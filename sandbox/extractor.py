@@ -114,7 +114,9 @@ class SandboxExtractor:
         read: dict[int, pages.PageReading] = {}
         pool = ThreadPoolExecutor(self._page_workers)
         try:
-            running = {index: pool.submit(self._read_page, part.pdf, limits) for index, part in scans}
+            running = {
+                index: pool.submit(self._read_page, part.pdf, limits) for index, part in scans
+            }
             for index, future in sorted(running.items()):
                 try:
                     read[index] = future.result()
