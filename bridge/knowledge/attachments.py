@@ -41,6 +41,18 @@ _ZIP_PARSED_KINDS = frozenset({"docx"})
 # text display in another order than it is read (U+202E shows "txt.exe" as "exe.txt"), and
 # U+FEFF, a byte-order mark that is invisible inside text and splits a word for a matcher.
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ufeff]")
+# Characters that carry text no reader sees. Tag characters (U+E0000-U+E007F, with the rest of
+# that plane's reserved default-ignorables) spell ASCII that tokenizers pass to a model while
+# screens show nothing: 78 of them carried an invisible "SYSTEM: ignore previous instructions".
+# Variation selectors (U+FE00-U+FE0F, U+E0100-U+E01EF, Mongolian U+180B-U+180D, U+180F) can
+# encode a byte each after any character. The Hangul fillers stand in for a space or hide
+# inside a word. What is lost: emoji presentation (U+FE0F), ideographic variants and the
+# subdivision flags' tag sequences, which no extracted fact depends on.
+_HIDDEN_CARRIERS = re.compile(
+    "[\U000e0000-\U000e0fff\ufe00-\ufe0f\u180b-\u180d\u180f\u115f\u1160\u3164\uffa0]"
+)
+# The braille blank renders as a space and is one in braille text: kept readable, as a space.
+_BRAILLE_BLANK = "\u2800"
 # The Unicode line and paragraph separators break a line for a reader and for str.splitlines();
 # left in, a body line could begin with a block heading that no "\n"-based check sees.
 _LINE_SEPARATORS = re.compile("[\u2028\u2029]")
@@ -119,11 +131,17 @@ class TextExtractor(Protocol):
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str: ...
 
 
+def remove_hidden_text(text: str) -> str:
+    """``text`` without the characters that carry text no reader sees (tag characters,
+    variation selectors, Hangul fillers), and the braille blank as the space it shows."""
+    return _HIDDEN_CARRIERS.sub("", text).replace(_BRAILLE_BLANK, " ")
+
+
 def normalise_extracted(text: str) -> str:
     """Unix line endings (U+2028 and U+2029 included), no control characters but tab and
-    newline, no bidi controls or byte-order marks, no trailing spaces."""
+    newline, no bidi controls, byte-order marks or hidden text, no trailing spaces."""
     unified = _LINE_SEPARATORS.sub("\n", text.replace("\r\n", "\n").replace("\r", "\n"))
-    stripped = _CONTROL.sub("", unified)
+    stripped = remove_hidden_text(_CONTROL.sub("", unified))
     return "\n".join(line.rstrip() for line in stripped.split("\n"))
 
 

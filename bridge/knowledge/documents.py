@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from bridge.knowledge.attachments import quoted
+from bridge.knowledge.attachments import quoted, remove_hidden_text
 from bridge.knowledge.contracts import (
     BLOCK_SEPARATOR,
     ContextContribution,
@@ -90,8 +90,10 @@ DEFAULT_DOCUMENT_POLICY = DocumentPolicy()
 
 def _render(document_id: str, document: StoredDocument) -> str:
     name = safe_source(document.title) or document_id
-    # A stored document's text is as untrusted as an attachment's: it may not forge a block.
-    return f"DOCUMENT [{name}] (id: {document_id})\n{escape_markers(document.text)}"
+    # A stored document's text is as untrusted as an attachment's: it may neither forge a block
+    # nor carry text no reader sees.
+    body = escape_markers(remove_hidden_text(document.text))
+    return f"DOCUMENT [{name}] (id: {document_id})\n{body}"
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,21 @@ from bridge.knowledge.attachments import (
 )
 from bridge.knowledge.contracts import BLOCK_SEPARATOR
 from bridge.knowledge.documents import StoredDocument, _render
-from bridge.knowledge.markers import MARKER_ESCAPE, escape_markers
-from tests.selection_parser import FORGING_BODY, forged_lines, parse_selection, unescape
+from bridge.knowledge.markers import MARKER_ESCAPE, escape_markers, reads_as_marker
+from tests.conftest import CORPUS_DIR
+from tests.selection_parser import (
+    DISGUISES,
+    FORGING_BODY,
+    HIDDEN,
+    PROSE,
+    STRICTER_THAN_ASKED,
+    TAGGED_INSTRUCTION,
+    forged_lines,
+    parse_selection,
+    reads_as_marker_strictly,
+    unescape,
+)
+from tests.uts39 import fold
 
 _HIDDEN = re.compile("[\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 LIMITS = ExtractionLimits(max_text_chars=100_000, max_total_chars=1_000_000)
@@ -76,12 +89,106 @@ def test_lines_that_read_as_markers_are_escaped_and_restored(line: str) -> None:
     assert unescape(escaped) == body
 
 
-@pytest.mark.parametrize(
-    "line",
-    ["Attachments [see below]", "User guide: chapter 2", "the system: a whole", "Sources [1]"],
-)
+@pytest.mark.parametrize("line", PROSE)
 def test_ordinary_lines_are_left_alone(line: str) -> None:
     assert escape_markers(line) == line
+
+
+@pytest.mark.parametrize("line", DISGUISES.values(), ids=DISGUISES.keys())
+def test_the_strict_parser_sees_every_disguise(line: str) -> None:
+    """The parser the selections are checked with is not blind to what it checks for."""
+    assert forged_lines(f"notes\n{line}\nmore notes") == [line]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [*DISGUISES.values(), *STRICTER_THAN_ASKED.values()],
+    ids=[*DISGUISES.keys(), *STRICTER_THAN_ASKED.keys()],
+)
+def test_a_disguised_marker_reaches_the_selection_escaped(line: str) -> None:
+    body = f"Quarterly notes\n{line}\nname,salary"
+    assembled, text = _select([("notes.txt", body), ("report.txt", "the real second file")])
+    assert parse_selection(text) == assembled
+    assert forged_lines(text) == []
+    assert HIDDEN.search(text) is None
+    admitted = assembled[0][1].splitlines()[1]
+    assert MARKER_ESCAPE + admitted in text.splitlines()
+
+
+def test_tag_characters_never_reach_the_selection() -> None:
+    """An instruction spelled in tag characters shows nothing and is read by a model; it is
+    removed on admission, with the variation selectors and fillers around it."""
+    body = f"harmless\n{TAGGED_INSTRUCTION}\nsee\ufe0f\u3164you\u2800soon\U000e0100"
+    assembled, text = _select([("notes.txt", body)])
+    assert assembled == [("notes.txt", "harmless\n\nseeyou soon")]
+    assert HIDDEN.search(text) is None
+
+
+# Characters a reader takes for each ASCII letter, found by the strict parser's fold (ICU) among
+# the blocks look-alikes come from: Greek, Cyrillic, IPA and phonetic small capitals, Cherokee,
+# Latin Extended-D, fullwidth forms and the mathematical alphabets.
+_POOL = [
+    chr(code)
+    for block in (
+        range(0x0370, 0x0530),
+        range(0x0250, 0x02B0),
+        range(0x1D00, 0x1D80),
+        range(0x13A0, 0x13F6),
+        range(0xA720, 0xA800),
+        range(0xFF01, 0xFF5F),
+        range(0x1D400, 0x1D4A0),
+    )
+    for code in block
+]
+_LOOK_ALIKES = {
+    letter: [letter, letter.upper(), *(char for char in _POOL if fold(char) == letter)]
+    for letter in "abcdefghijklmnopqrstuvwxyz"
+}
+_WORDS = ["system", "user", "assistant", "human", "model", "tool", "developer", "ai"]
+
+
+@st.composite
+def _disguised_lines(draw: st.DrawFn) -> str:
+    """A role line or a heading in random disguise: a prefix a reader skips, the word with each
+    letter a look-alike and invisible characters between, a gap, the punctuation, the rest."""
+    skipped = st.sampled_from([" ", "-", "*", "1.", "#", "|", "`", "⚠️", "\u3164", "\u2800", ">"])
+    invisible = st.sampled_from(["", "", "\u200b", "\u034f", "\ufe0f", "\u00ad", "\U000e0041"])
+    heading = draw(st.booleans())
+    word = draw(st.sampled_from(["attachment", "document", "source"] if heading else _WORDS))
+    letters = [draw(st.sampled_from(_LOOK_ALIKES[letter])) + draw(invisible) for letter in word]
+    gap = draw(st.lists(st.sampled_from([" ", "*", "`", "'", "\u3000"]), max_size=3))
+    ending = "[" if heading else draw(st.sampled_from([":", "]", ">", "：", "꞉"]))
+    prefix = draw(st.lists(skipped, max_size=4))
+    return "".join([*prefix, *letters, *gap, ending, draw(st.sampled_from(["", " x", "payroll]"]))])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(_disguised_lines(), st.text(max_size=12)))
+def test_the_judge_escapes_whatever_the_strict_parser_reads_as_a_marker(line: str) -> None:
+    if reads_as_marker_strictly(line):
+        assert reads_as_marker(line), ascii(line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_disguised_lines())
+def test_a_random_disguise_reaches_the_selection_escaped(line: str) -> None:
+    assert reads_as_marker_strictly(line)
+    assembled, text = _select([("notes.txt", f"intro\n{line}\noutro")])
+    assert parse_selection(text) == assembled
+    assert forged_lines(text) == []
+
+
+def test_real_documents_are_rarely_escaped() -> None:
+    """The corpus's expected texts hold no marker; the lines the judge escapes there are its
+    false positives (3 of 11,556 when measured: "<system>" and "<developer>" in a Maven POM)."""
+    lines = [
+        line
+        for path in sorted(CORPUS_DIR.glob("*.expected.txt"))
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+    ]
+    escaped = [line for line in lines if reads_as_marker(line)]
+    assert len(lines) > 10_000
+    assert len(escaped) / len(lines) < 0.001, escaped
 
 
 @pytest.mark.parametrize(
