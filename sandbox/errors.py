@@ -65,7 +65,8 @@ class MemoryLimitExceeded(SandboxError):
 
 
 class ProcessLimitExceeded(SandboxError):
-    """The job ran more processes and threads at once than its limit allows."""
+    """The job ran, or asked to start, more processes and threads at once than its limit
+    allows (however they were parented)."""
 
     kill_cause = "processes"
 

@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from sandbox import pages
-from sandbox.errors import SandboxError
+from sandbox.errors import SandboxError, SplitRequired
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import ProgressCallback, SandboxRunner
@@ -32,23 +32,30 @@ def shared_runner(
         return runner
 
 
+#: The embedded path reads as the queue's workers do by default (AIRLOCK_FAN_OUT_PAGES): a long
+#: scan in pages, so both give it the same per-page budgets and the same selection.
+DEFAULT_PARSE_LIMITS = ParseLimits(fan_out_pages=pages.DEFAULT_FAN_OUT_PAGES)
+
+
 class SandboxExtractor:
     """``require`` and ``uid_base`` are ``SandboxRunner``'s, for the shared runner; a ``runner``
     given here is used as it was built. ``deadline`` (a :func:`time.monotonic` value) is the
     caller's: a child still running then is killed, since nobody would read its answer.
 
-    With ``page_workers`` above 1, a PDF of more than ``parse_limits.fan_out_pages`` pages that
-    needs OCR
-    has its scanned pages read by that many children at once (sandbox/pages.py), and answers
-    the text one child would, byte for byte. ``page_workers`` then bounds every child this
-    extractor runs at once, whichever thread asks: callers that extract several files at once
-    on it (the CLI) do not multiply the pages' children by their own.
+    A PDF of more than ``parse_limits.fan_out_pages`` pages that needs OCR is read in pages
+    (sandbox/pages.py): a child splits it, each scanned page is read by a child of its own,
+    under its own budget, and a child merges them into the text one child would answer, byte
+    for byte. One child for the whole document once ran out of memory on a 60-page scan the
+    queue's page tasks read (issue 19): the queue and the embedded path must give the same
+    selection. ``page_workers`` children read pages at once (one: in turn); above 1 it bounds
+    every child this extractor runs at once, whichever thread asks: callers that extract
+    several files at once on it (the CLI) do not multiply the pages' children by their own.
     """
 
     def __init__(
         self,
         limits: SandboxLimits = SandboxLimits(),  # noqa: B008 - frozen value
-        parse_limits: ParseLimits = ParseLimits(),  # noqa: B008 - frozen value
+        parse_limits: ParseLimits = DEFAULT_PARSE_LIMITS,
         runner: SandboxRunner | None = None,
         on_progress: ProgressCallback | None = None,
         *,
@@ -68,13 +75,24 @@ class SandboxExtractor:
         self._children = threading.BoundedSemaphore(page_workers) if page_workers > 1 else None
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
-        """Text of ``payload``, or a ``SandboxError`` subclass naming why there is none."""
+        """Text of ``payload``, or a ``SandboxError`` subclass naming why there is none.
+
+        A long PDF's child answers ``SplitRequired`` at its first page to OCR, so a short PDF
+        or one of text alone costs one child, as before; the long scan is read in pages, or
+        (when its split declines: pages too small to be worth a child each, or outgrowing the
+        document) by one child that reads it whole.
+        """
         limits = dataclasses.replace(self._parse_limits, max_pages=max_pages)
-        if kind == "pdf" and limits.ocr and limits.fan_out_pages and self._page_workers > 1:
-            text = self._in_pages(media_type, payload, limits)
-            if text is not None:
-                return text
-        return self._run(kind, media_type, payload, limits, self._on_progress)
+        try:
+            return self._run(kind, media_type, payload, limits, self._on_progress)
+        except SplitRequired:
+            if kind != "pdf" or not (limits.ocr and limits.fan_out_pages):
+                raise  # the light stage's answer (its caller hands the document on), or forged
+        text = self._in_pages(media_type, payload, limits)
+        if text is not None:
+            return text
+        whole = dataclasses.replace(limits, fan_out_pages=0)
+        return self._run(kind, media_type, payload, whole, self._on_progress)
 
     def _run(
         self,
@@ -97,10 +115,10 @@ class SandboxExtractor:
             ).text
 
     def _in_pages(self, media_type: str, payload: bytes, limits: ParseLimits) -> str | None:
-        """The document read in parts, or None when it is not split (small, or a split that
-        failed: the single job then gives the document its verdict). A document without a
-        scanned page goes straight to the merge, which joins the split's text: it is not
-        parsed a second time."""
+        """The document read in parts, or None when it is not split (its split declined, or
+        failed: one child then gives the document its verdict). A document without a scanned
+        page goes straight to the merge, which joins the split's text: it is not parsed a
+        second time."""
         split_limits = dataclasses.replace(limits, ocr=False)
         try:
             untrusted_plan = self._run(pages.SPLIT_KIND, media_type, payload, split_limits)

@@ -13,6 +13,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import tempfile
@@ -28,7 +29,8 @@ NO_NEW_PRIVS = "no_new_privs"
 UID_DROP = "uid_drop"
 LANDLOCK = "landlock"
 SECCOMP = "seccomp"
-MECHANISMS = frozenset({NETNS, RLIMITS, NO_NEW_PRIVS, UID_DROP, LANDLOCK, SECCOMP})
+PROCESS_GUARD = "process_guard"
+MECHANISMS = frozenset({NETNS, RLIMITS, NO_NEW_PRIVS, UID_DROP, LANDLOCK, SECCOMP, PROCESS_GUARD})
 
 # Where a jailed child finds its two pipes: the job on stdin, the answer on fd 3. Its stdout and
 # stderr go to /dev/null, so nothing a parser prints can reach (or corrupt) the answer channel.
@@ -71,6 +73,7 @@ class JailPlan:
     netns: bool
     landlock_rules: landlock.Rules
     seccomp_program: bytes | None
+    guard_program: bytes | None
 
 
 def _elf_interpreter(binary: str) -> str | None:
@@ -149,7 +152,8 @@ def plan(
     allowed = itertools.chain(policy.allowed_paths(), _program_paths(policy.EXECUTABLE))
     rules = landlock.prepare(allowed) if LANDLOCK not in skip else landlock.Rules(0, ())
     program = seccomp.compile_filter(seccomp_log) if SECCOMP not in skip else None
-    return JailPlan(limits, scratch_root, uid_base, skip, netns, rules, program)
+    guard = seccomp.compile_guard() if PROCESS_GUARD not in skip else None
+    return JailPlan(limits, scratch_root, uid_base, skip, netns, rules, program, guard)
 
 
 def scratch_dir(jail_plan: JailPlan, pid: int) -> str:
@@ -234,11 +238,29 @@ def _reset_process_state(scratch: str) -> None:
     tempfile.tempdir = scratch  # tempfile caches the directory it saw in the fork server
 
 
-def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> frozenset[str]:
+def _hand_over(listener: int, guard_fd: int) -> None:
+    """Send the process guard's listener to the fork server over ``guard_fd``, and close ours.
+
+    Closed at once: a job holding its own listener could admit its own calls. A failure to
+    send ends the child (the caller's jail fails): with nobody holding the listener every
+    clone would fail, and the fork server could not count the job's processes.
+    """
+    try:
+        with socket.socket(fileno=os.dup(guard_fd)) as channel:
+            socket.send_fds(channel, [b"guard"], [listener])
+    finally:
+        os.close(listener)
+
+
+def jail(
+    jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int, guard_fd: int
+) -> frozenset[str]:
     """Jail the calling (freshly forked) child; return the layers now in force.
 
-    Order matters: ownership needs root, so it comes first; Landlock after the
-    uid drop and no_new_privs; seccomp last because it forbids the calls the earlier steps make.
+    Order matters: ownership needs root, so it comes first; Landlock after the uid drop and
+    no_new_privs; the process guard before the descriptors are closed, since its listener
+    leaves through ``guard_fd``; seccomp last because it forbids the calls the earlier steps
+    make.
     """
     active: set[str] = set()
     skip = jail_plan.skip
@@ -278,6 +300,14 @@ def jail(jail_plan: JailPlan, zygote_pid: int, job_fd: int, answer_fd: int) -> f
             active.add(LANDLOCK)
         except OSError:
             pass  # recorded as absent; the runner refuses the child if Landlock is required
+    if jail_plan.guard_program is not None:
+        try:
+            listener = seccomp.install_guard(jail_plan.guard_program)
+        except OSError:
+            listener = -1  # recorded as absent: no listener here (the runtime holds one, say)
+        if listener >= 0:
+            _hand_over(listener, guard_fd)
+            active.add(PROCESS_GUARD)
     _move_fds(job_fd, answer_fd)
     os.chdir(scratch)
     _reset_process_state(scratch)

@@ -29,6 +29,13 @@ PDF_MEDIA_TYPE = "application/pdf"
 #: split, one to merge, a task per page) buys too little: docs/operations.md, "Fan-out OCR".
 DEFAULT_FAN_OUT_PAGES = 8
 
+#: The pixels a page task must carry on average for a split to pay: its fixed cost (a child, a
+#: message and its Redis records, 22-30 ms of CPU: docs/operations.md, "Fan-out OCR") stays
+#: about an eighth of the OCR of 2 MP (an A6 page at 300 dpi, ~0.2 s at the 0.1 s per megapixel
+#: the corpus's scanned letter page takes). A document of tiny pages (20 of them in a few KB
+#: made 20 page tasks) is read by one child instead: the page count alone no longer decides.
+MIN_PIXELS_PER_PAGE_TASK = 2_000_000
+
 #: The one-page PDFs of a split may hold this many times the document's bytes (plus a MiB):
 #: pages that share one large resource each carry a copy of it, and a document built to
 #: multiply that way is read in one job instead of split.
@@ -131,6 +138,14 @@ class Merge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 def splits(page_count: int, limits: ParseLimits) -> bool:
     """Whether a document of ``page_count`` pages is read in parts under ``limits``."""
     return 0 < limits.fan_out_pages < page_count
+
+
+def worth_splitting(scan_pixels: Sequence[int]) -> bool:
+    """Whether pages to OCR that render to ``scan_pixels`` (one count per page) are worth a
+    page task each: on average at least :data:`MIN_PIXELS_PER_PAGE_TASK`. An average, not a
+    floor per page: the tasks' cost against the document's OCR is what must stay small, and a
+    short page among full ones rides along."""
+    return sum(scan_pixels) >= MIN_PIXELS_PER_PAGE_TASK * len(scan_pixels)
 
 
 def split_allowance(payload_bytes: int) -> int:

@@ -112,7 +112,7 @@ ALLOWED_SYSCALLS: tuple[str, ...] = (
     # the job and answer pipes, and reading the interpreter, libraries and tessdata
     "read", "readv", "pread64", "write", "writev", "close", "close_range", "lseek",
     "fstat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
-    "readlink", "readlinkat", "getdents64", "getcwd", "fcntl", "dup", "dup2", "dup3", "pipe2",
+    "readlink", "readlinkat", "getdents64", "getcwd", "dup", "dup2", "dup3", "pipe2",
     "poll", "ppoll", "select", "pselect6",
     # memory of the process itself (bounded by RLIMIT_AS)
     "brk", "mmap", "munmap", "mprotect", "mremap", "madvise",
@@ -160,13 +160,29 @@ CLONE_NAMESPACES = (
 # server watches; namespaces reach kernel code the jail does not expect.
 _CLONE_NEVER = CLONE_PARENT | CLONE_NAMESPACES
 
-# The terminal ioctls Python and tesseract make (isatty, window size) and the fd-flag ones.
+# The terminal ioctls Python and tesseract make (isatty, window size), the fd-flag ones, and
+# FIONREAD (how many bytes a pipe holds: a library sizing its read may ask, and it reveals
+# nothing but the job's own pipe).
 ALLOWED_IOCTLS = (
     0x5401,  # TCGETS
     0x5413,  # TIOCGWINSZ
+    0x541B,  # FIONREAD
     0x5421,  # FIONBIO
     0x5450,  # FIONCLEX
     0x5451,  # FIOCLEX
+)
+
+# fcntl(2) commands on the job's own descriptors: duplicate them, read and set their flags. Not
+# F_SETPIPE_SZ (a pipe for every two of the 64 descriptors, grown to 1 MiB each, is kernel
+# memory that no resident-memory count shows), F_SETOWN/F_SETSIG (SIGIO sent to another
+# process), leases, locks, directory notifications or seals.
+ALLOWED_FCNTLS = (
+    0,  # F_DUPFD
+    1,  # F_GETFD
+    2,  # F_SETFD
+    3,  # F_GETFL
+    4,  # F_SETFL
+    1030,  # F_DUPFD_CLOEXEC
 )
 
 # prctl(2) options that only read or name the calling thread.
@@ -178,33 +194,59 @@ ALLOWED_PRCTLS = (
     39,  # PR_GET_NO_NEW_PRIVS
 )
 
+#: A whole 64-bit argument (a pointer) compared by ``Arg``; 32-bit ones (an fd, a command, a
+#: pid) are compared on their low half, which is all the kernel reads of them.
+WHOLE = 0xFFFFFFFFFFFFFFFF
+LOW_HALF = 0xFFFFFFFF
+
 
 @dataclass(frozen=True)
-class ArgRule:
-    """Allow ``syscall`` when ``argument & mask == value``; several rules for one call are
-    alternatives."""
+class Arg:
+    """``argument number index & mask == value``."""
 
-    syscall: str
-    argument: int
+    index: int
     mask: int
     value: int
 
 
+@dataclass(frozen=True)
+class ArgRule:
+    """Allow ``syscall`` when every check holds (none: always); several rules for one call are
+    alternatives."""
+
+    syscall: str
+    checks: tuple[Arg, ...]
+
+
+def _equals(syscall: str, index: int, value: int) -> ArgRule:
+    return ArgRule(syscall, (Arg(index, LOW_HALF, value),))
+
+
 ARGUMENT_RULES: tuple[ArgRule, ...] = (
-    ArgRule("openat", 2, O_CREAT | O_TMPFILE, 0),
-    ArgRule("open", 1, O_CREAT | O_TMPFILE, 0),
-    ArgRule("clone", 0, CLONE_THREAD | _CLONE_NEVER, CLONE_THREAD),
-    ArgRule("clone", 0, CLONE_VM | CLONE_VFORK | _CLONE_NEVER, CLONE_VM | CLONE_VFORK),
-    # prlimit64 on itself only (pid 0): reading a limit, or lowering one.
-    ArgRule("prlimit64", 0, 0xFFFFFFFF, 0),
-    *(ArgRule("ioctl", 1, 0xFFFFFFFF, request) for request in ALLOWED_IOCTLS),
-    *(ArgRule("prctl", 0, 0xFFFFFFFF, option) for option in ALLOWED_PRCTLS),
+    ArgRule("openat", (Arg(2, O_CREAT | O_TMPFILE, 0),)),
+    ArgRule("open", (Arg(1, O_CREAT | O_TMPFILE, 0),)),
+    ArgRule("clone", (Arg(0, CLONE_THREAD | _CLONE_NEVER, CLONE_THREAD),)),
+    ArgRule("clone", (Arg(0, CLONE_VM | CLONE_VFORK | _CLONE_NEVER, CLONE_VM | CLONE_VFORK),)),
+    # prlimit64 on itself (pid 0) and only to read (no new limit): raising the CPU soft limit
+    # to the hard one would take away the SIGXCPU that tells a CPU kill apart.
+    ArgRule("prlimit64", (Arg(0, LOW_HALF, 0), Arg(2, WHOLE, 0))),
+    *(_equals("ioctl", 1, request) for request in ALLOWED_IOCTLS),
+    *(_equals("fcntl", 1, command) for command in ALLOWED_FCNTLS),
+    *(_equals("prctl", 0, option) for option in ALLOWED_PRCTLS),
 )
 
 #: Calls answered with an error instead of a kill, because a library probes them and copes.
 #: glibc inside tesseract tries the nscd socket (AF_UNIX) at start-up and falls back to
 #: /etc files; glibc tries clone3 first and falls back to clone, whose flags BPF can read.
 ERRNO_RULES: tuple[tuple[ArgRule, str], ...] = (
-    (ArgRule("socket", 0, 0xFFFFFFFF, 1), "EACCES"),  # AF_UNIX only: every other family kills
-    (ArgRule("clone3", 0, 0, 0), "ENOSYS"),
+    (_equals("socket", 0, 1), "EACCES"),  # AF_UNIX only: every other family kills
+    (ArgRule("clone3", ()), "ENOSYS"),
 )
+
+#: Every call that makes a task (a process or a thread). The process guard (a second filter,
+#: installed before the allow list) hands each one to the fork server, which lets it run only
+#: while the job's tasks, however they are parented, stay within its ``processes`` budget:
+#: without a uid of the job's own there is no kernel counter to do it (``RLIMIT_NPROC`` counts
+#: the whole uid), and a sample every 50 ms lets a job start hundreds of threads in between.
+#: The allow list still decides which of them may run at all (fork kills, clone3 is ENOSYS).
+GUARDED_SYSCALLS: tuple[str, ...] = ("clone", "clone3", "fork", "vfork")

@@ -67,8 +67,8 @@ def from_exit(notice: ExitNotice, limits: SandboxLimits, answered_bytes: int) ->
         )
     if notice.job_limit == "processes":
         return ProcessLimitExceeded(
-            f"the job ran {notice.job_peak_tasks} processes and threads at once, over its "
-            f"limit of {limits.processes}, and was killed"
+            f"the job's processes and threads exceeded its limit of {limits.processes} at once "
+            f"({notice.job_peak_tasks} counted), and were killed"
         )
     if os.WIFSIGNALED(notice.status):
         number = os.WTERMSIG(notice.status)

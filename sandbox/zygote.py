@@ -18,10 +18,10 @@ import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sandbox import child, jail, protocol
+from sandbox import budget, child, jail, protocol, seccomp
 from sandbox.limits import SandboxLimits
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -31,8 +31,6 @@ _SHUTDOWN_GRACE_SECONDS = 5.0
 _RETRY_SCRATCH_SECONDS = 1.0
 # How often the job totals are sampled: a process's own rlimits hold between two samples.
 _WATCH_SECONDS = 0.05
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -92,67 +90,38 @@ def _import_parsers(modules: tuple[str, ...]) -> None:
             warm_up()
 
 
-@dataclass(frozen=True)
-class Usage:
-    """One sample of a job's processes taken together (the leader and all it started)."""
-
-    tasks: int
-    cpu_seconds: float
-    resident_bytes: int
-
-
-def _stat_fields(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/stat") as file:
-        # The command name may hold spaces and parentheses; the fields start after the last ')'.
-        return file.read().rpartition(")")[2].split()
-
-
-def measure_job(leader: int) -> Usage:
-    """Sum the job's tasks, CPU (reaped descendants included) and resident memory from /proc.
-
-    Per-process rlimits let five processes hold five times the memory limit; this is what the
-    job as a whole uses, so the fork server can hold the job to one budget.
-    """
-    tasks = 0
-    ticks = 0
-    pages = 0
-    todo = [leader]
-    while todo:
-        pid = todo.pop()
-        try:
-            fields = _stat_fields(pid)
-            # Each thread lists the children it started; most jobs have one thread to read.
-            threads = os.listdir(f"/proc/{pid}/task") if int(fields[17]) > 1 else [str(pid)]
-            for thread in threads:
-                with open(f"/proc/{pid}/task/{thread}/children") as file:
-                    todo.extend(int(word) for word in file.read().split())
-        except (OSError, ValueError):
-            continue  # it exited between two reads: its time is in its parent's now
-        # utime, stime, cutime, cstime; num_threads; rss (proc(5) fields 14-17, 20, 24)
-        ticks += sum(int(value) for value in fields[11:15])
-        tasks += int(fields[17])
-        pages += int(fields[21])
-    return Usage(tasks, ticks / _CLOCK_TICKS, pages * _PAGE_BYTES)
-
-
 @dataclass
 class _Job:
-    """The job-wide peaks of one handed-over child, and the job limit it broke, if any."""
+    """The job-wide peaks of one handed-over child, the job limit it broke, if any, and the
+    process guard's listener with what it admitted lately."""
 
+    listener: int | None
     peak_tasks: int = 0
     peak_resident_bytes: int = 0
     cpu_seconds: float = 0.0
+    # CPU of the job's processes the fork server adopted and reaped: wait4 charged it to us.
+    reaped_cpu_seconds: float = 0.0
     broke: str | None = None
+    admissions: budget.Admissions = field(default_factory=budget.Admissions)
 
 
 @dataclass
 class _Pending:
-    """A child forked but not yet ready: the zygote still holds its parent-side pipe ends."""
+    """A child forked but not yet ready: the zygote still holds its parent-side pipe ends and
+    its end of the channel the process guard's listener comes through."""
 
     job_w: int
     answer_r: int
+    guard: socket.socket | None
     received: bytes = b""
     watching: bool = True
+
+
+@dataclass(frozen=True)
+class _Listener:
+    """Selector data: the process guard's listener of the job whose leader is ``pid``."""
+
+    pid: int
 
 
 class Zygote:
@@ -178,16 +147,19 @@ class Zygote:
         for fd in (job_w, answer_w):
             with contextlib.suppress(OSError):  # over the per-user pipe budget: small pipes
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
+        guard, guard_theirs = _guard_channel(self.plan)
         pid = os.fork()
         if pid == 0:
             try:
-                mechanisms = jail.jail(self.plan, self.pid, job_r, answer_w)
+                mechanisms = jail.jail(self.plan, self.pid, job_r, answer_w, guard_theirs)
             except BaseException:  # noqa: BLE001 - a child that cannot jail must not run a job
                 os._exit(70)
             child.serve(mechanisms)
         os.close(job_r)
         os.close(answer_w)
-        self.pending[pid] = _Pending(job_w, answer_r)
+        if guard_theirs >= 0:
+            os.close(guard_theirs)
+        self.pending[pid] = _Pending(job_w, answer_r, guard)
         self.selector.register(answer_r, selectors.EVENT_READ, pid)
         return pid
 
@@ -207,6 +179,16 @@ class Zygote:
             return  # a jailed child writes its ready frame in one go; wait for the rest
         ready = protocol.decode_ready(entry.received[protocol.LENGTH.size :])
         self.selector.unregister(entry.answer_r)
+        entry.watching = False
+        listener = _receive_listener(entry.guard)
+        entry.guard = None
+        if (listener is not None) != (jail.PROCESS_GUARD in ready.mechanisms):
+            # Jailed with a guard nobody holds (every clone would fail) or one we never got:
+            # the child is not the one we meant to run a job in. The reaper reports it failed.
+            if listener is not None:
+                os.close(listener)
+            os.kill(pid, signal.SIGKILL)
+            return
         del self.pending[pid]
         pidfd = os.pidfd_open(pid)
         try:
@@ -218,7 +200,33 @@ class Zygote:
         finally:
             for fd in (entry.job_w, entry.answer_r, pidfd):
                 os.close(fd)
-        self.handed_over[pid] = _Job()
+        self.handed_over[pid] = _Job(listener)
+        if listener is not None:
+            self.selector.register(listener, selectors.EVENT_READ, _Listener(pid))
+
+    def on_task_request(self, pid: int) -> None:
+        """Let a job start one more process or thread only while it stays within its budget.
+
+        The count is taken now, over every process of the job however it is parented, plus
+        what was admitted too recently to show (``budget.Admissions``). A job asking past its
+        budget is refused the task and killed whole: the refusal is what keeps the pids a
+        container shares out of its reach, the kill is its typed outcome.
+        """
+        job = self.handed_over.get(pid)
+        if job is None or job.listener is None:
+            return  # the job ended earlier in this round of events
+        request = seccomp.next_request(job.listener)
+        if request is None:
+            return
+        tids = self.census()[0].get(pid, budget.Usage()).tids
+        wanted = job.admissions.admit(time.monotonic(), tids, self.plan.limits.processes)
+        admit = job.broke is None and wanted <= self.plan.limits.processes
+        if not admit and job.broke is None:
+            # Killed before the refusal is answered, so no task of the job runs again to
+            # take the EAGAIN for an answer of its own.
+            job.peak_tasks = max(job.peak_tasks, wanted)
+            self.break_job(pid, job, "processes")
+        seccomp.answer(job.listener, request, admit)
 
     def reap(self) -> None:
         while True:
@@ -235,22 +243,32 @@ class Zygote:
                 # the group id, so the id cannot have been reused by an unrelated process.
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
+            # A process we adopted from a running job is in that job's group (as a zombie too).
+            group = None if ours else budget.process_group(pid)
+            adopted_from = self.handed_over.get(group) if group is not None else None
             _, status, usage = os.wait4(pid, 0)
             if ours:
                 self.finish(pid, status, usage)
+            elif adopted_from is not None:
+                adopted_from.reaped_cpu_seconds += usage.ru_utime + usage.ru_stime
 
     def finish(self, pid: int, status: int, usage: Any) -> None:
-        self.kill_orphans()
         self.remove_scratch(pid)
         if pid in self.pending:
             entry = self.pending.pop(pid)
             if entry.watching:
                 self.selector.unregister(entry.answer_r)
+            if entry.guard is not None:
+                entry.guard.close()
             os.close(entry.job_w)
             os.close(entry.answer_r)
             _send(self.sock, {"event": "failed", "pid": pid, "status": status})
             return
         job = self.handed_over.pop(pid)
+        if job.listener is not None:
+            self.selector.unregister(job.listener)
+            os.close(job.listener)
+        self.kill_strays()
         _send(
             self.sock,
             {
@@ -259,7 +277,9 @@ class Zygote:
                 "status": status,
                 # wait4 counts the child and every descendant it waited for; the samples
                 # also saw those it did not live to wait for.
-                "cpu_seconds": max(usage.ru_utime + usage.ru_stime, job.cpu_seconds),
+                "cpu_seconds": max(
+                    usage.ru_utime + usage.ru_stime + job.reaped_cpu_seconds, job.cpu_seconds
+                ),
                 "max_rss_bytes": usage.ru_maxrss * 1024,
                 "job_peak_bytes": max(job.peak_resident_bytes, usage.ru_maxrss * 1024),
                 "job_peak_tasks": job.peak_tasks,
@@ -267,8 +287,12 @@ class Zygote:
             },
         )
 
+    def census(self) -> tuple[dict[int, budget.Usage], tuple[int, ...]]:
+        return budget.census(self.pid, self.handed_over, self.pending)
+
     def watch_jobs(self) -> None:
-        """Hold every running job to its memory, CPU and task budget as a whole.
+        """Hold every running job to its memory, CPU and task budget as a whole, and kill
+        every process beneath us that belongs to no job.
 
         A job over a budget loses its whole process group at once; the limit it broke goes
         out with its exit notice, so the runner can say which one.
@@ -278,38 +302,37 @@ class Zygote:
             return  # a busy loop (many jobs a second) must not sample at every event
         self.next_watch = now + _WATCH_SECONDS
         limits = self.plan.limits
-        for pid, job in self.handed_over.items():
+        jobs, strays = self.census()
+        _kill_each(strays)
+        for pid, usage in jobs.items():
+            job = self.handed_over[pid]
             if job.broke is not None:
                 continue
-            usage = measure_job(pid)
+            job.admissions.look(now, usage.tids)
+            cpu_seconds = usage.cpu_seconds + job.reaped_cpu_seconds
             job.peak_tasks = max(job.peak_tasks, usage.tasks)
             job.peak_resident_bytes = max(job.peak_resident_bytes, usage.resident_bytes)
-            job.cpu_seconds = max(job.cpu_seconds, usage.cpu_seconds)
+            job.cpu_seconds = max(job.cpu_seconds, cpu_seconds)
             if usage.resident_bytes > limits.memory_bytes:
-                job.broke = "memory"
-            elif usage.cpu_seconds > limits.cpu_seconds:
-                job.broke = "cpu"
+                self.break_job(pid, job, "memory")
+            elif cpu_seconds > limits.cpu_seconds:
+                self.break_job(pid, job, "cpu")
             elif usage.tasks > limits.processes:
-                job.broke = "processes"
-            if job.broke is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
+                self.break_job(pid, job, "processes")
 
-    def kill_orphans(self, everyone: bool = False) -> None:
-        """Kill processes reparented to us (we are a subreaper) that are none of our children.
+    @staticmethod
+    def break_job(pid: int, job: _Job, limit: str) -> None:
+        job.broke = limit
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
 
-        Only a descendant that left its job's process group can be one, which the seccomp
-        filter forbids; this catches it on hosts where seccomp is unavailable.
+    def kill_strays(self) -> None:
+        """Kill what we adopted that belongs to no running job (see ``budget.census``).
+
+        Only a process that left its job's group can be one while its job runs, which the
+        seccomp filter forbids; this catches it on hosts where seccomp is unavailable.
         """
-        try:
-            with open(f"/proc/self/task/{self.pid}/children") as file:
-                listed = [int(word) for word in file.read().split()]
-        except OSError:
-            return
-        for pid in listed:
-            if everyone or (pid not in self.pending and pid not in self.handed_over):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        _kill_each(self.census()[1])
 
     def remove_scratch(self, pid: int) -> None:
         if jail.remove_scratch(self.plan, pid):
@@ -348,6 +371,8 @@ class Zygote:
                         while os.read(self.wake_r, 4096):
                             pass
                     self.reap()
+                elif isinstance(key.data, _Listener):
+                    self.on_task_request(key.data.pid)
                 elif key.data in self.pending:
                     self.on_ready(key.data)
             for pid in tuple(self.unremoved_scratch):
@@ -369,7 +394,7 @@ class Zygote:
                 os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + _SHUTDOWN_GRACE_SECONDS
         while time.monotonic() < deadline:
-            self.kill_orphans(everyone=True)
+            _kill_each(budget.census(self.pid, (), ())[1])  # everything beneath us
             try:
                 pid, _ = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -385,25 +410,59 @@ class Zygote:
             os.rmdir(self.plan.scratch_root)
 
 
+def _kill_each(pids: tuple[int, ...]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _guard_channel(plan: jail.JailPlan) -> tuple[socket.socket | None, int]:
+    """Our end and the child's descriptor of the channel its guard's listener comes back by
+    (none, -1: the guard is skipped)."""
+    if plan.guard_program is None:
+        return None, -1
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    return ours, theirs.detach()
+
+
+def _receive_listener(guard: socket.socket | None) -> int | None:
+    """The listener a ready child sent before it said it was ready, if it sent one."""
+    if guard is None:
+        return None
+    with guard:
+        guard.setblocking(False)
+        try:
+            _, fds, _, _ = socket.recv_fds(guard, 16, 1)
+        except BlockingIOError:
+            return None
+    return fds[0] if fds else None
+
+
 def _probe_mechanisms(plan: jail.JailPlan) -> frozenset[str]:
     """Jail one throwaway child to learn which layers this host really grants."""
     read_end, write_end = os.pipe()
     job_r, job_w = os.pipe()
+    guard, guard_theirs = _guard_channel(plan)
     parent = os.getpid()
     pid = os.fork()
     if pid == 0:
         try:
-            mechanisms = jail.jail(plan, parent, job_r, write_end)
+            mechanisms = jail.jail(plan, parent, job_r, write_end, guard_theirs)
             os.write(jail.ANSWER_FD, protocol.encode_ready(mechanisms))
         finally:
             os._exit(0)
     os.close(write_end)
     os.close(job_r)
+    if guard_theirs >= 0:
+        os.close(guard_theirs)
     data = b""
     while chunk := os.read(read_end, 4096):
         data += chunk
     os.close(read_end)
     os.close(job_w)
+    listener = _receive_listener(guard)
+    if listener is not None:
+        os.close(listener)
     os.waitpid(pid, 0)
     jail.remove_scratch(plan, pid)
     if len(data) < protocol.LENGTH.size:

@@ -15,10 +15,10 @@ from typing import Any
 
 import docx as python_docx
 from PIL import Image, ImageDraw
-from pypdf import PdfReader, PdfWriter
+from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, pdf, pdfium, text
+from sandbox.extractors import docx, image, ocr, pdf, text
 from sandbox.limits import ParseLimits
 
 __all__ = ["docx", "image", "pdf", "text", "warm_up"]
@@ -62,9 +62,9 @@ def _warm_images(limits: ParseLimits) -> None:
 
 
 def _warm_pdf(limits: ParseLimits) -> None:
-    """Read an encrypted (empty password) PDF with a compressed text page; decode the images
-    of scanned pages as pypdf checks them (CCITT fax and JPEG), render them with PDFium and
-    encode the rendering as OCR would."""
+    """Read an encrypted (empty password) PDF with a compressed text page; read scanned pages
+    (CCITT fax and JPEG) as OCR reads them: copied alone and checked, their images decoded as
+    pypdf checks them, read and rendered by PDFium; encode the rendering as OCR would."""
     writer = PdfWriter()
     page = writer.add_blank_page(width=200, height=200)
     font = DictionaryObject(
@@ -89,9 +89,7 @@ def _warm_pdf(limits: ParseLimits) -> None:
     for mode in ("1", "L"):
         scan = io.BytesIO()
         _sample_image(mode).save(scan, format="PDF")
-        with ocr.decoding_under(limits):
-            pdf.check_page_images(PdfReader(scan).pages[0])
-        ocr.encode_for_tesseract(pdfium.warm_up(scan.getvalue(), limits))
+        ocr.encode_for_tesseract(pdf.warm_up(scan.getvalue(), limits))
 
 
 def _warm_docx(limits: ParseLimits) -> None:

@@ -7,16 +7,19 @@ See docs/sandbox.md, "Parsers" and "Notes by module".
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject, NameObject
 
 from sandbox import codes, pages, quality
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
+from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
 from sandbox.extractors.pdf_forms import field_values, value_edits
 from sandbox.extractors.pdf_layout import (
     apply,
@@ -25,7 +28,7 @@ from sandbox.extractors.pdf_layout import (
     positioned_text,
 )
 from sandbox.extractors.pdf_text import repair, unmapped_share
-from sandbox.extractors.pdfium import PdfiumDocument, has_ink
+from sandbox.extractors.pdfium import PdfiumPage, has_ink, render_scale
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -56,7 +59,7 @@ PDFIUM_MARKER = (
 @extractor("pdf")
 def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     with _opened(payload, limits) as reader:
-        return _document_text(reader, payload, limits)
+        return _document_text(reader, limits)
 
 
 @extractor(pages.SPLIT_KIND, parts=True)
@@ -73,14 +76,10 @@ def split_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
 @extractor(pages.PAGE_KIND, parts=True)
 def ocr_pdf_page(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     """OCR of the one page of a one-page PDF a split made, with tesseract's counts."""
-    with _opened(payload, limits) as reader:
+    with _opened(payload, limits) as reader, _Pages(reader) as document:
         if len(reader.pages) != 1:
             raise Refusal(codes.UNREADABLE, "a page job's PDF must hold exactly one page")
-        pdfium = PdfiumDocument(payload, 1)
-        try:
-            text = _ocr_page(reader.pages[0], 0, pdfium, limits)
-        finally:
-            pdfium.close()
+        text = _ocr_page(document, 0, limits)
     readings = [pages.reading_of(reading) for reading in quality.readings()]
     return pages.encode(pages.PageReading(text, readings))
 
@@ -180,13 +179,14 @@ class _NeedsOcr:
 class _Pages:
     """One document's pages as ``pdf`` reads them, PDFium opened for the pages that need it.
 
-    The single job and the split read every page through it, so the pages a split sends to
-    OCR are exactly the pages the single job OCRs, and their text is the single job's.
+    The single job, the split and the page job read every page through it, so the pages a
+    split sends to OCR are exactly the pages the single job OCRs, their text is the single
+    job's, and PDFium sees each page as the page job sees it: alone, in pypdf's checked copy.
     """
 
-    def __init__(self, reader: PdfReader, payload: bytes) -> None:
+    def __init__(self, reader: PdfReader) -> None:
         self.reader = reader
-        self.pdfium = PdfiumDocument(payload, len(reader.pages))
+        self._pdfium: tuple[int, PdfiumPage] | None = None
         # Field values live in the catalog's form; a document without one has none to place,
         # and skips resolving every link annotation of every page to find that out.
         self._has_form = "/AcroForm" in reader.root_object
@@ -195,34 +195,57 @@ class _Pages:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.pdfium.close()
+        self._close_pdfium()
 
     def __iter__(self) -> Iterator[tuple[int, PageObject, str | _NeedsOcr]]:
         """Each page with its text, or with what OCR of it needs; progress said as it goes."""
         total = len(self.reader.pages)
         for index, page in enumerate(self.reader.pages):
-            yield index, page, _read_page(page, index, self.pdfium, self._has_form)
+            yield index, page, _read_page(self, index, self._has_form)
             report_progress(index + 1, total)
 
+    def pdfium(self, index: int) -> PdfiumPage:
+        """Page ``index`` as PDFium reads it, opened once for its text and its rendering.
 
-def _document_text(reader: PdfReader, payload: bytes, limits: ParseLimits) -> str:
+        PDFium opens pypdf's copy of the page alone, and only once every stream of the copy is
+        checked for the codecs the sandbox never runs (:func:`refuse_hidden_decoders`).
+        """
+        if self._pdfium is not None and self._pdfium[0] == index:
+            return self._pdfium[1]
+        self._close_pdfium()
+        writer = _page_alone(self.reader, self.reader.pages[index])
+        copy = _written(writer)
+        # Checked as written: writing is the last step that could add an object to the copy.
+        refuse_hidden_decoders(writer)
+        self._pdfium = (index, PdfiumPage(copy))
+        return self._pdfium[1]
+
+    def _close_pdfium(self) -> None:
+        if self._pdfium is not None:
+            self._pdfium[1].close()
+            self._pdfium = None
+
+
+def _document_text(reader: PdfReader, limits: ParseLimits) -> str:
     """Join the pages' text in order, a blank line between pages.
 
-    With OCR off, a document long enough to be split is handed on at its first page to OCR,
-    unchecked and unrendered: its page jobs check and render each page, and doing it here first
-    would only hold them all back.
+    A document long enough to be split is answered ``SplitRequired`` at its first page to OCR,
+    unchecked and unrendered: read in pages, each page job checks and renders its page within a
+    budget of its own, and doing it here first would only hold them back. With OCR off the light
+    stage hands the document on; with OCR on, the extractor reads it in pages
+    (sandbox/extractor.py), so a long scan gets the same per-page budgets on every path.
     """
     budget = TextBudget(limits)
-    hand_on_unread = not limits.ocr and pages.splits(len(reader.pages), limits)
+    hand_on_unread = pages.splits(len(reader.pages), limits)
     texts = []
-    with _Pages(reader, payload) as document:
+    with _Pages(reader) as document:
         for index, page, reading in document:
             if isinstance(reading, str):
                 texts.append(budget.spend(reading))
                 continue
             if hand_on_unread and _draws(page):
                 raise Refusal(codes.NEEDS_SPLIT, "a page has no text layer and needs OCR")
-            ocr_text = _ocr_page(page, index, document.pdfium, limits)
+            ocr_text = _ocr_page(document, index, limits)
             texts.append(budget.spend(_read_or(ocr_text, reading.fallback)))
     return _joined(texts)
 
@@ -237,15 +260,14 @@ def _read_or(ocr_text: str, fallback: str) -> str:
     return ocr_text or fallback
 
 
-def _read_page(
-    page: PageObject, index: int, pdfium: PdfiumDocument, has_form: bool
-) -> str | _NeedsOcr:
+def _read_page(document: _Pages, index: int, has_form: bool) -> str | _NeedsOcr:
     """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
     where pypdf's is broken; or, where there is none, that the page needs OCR."""
+    page = document.reader.pages[index]
     text = _laid_out_text(page, has_form)
     share = unmapped_share(text)
     if share > BROKEN_SHARE:
-        replacement = repair(pdfium.text(index)).strip()
+        replacement = repair(document.pdfium(index).text()).strip()
         if unmapped_share(replacement) < share:
             marker = PDFIUM_MARKER.format(
                 page=index + 1,
@@ -265,7 +287,9 @@ def _read_page(
 def _parts(
     reader: PdfReader, payload: bytes, limits: ParseLimits
 ) -> list[pages.TextPart | pages.ScanPart] | None:
-    """Each page's part, or None when the one-page PDFs outgrow :func:`pages.split_allowance`.
+    """Each page's part, or None when the one-page PDFs outgrow :func:`pages.split_allowance`
+    or its pages to OCR carry too few pixels to be worth a task each
+    (:func:`pages.worth_splitting`).
 
     A page that draws nothing is its text, as the single job reads it without rendering: it
     is worth no page job.
@@ -273,24 +297,36 @@ def _parts(
     budget = TextBudget(limits)
     room = pages.split_allowance(len(payload))
     parts: list[pages.TextPart | pages.ScanPart] = []
-    with _Pages(reader, payload) as document:
-        # The single job refuses a page tree PDFium counts differently once it renders a page;
-        # a one-page PDF could never show that disagreement, so it is checked here, first.
-        document.pdfium.check_page_count()
+    pixels: list[int] = []
+    with _Pages(reader) as document:
         for _, page, reading in document:
             if isinstance(reading, str) or not _draws(page):
                 text = reading if isinstance(reading, str) else reading.fallback
                 parts.append(pages.TextPart(budget.spend(text)))
                 continue
-            single = _one_page_pdf(reader, page)
+            single = _written(_page_alone(reader, page))
             room -= len(single)
             if room < 0:
                 return None
             parts.append(pages.ScanPart(single, reading.fallback))
-    return parts
+            pixels.append(_pixels_to_read(page, limits))
+    return parts if pages.worth_splitting(pixels) else None
 
 
-def _one_page_pdf(reader: PdfReader, page: PageObject) -> bytes:
+def _pixels_to_read(page: PageObject, limits: ParseLimits) -> int:
+    """The pixels OCR of the page renders, sized as :meth:`PdfiumPage.render` sizes them, from
+    the crop box as pypdf reads it (PDFium draws the same box); 0 for a box without area, which
+    the page's reading refuses anyway."""
+    box = page.cropbox
+    width, height = abs(float(box.width)), abs(float(box.height))
+    try:
+        scale = render_scale(width, height, limits)
+    except Refusal:
+        return 0
+    return math.ceil(width * scale) * math.ceil(height * scale)
+
+
+def _page_alone(reader: PdfReader, page: PageObject) -> PdfWriter:
     """The page alone in a PDF of its own, with what it uses (fonts, images) and nothing else:
     the OCR of it needs no other page, and its reader parses none.
 
@@ -303,6 +339,10 @@ def _one_page_pdf(reader: PdfReader, page: PageObject) -> bytes:
     layers = reader.root_object.get(_LAYERS)
     if layers is not None:
         writer.root_object[NameObject(_LAYERS)] = layers.clone(writer)
+    return writer
+
+
+def _written(writer: PdfWriter) -> bytes:
     buffer = io.BytesIO()
     writer.write(buffer)
     return buffer.getvalue()
@@ -321,18 +361,22 @@ def _laid_out_text(page: PageObject, has_form: bool) -> str:
     return apply(text, edits)
 
 
-def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: ParseLimits) -> str:
+def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> str:
     """OCR a page without a text layer as one picture, rendered the way a reader sees it.
 
     Rendering the whole page counts everything it draws: text masks over a blank scanned
-    background, inline images, vector-drawn letters. Its images are first decoded by pypdf under
-    the sandbox's decoders and pixel ceiling (see :func:`check_page_images`), so PDFium never draws
-    an image the sandbox would refuse. A page with no ink is empty, not a failure.
+    background, inline images, vector-drawn letters. Every stream the page uses is checked for
+    JPEG 2000 and JBIG2 first, wherever it is drawn from (:meth:`_Pages.pdfium`), and the
+    page's images are decoded by pypdf under the sandbox's decoders and pixel ceiling (see
+    :func:`check_page_images`), so PDFium never draws an image the sandbox would refuse. A page
+    with no ink is empty, not a failure.
     """
+    page = document.reader.pages[index]
     if not _draws(page):
         return ""  # a blank page, without rendering it
+    pdfium = document.pdfium(index)
     check_page_images(page)
-    picture = pdfium.render(index, limits)
+    picture = pdfium.render(limits)
     if not has_ink(picture):
         return ""
     if not limits.ocr:
@@ -341,6 +385,17 @@ def _ocr_page(page: PageObject, index: int, pdfium: PdfiumDocument, limits: Pars
         return ocr_image(picture, limits)
     except EmptyPage:
         return ""  # one page without writing must not fail the document
+
+
+def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
+    """Read the one page of ``payload`` (a scan) as a page to OCR is read, short of OCR: its
+    copy written and checked, its images decoded, PDFium's text and rendering of it. The
+    rendering is returned, for the caller to warm what OCR does with it."""
+    with _opened(payload, limits) as reader, _Pages(reader) as document:
+        pdfium = document.pdfium(0)
+        check_page_images(reader.pages[0])
+        pdfium.text()
+        return pdfium.render(limits)
 
 
 def _draws(page: PageObject) -> bool:
@@ -355,8 +410,9 @@ def check_page_images(page: PageObject) -> None:
 
     pypdf decodes each image under its image buffer limit (set from the pixel ceiling) and
     Pillow's bomb check and registry of six decoders, so an image over the ceiling, in a codec
-    the sandbox does not decode (JPEG 2000, JBIG2) or damaged is refused before PDFium, whose
-    own decoders would draw it, sees the page. A damaged image makes the page unreadable:
+    the sandbox does not decode or damaged is refused before PDFium, whose own decoders would
+    draw it, sees the page. (JPEG 2000 and JBIG2 never get this far: every stream of the page
+    was checked for them, not only its images.) A damaged image makes the page unreadable:
     OCR'ing the page without it would pass off a partial page as the whole.
     """
     images = iter(page.images)
@@ -373,13 +429,12 @@ def check_page_images(page: PageObject) -> None:
 @contextmanager
 def _page_image_is_unreadable() -> Iterator[None]:
     """Refuse a page image Pillow finds damaged or does not decode, and one that needs a
-    decoder the sandbox does not run (pypdf raises DependencyError for JBIG2: jbig2dec is never
-    executed)."""
+    decoder the sandbox does not have (pypdf raises DependencyError for /BrotliDecode)."""
     what = "a page image"
     with damage_is_unreadable(what):
         try:
             yield
         except DependencyError as exc:
             raise Refusal(
-                codes.UNREADABLE, f"{what} needs a decoder the sandbox does not run: {exc}"
+                codes.UNREADABLE, f"{what} needs a decoder the sandbox does not have: {exc}"
             ) from exc

@@ -1,7 +1,8 @@
 """PDFium (through pypdfium2), for the pages pypdf cannot give text for: rendering a page for
 OCR, and the text of a page whose text layer pypdf reads as garbage.
 
-Opened only for such a page, after pypdf's checks. See docs/sandbox.md, "Parsers".
+Opened only for such a page, and then only on pypdf's checked copy of that page alone
+(:class:`PdfiumPage`). See docs/sandbox.md, "Parsers" and "What PDFium opens".
 """
 
 from __future__ import annotations
@@ -31,82 +32,59 @@ _INK_SHARE = 100_000
 _MIN_VERTICAL_STEPS = 8
 
 
-class PdfiumDocument:
-    """One PDF as PDFium reads it, opened on first use and closed with the job's document."""
+class PdfiumPage:
+    """One page as PDFium reads it: the only page of a PDF that pypdf wrote of it alone, after
+    every stream of that copy was checked (``sandbox/extractors/pdf_decoders.py``).
 
-    def __init__(self, payload: bytes, page_count: int) -> None:
-        self._payload = payload
-        self._page_count = page_count
-        self._document: pypdfium2.PdfDocument | None = None
+    PDFium never opens the upload itself. Its xref repair, its reading of object streams and
+    incremental updates may find objects pypdf never sees; opening pypdf's copy of one page
+    leaves it exactly the objects that were checked, and page ``i`` of the document is pypdf's
+    page ``i`` by construction.
+    """
 
-    def _open(self) -> pypdfium2.PdfDocument:
-        """Open the document once; refuse it when PDFium sees other pages than pypdf.
+    def __init__(self, payload: bytes) -> None:
+        try:
+            self._document = pypdfium2.PdfDocument(payload)
+        except pypdfium2.PdfiumError as exc:
+            raise Refusal(codes.UNREADABLE, f"PDFium cannot open the page: {exc}") from exc
+        try:
+            self._page = self._document[0]
+        except pypdfium2.PdfiumError as exc:
+            self._document.close()
+            raise Refusal(codes.UNREADABLE, f"PDFium cannot load the page: {exc}") from exc
 
-        Page ``i`` must be the same page for both parsers, or a page pypdf found empty would be
-        replaced by another page's picture: a damaged page tree that the two repair differently
-        is unreadable rather than guessed at.
-        """
-        if self._document is None:
-            try:
-                document = pypdfium2.PdfDocument(self._payload)
-            except pypdfium2.PdfiumError as exc:
-                raise Refusal(codes.UNREADABLE, f"PDFium cannot open the PDF: {exc}") from exc
-            if len(document) != self._page_count:
-                pages = len(document)
-                document.close()
-                raise Refusal(
-                    codes.UNREADABLE,
-                    f"pypdf and PDFium count different pages in the PDF's page tree "
-                    f"({self._page_count} and {pages})",
-                )
-            self._document = document
-        return self._document
-
-    def check_page_count(self) -> None:
-        """Open the document now, refusing it when PDFium sees other pages than pypdf."""
-        self._open()
-
-    def render(self, index: int, limits: ParseLimits) -> Image.Image:
-        """Render page ``index`` in grey at :data:`OCR_DPI`, or at the dpi that keeps it
-        within the pixel ceiling.
+    def render(self, limits: ParseLimits) -> Image.Image:
+        """Render the page in grey at :data:`OCR_DPI`, or at the dpi that keeps it within the
+        pixel ceiling.
 
         The page is drawn in its content's own orientation: /Rotate is undone, as OCR of the
         page's images read them before (tesseract reads upright lines; a scanner stores the
         scan upright and /Rotate only turns the view).
         """
-        page = self._open()[index]
-        try:
-            width, height = page.get_size()
-            scale = render_scale(width, height, limits)
-            check_pixels((math.ceil(width * scale), math.ceil(height * scale)), limits)
-            bitmap = page.render(
-                scale=scale, rotation=(360 - page.get_rotation()) % 360, grayscale=True
-            )
-            picture: Image.Image = bitmap.to_pil()
-            return picture
-        finally:
-            page.close()
+        width, height = self._page.get_size()
+        scale = render_scale(width, height, limits)
+        check_pixels((math.ceil(width * scale), math.ceil(height * scale)), limits)
+        bitmap = self._page.render(
+            scale=scale, rotation=(360 - self._page.get_rotation()) % 360, grayscale=True
+        )
+        picture: Image.Image = bitmap.to_pil()
+        return picture
 
-    def text(self, index: int) -> str:
-        """Page ``index``'s text as PDFium maps its glyphs: in content order, or column by
-        column when the page is written vertically."""
-        page = self._open()[index]
+    def text(self) -> str:
+        """The page's text as PDFium maps its glyphs: in content order, or column by column
+        when the page is written vertically."""
+        text_page = self._page.get_textpage()
         try:
-            text_page = page.get_textpage()
-            try:
-                glyphs = _glyphs(text_page)
-                if _is_vertical(glyphs):
-                    return _by_columns(glyphs)
-                return str(text_page.get_text_range()).replace("\r\n", "\n")
-            finally:
-                text_page.close()
+            glyphs = _glyphs(text_page)
+            if _is_vertical(glyphs):
+                return _by_columns(glyphs)
+            return str(text_page.get_text_range()).replace("\r\n", "\n")
         finally:
-            page.close()
+            text_page.close()
 
     def close(self) -> None:
-        if self._document is not None:
-            self._document.close()
-            self._document = None
+        self._page.close()
+        self._document.close()
 
 
 @dataclass(frozen=True)
@@ -177,15 +155,3 @@ def render_scale(width: float, height: float, limits: ParseLimits) -> float:
     fitting = math.sqrt(limits.max_pixels / (width * height))
     # One pixel of slack each way: the bitmap's sides are rounded up.
     return min(scale, fitting * 0.999)
-
-
-def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
-    """Open, render and read the first page of ``payload`` (a one-page PDF) so PDFium
-    initialises in the fork server (its font tables, its decoders, pypdfium2's ctypes
-    callbacks); return the rendering, for the caller to warm what OCR does with it."""
-    document = PdfiumDocument(payload, 1)
-    try:
-        document.text(0)
-        return document.render(0, limits)
-    finally:
-        document.close()

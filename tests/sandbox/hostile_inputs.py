@@ -11,6 +11,7 @@ from sandbox.limits import MIB, SandboxLimits
 from tests.image_builders import distinct_frames, encoded, photo, png
 from tests.pdf_builders import CATALOG, FONT, ONE_PAGE, TEXT_CONTENT, flate_bomb, page, pdf, stream
 from tests.sandbox.docx_builders import document_xml, docx_with
+from tests.sandbox.hidden_images import annotation, image, inline, inline_image, jpx, tiling_pattern
 
 WALL_SECONDS = 20.0
 LIMITS = SandboxLimits(memory_bytes=1024 * MIB, cpu_seconds=15, wall_seconds=WALL_SECONDS)
@@ -73,6 +74,28 @@ HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
             ]
         ),
         CeilingExceeded,
+    ),
+    # JPEG 2000 where the page's own images are not: PDFium's OpenJPEG would decode it.
+    (
+        "jpx-pattern.pdf",
+        "pdf",
+        "application/pdf",
+        lambda: tiling_pattern(image(jpx())),
+        UnreadableInput,
+    ),
+    (
+        "jpx-annotation.pdf",
+        "pdf",
+        "application/pdf",
+        lambda: annotation(image(jpx())),
+        UnreadableInput,
+    ),
+    (
+        "jpx-inline.pdf",
+        "pdf",
+        "application/pdf",
+        lambda: inline(inline_image(jpx(), b"/JPX")),
+        UnreadableInput,
     ),
     ("laughs.docx", "docx", DOCX, _billion_laughs, ParserError),
     (

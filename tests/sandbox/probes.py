@@ -8,13 +8,18 @@ probe's payload is its argument (a port, a path, a size), as plain ASCII.
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import json
 import os
+import resource
+import shutil
 import signal
 import socket
 import subprocess
+import termios
 import time
 import zlib
+from collections.abc import Callable
 
 from sandbox.extractors.registry import Refusal, extractor, lookup, report_progress
 from sandbox.jail import ANSWER_FD
@@ -390,3 +395,196 @@ def fork_from_thread(media_type: str, payload: bytes, limits: ParseLimits) -> st
     worker.start()
     worker.join()
     return "survived"
+
+
+# --- the job's processes however they are parented -------------------------------------------
+
+_CLONE_VM = 0x00000100
+_CLONE_VFORK = 0x00004000
+# What a thread library passes: one address space, descriptors, handlers and thread group.
+_CLONE_A_THREAD = 0x00000100 | 0x00000200 | 0x00000400 | 0x00000800 | 0x00010000 | 0x00040000
+_SIGCHLD = 17
+_STACK_BYTES = 1 << 20
+_THREAD_STACK_BYTES = 64 << 10
+
+
+def _run_clone_body(index: int | None) -> int:
+    _CLONE_BODIES[index or 0]()
+    return 0
+
+
+#: glibc's clone() runs a C function in the child: this one calls the Python body registered
+#: under the index passed as its argument. Made here, in the fork server: making a ctypes
+#: callback calls statfs(2) in libffi, which the jail's filter kills.
+_CLONE_BODIES: list[Callable[[], object]] = []
+_CLONE_TRAMPOLINE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(_run_clone_body)
+
+
+class _Clone:
+    """glibc's clone(fn, stack, flags, arg) running Python bodies, each on a stack of its own.
+
+    With CLONE_VM|CLONE_VFORK the caller waits, as with vfork, until the child execs or exits:
+    Python in the child runs in the caller's memory while the caller is held, like a nested
+    call. Stacks are kept for the life of the process.
+    """
+
+    def __init__(self) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.clone.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p)
+        self.libc.clone.restype = ctypes.c_int
+        self.stacks: list[ctypes.Array[ctypes.c_char]] = []
+
+    def _stack_top(self, size: int) -> int:
+        stack = ctypes.create_string_buffer(size)
+        self.stacks.append(stack)
+        return (ctypes.addressof(stack) + size - 64) & ~15
+
+    def vfork(self, body: Callable[[], object]) -> int:
+        """Run ``body`` in a vfork child (sharing our memory); its pid once it exec'd or exited."""
+        _CLONE_BODIES.append(body)
+        function = ctypes.cast(_CLONE_TRAMPOLINE, ctypes.c_void_p)
+        stack = self._stack_top(_STACK_BYTES)
+        flags = _CLONE_VM | _CLONE_VFORK | _SIGCHLD
+        return int(self.libc.clone(function, stack, flags, len(_CLONE_BODIES) - 1))
+
+    def sleeping_thread(self) -> int:
+        """A thread (of the calling process) that sleeps in C, never in Python, for an hour."""
+        sleep = ctypes.cast(self.libc.sleep, ctypes.c_void_p)
+        stack = self._stack_top(_THREAD_STACK_BYTES)
+        return int(self.libc.clone(sleep, stack, _CLONE_A_THREAD, 3600))
+
+    def orphan(self, in_grandchild: Callable[[], object]) -> int:
+        """Leave a grandchild the fork server adopts: vfork-clone M, which vfork-clones G (to
+        run ``in_grandchild`` until it execs or exits) and exits. G's pid; M is reaped."""
+        grandchild = ctypes.c_int(-1)
+
+        def middle() -> None:
+            grandchild.value = self.vfork(in_grandchild)
+
+        middle_pid = self.vfork(middle)
+        if middle_pid > 0:
+            os.waitpid(middle_pid, 0)
+        return grandchild.value
+
+
+@extractor("probe-orphan-tesseracts")
+def orphan_tesseracts(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'COUNT GAP HOLD\\n' and an image: COUNT orphaned tesseracts read the image from
+    a pipe (GAP seconds apart), then the job sleeps HOLD seconds and answers."""
+    head, _, image = payload.partition(b"\n")
+    count, gap, hold = _arg(head).split()
+    clone = _Clone()
+    program = shutil.which("tesseract")
+    assert program is not None
+    argv = (ctypes.c_char_p * 4)(b"tesseract", b"stdin", b"stdout", None)
+    envp = (ctypes.c_char_p * 2)(b"OMP_THREAD_LIMIT=1", None)
+    started = []
+    for _ in range(int(count)):
+        read_end, write_end = os.pipe()
+
+        def run_tesseract(read_end: int = read_end) -> None:
+            os.dup2(read_end, 0)
+            clone.libc.execve(program.encode(), argv, envp)
+            os._exit(127)
+
+        started.append(clone.orphan(run_tesseract))
+        os.close(read_end)
+        os.write(write_end, image)
+        os.close(write_end)
+        time.sleep(float(gap))
+    time.sleep(float(hold))
+    return f"answered with {len(started)} orphans: {started}"
+
+
+@extractor("probe-orphan-threads")
+def orphan_threads(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'THREADS HOLD': an orphan starts up to THREADS threads that sleep (until one is
+    refused), then the job sleeps HOLD seconds and answers how many it got."""
+    threads, hold = _arg(payload).split()
+    clone = _Clone()
+    started = ctypes.c_int(0)
+    refused = ctypes.c_int(0)
+
+    def start_threads() -> None:
+        for _ in range(int(threads)):
+            if clone.sleeping_thread() < 0:
+                refused.value = ctypes.get_errno()
+                return
+            started.value += 1
+
+    clone.orphan(start_threads)  # G's first thread returns and exits; the others stay
+    time.sleep(float(hold))
+    return f"an orphan holds {started.value} threads (refused: errno {refused.value})"
+
+
+@extractor("probe-tesseract-runs")
+def tesseract_runs(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'COUNT': run ``tesseract --version`` COUNT times, one after another."""
+    statuses = [
+        subprocess.run(["tesseract", "--version"], capture_output=True, check=False).returncode
+        for _ in range(int(_arg(payload)))
+    ]
+    return f"ran {len(statuses)}, statuses {sorted(set(statuses))}"
+
+
+@extractor("probe-threads")
+def many_threads(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'THREADS HOLD': start THREADS Python threads that sleep HOLD seconds."""
+    import threading  # noqa: PLC0415 - only these probes start threads
+
+    threads, hold = _arg(payload).split()
+    started = 0
+    try:
+        for _ in range(int(threads)):
+            threading.Thread(target=time.sleep, args=(float(hold),), daemon=True).start()
+            started += 1
+    except RuntimeError as exc:
+        return f"started {started} threads, then {exc}"
+    return f"started {started} threads"
+
+
+# --- the smaller calls: limits, pipe sizes, FIONREAD -----------------------------------------
+
+
+@extractor("probe-cpu-limit")
+def cpu_limit(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'read' (report the CPU limit) or 'raise' (soft up to hard, so no SIGXCPU)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if _arg(payload) == "raise":
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    return f"soft {soft} hard {hard}"
+
+
+@extractor("probe-pipes")
+def pipes(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """Payload 'SIZE': make pipes until descriptors run out, size each to SIZE (0: leave the
+    default) and fill it; answer how many bytes the pipes hold, which no RSS shows."""
+    size = int(_arg(payload))
+    held = 0
+    made = 0
+    try:
+        while True:
+            _, write_end = os.pipe()  # both ends stay open: the pipe holds what was written
+            made += 1
+            if size:
+                fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, size)
+            os.set_blocking(write_end, False)
+            chunk = b"x" * (1 << 16)
+            try:
+                while True:
+                    held += os.write(write_end, chunk)
+            except BlockingIOError:
+                pass
+    except OSError as exc:
+        return json.dumps({"pipes": made, "held_bytes": held, "stopped": type(exc).__name__})
+
+
+@extractor("probe-fionread")
+def fionread(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """ioctl(FIONREAD) on a pipe holding the payload: how many bytes wait to be read."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, payload)
+    count = bytearray(4)
+    fcntl.ioctl(read_end, termios.FIONREAD, count, True)
+    return str(int.from_bytes(count, "little"))

@@ -10,16 +10,20 @@ the test in ``test_syscall_allowlist.py`` fails naming any call the list lacks.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import time
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
+from sandbox import policy
 from sandbox.errors import SandboxError
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
@@ -31,17 +35,21 @@ TRACE_LIMITS = replace(LIMITS, cpu_seconds=120, wall_seconds=300.0)
 # "PID name(" for a call, "PID <... name resumed>" for the second half of an interrupted one.
 _CALL = re.compile(r"^(\d+) +(?:<\.\.\. (\w+) resumed>|(\w+)\()")
 _NEW_PROCESS = re.compile(r"^(\d+) +(?:<\.\.\. )?(?:vfork|clone|clone3|fork)\b.*= (\d+)$")
-_FILTER_LOADED = re.compile(r"^(\d+) +(?:prctl\(PR_SET_SECCOMP|seccomp\()")
+# The allow list, not the process guard: the guard is a filter too (loaded with a listener,
+# before the jail's last steps), but the calls after it are still the jail's own.
+_FILTER_LOADED = re.compile(
+    r"^(\d+) +(?:prctl\(PR_SET_SECCOMP|seccomp\((?!.*SECCOMP_FILTER_FLAG_NEW_LISTENER))"
+)
 
 Job = tuple[str, str, bytes]
 
 
-def children_calls(strace_output: str) -> dict[str, int]:
-    """Count each call made under a seccomp filter: after the filter, or by a filtered pid's
-    descendants. The jail's own set-up calls (before the filter) are not the parsers'.
+def _filtered(strace_output: str) -> list[tuple[str, str]]:
+    """(name, line) of each call made under the seccomp allow list: after it, or by a filtered
+    pid's descendants. The jail's own set-up calls (before the list) are not the parsers'.
 
     A vfork child runs (and strace prints its calls) before its parent's vfork returns, so
-    who is filtered from which line on is settled first and the calls are counted after.
+    who is filtered from which line on is settled first and the calls are read after.
     """
     lines = strace_output.splitlines()
     filtered_from: dict[int, int] = {}
@@ -60,19 +68,51 @@ def children_calls(strace_output: str) -> dict[str, int]:
             if filtered_from.get(parent, len(lines)) < number and child not in filtered_from:
                 filtered_from[child] = -1
                 changed = True
-    counts: dict[str, int] = {}
+    calls = []
     for number, line in enumerate(lines):
         call = _CALL.match(line)
-        if call is None or call.group(3) is None:  # resumed halves were counted at the start
+        if call is None or call.group(3) is None:  # resumed halves were read at the start
             continue
         if filtered_from.get(int(call.group(1)), len(lines)) < number:
-            counts[call.group(3)] = counts.get(call.group(3), 0) + 1
-    return counts
+            calls.append((call.group(3), line))
+    return calls
 
 
-def trace(runner: SandboxRunner, jobs: Iterable[Job], output: Path) -> dict[str, int]:
+def children_calls(strace_output: str) -> dict[str, int]:
+    """How often each call was made under the allow list."""
+    return dict(Counter(name for name, _ in _filtered(strace_output)))
+
+
+# The calls whose arguments the allow list checks, as strace names them: "fcntl(3, F_GETFD",
+# "ioctl(0, TCGETS, ...", "prlimit64(0, RLIMIT_STACK, NULL, ...".
+# A call another thread interrupted ends its first half with " <unfinished ...>": an argument
+# stops at a space too, so "F_GETFD <unfinished ...>" reads as F_GETFD.
+_ARGUMENTS = re.compile(r"^\d+ +(fcntl|ioctl|prlimit64)\(([^,)\s]*), ([^,)\s]*)(?:, ([^,)\s]*))?")
+
+
+def argument_breaches(strace_output: str) -> dict[str, int]:
+    """The calls made under the allow list with arguments it refuses ("fcntl F_SETPIPE_SZ":
+    times made): the name is allowed, so only the argument rule would kill the real job."""
+    breaches: Counter[str] = Counter()
+    for _, line in _filtered(strace_output):
+        match = _ARGUMENTS.match(line)
+        if match is None:
+            continue
+        call, first, second, third = match.groups()
+        if call == "fcntl":
+            allowed = getattr(fcntl, second, None) in policy.ALLOWED_FCNTLS
+        elif call == "ioctl":
+            allowed = getattr(termios, second, None) in policy.ALLOWED_IOCTLS
+        else:  # on itself, reading only: "prlimit64 RLIMIT_CPU" names a limit it set
+            allowed = first == "0" and third == "NULL"
+        if not allowed:
+            breaches[f"{call} {second}"] += 1
+    return dict(breaches)
+
+
+def trace(runner: SandboxRunner, jobs: Iterable[Job], output: Path) -> str:
     """Run ``jobs`` on ``runner`` (built with ``warm_children=0``, so every child is forked
-    while strace follows the fork server) and return the children's calls."""
+    while strace follows the fork server) and return what strace saw."""
     zygote = runner.fork_server_pid
     command = ["strace", "-f", "-qq", "-e", "signal=none", "-s", "0", "-o", str(output)]
     tracer = subprocess.Popen([*command, "-p", str(zygote)], stderr=subprocess.PIPE)
@@ -85,7 +125,7 @@ def trace(runner: SandboxRunner, jobs: Iterable[Job], output: Path) -> dict[str,
     finally:
         tracer.send_signal(signal.SIGINT)
         tracer.wait(30)
-    return children_calls(output.read_text())
+    return output.read_text()
 
 
 def corpus_jobs(corpus: Path) -> list[Job]:
@@ -115,7 +155,7 @@ def main() -> int:
         tempfile.TemporaryDirectory() as directory,
     ):
         jobs = corpus_jobs(CORPUS_DIR) + hostile_jobs()
-        calls = trace(runner, jobs, Path(directory) / "strace.log")
+        calls = children_calls(trace(runner, jobs, Path(directory) / "strace.log"))
     for name in sorted(calls):
         print(f"{name} {calls[name]}")
     return 0

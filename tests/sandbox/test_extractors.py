@@ -61,6 +61,7 @@ from tests.pdf_builders import (
     flate_bomb,
     page,
     pdf,
+    pdf_with_brotli_image,
     pdf_with_image,
     pdf_with_jbig2_image,
     pdf_with_jpx_image,
@@ -459,8 +460,20 @@ def test_pdf_scanned_page_image_over_the_pixel_ceiling_is_refused() -> None:
 @pytest.mark.parametrize(
     ("build", "reason"),
     [
-        (pdf_with_jpx_image, "a page image is JPEG2000, a format the sandbox does not decode"),
-        (pdf_with_jbig2_image, "needs a decoder the sandbox does not run: jbig2dec"),
+        (
+            pdf_with_jpx_image,
+            "page/Resources/XObject/Im0 is filtered with /JPXDecode (JPEG 2000), a format "
+            "the sandbox does not decode",
+        ),
+        (
+            pdf_with_jbig2_image,
+            "page/Resources/XObject/Im0 is filtered with /JBIG2Decode (JBIG2), a format the "
+            "sandbox does not decode",
+        ),
+        (
+            pdf_with_brotli_image,
+            "a page image needs a decoder the sandbox does not have: brotli is required",
+        ),
         (pdf_with_truncated_jpeg_image, "a page image is truncated or corrupt: "),
     ],
 )

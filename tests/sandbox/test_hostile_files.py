@@ -97,8 +97,20 @@ UNREADABLE: list[tuple[str, str, str, Callable[[], bytes], str]] = [
         "an OpenDocument file (application/vnd.oasis.opendocument.text), not a DOCX package",
     ),
     ("notes.docx", "docx", DOCX, plain_zip, "a ZIP archive, not a DOCX package"),
-    ("jpx.pdf", "pdf", "application/pdf", pdf_with_jpx_image, "a page image is JPEG2000, a"),
-    ("jbig2.pdf", "pdf", "application/pdf", pdf_with_jbig2_image, "jbig2dec"),
+    (
+        "jpx.pdf",
+        "pdf",
+        "application/pdf",
+        pdf_with_jpx_image,
+        "/XObject/Im0 is filtered with /JPXDecode (JPEG 2000), a format the sandbox does not",
+    ),
+    (
+        "jbig2.pdf",
+        "pdf",
+        "application/pdf",
+        pdf_with_jbig2_image,
+        "/XObject/Im0 is filtered with /JBIG2Decode (JBIG2), a format the sandbox does not",
+    ),
     (
         "cut-image.pdf",
         "pdf",

@@ -26,6 +26,7 @@ from sandbox.errors import (
     NoAnswer,
     OutputTooLarge,
     ParserError,
+    ProcessLimitExceeded,
     SandboxUnavailable,
     WallClockExceeded,
 )
@@ -159,10 +160,21 @@ def test_fork_is_a_forbidden_call(runner: SandboxRunner) -> None:
         run(runner, "probe-fork", "50")
 
 
-def test_without_the_filter_forking_stops_at_the_process_limit() -> None:
-    with SandboxRunner(
-        LIMITS, warm_children=0, modules=PROBE_MODULES, skip=frozenset({"seccomp"})
-    ) as sandbox:
+def test_without_the_filter_the_process_guard_refuses_the_fork_past_the_budget() -> None:
+    """The fork server admits each fork (the guard is a filter of its own): three, then the
+    fourth task of a 4-task budget is refused and the job killed, naming the budget."""
+    with (
+        SandboxRunner(
+            LIMITS, warm_children=0, modules=PROBE_MODULES, skip=frozenset({"seccomp"})
+        ) as sandbox,
+        pytest.raises(ProcessLimitExceeded, match=r"exceeded its limit of 4 at once \(5 counted"),
+    ):
+        run(sandbox, "probe-fork", "50")
+
+
+def test_without_the_filter_or_the_guard_forking_stops_at_the_process_limit() -> None:
+    skip = frozenset({"seccomp", "process_guard"})
+    with SandboxRunner(LIMITS, warm_children=0, modules=PROBE_MODULES, skip=skip) as sandbox:
         text = run(sandbox, "probe-fork", "50")
     # The job itself counts against RLIMIT_NPROC of its own uid.
     assert text.startswith(f"forked {LIMITS.processes - 1} then BlockingIOError")

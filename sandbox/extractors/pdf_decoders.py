@@ -1,0 +1,268 @@
+"""No road from a PDF to PDFium's JPEG 2000 and JBIG2 decoders.
+
+PDFium decodes a stream filtered with /JPXDecode with OpenJPEG and one filtered with
+/JBIG2Decode with its own JBIG2 decoder wherever its page draws it: an image of the page, and
+just as well an image inside a tiling pattern, a form, an annotation's appearance, a Type3 glyph
+or a soft mask, or an inline image in any content stream. The sandbox runs neither codec, so a
+check of the page's own images left every other road open. PDFium opens only a page copied
+alone by pypdf (``sandbox/extractors/pdf.py``), so it can reach nothing but the copy's objects;
+:func:`refuse_hidden_decoders` walks all of them before it does. See docs/sandbox.md,
+"What PDFium opens".
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from pypdf import PdfWriter
+from pypdf.errors import LimitReachedError
+from pypdf.filters import (
+    ASCII85Decode,
+    ASCIIHexDecode,
+    FlateDecode,
+    LZWDecode,
+    RunLengthDecode,
+)
+from pypdf.generic import ArrayObject, DictionaryObject, IndirectObject, NameObject, PdfObject
+from pypdf.generic import StreamObject as Stream
+
+from sandbox import codes
+from sandbox.extractors.registry import Refusal
+
+#: The filters PDFium hands to a codec the sandbox never runs. The short forms name no filter
+#: (inline images abbreviate neither codec) and are refused all the same: a reader that expands
+#: them reaches the same decoders, and no honest file needs them.
+REFUSED = {
+    "/JPXDecode": "JPEG 2000",
+    "/JPX": "JPEG 2000",
+    "/JBIG2Decode": "JBIG2",
+    "/JBIG2": "JBIG2",
+}
+
+_Decoder = Callable[[bytes, DictionaryObject], bytes]
+#: The filters PDFium itself undoes before it parses a stream as content (the list of its
+#: ValidateDecoderPipeline). At any other filter PDFium stops and parses what the filters before
+#: it produced, so the check stops there too. /Crypt is passed over, as PDFium does.
+_DECODERS: dict[str, _Decoder] = {
+    "/FlateDecode": FlateDecode.decode,
+    "/Fl": FlateDecode.decode,
+    "/LZWDecode": LZWDecode.decode,
+    "/LZW": LZWDecode.decode,
+    "/ASCII85Decode": ASCII85Decode.decode,
+    "/A85": ASCII85Decode.decode,
+    "/ASCIIHexDecode": ASCIIHexDecode.decode,
+    "/AHx": ASCIIHexDecode.decode,
+    "/RunLengthDecode": RunLengthDecode.decode,
+    "/RL": RunLengthDecode.decode,
+}
+_PASSED_OVER = "/Crypt"
+_LZW = frozenset({"/LZWDecode", "/LZW"})
+
+_DELIMITERS = rb"\x00\t\n\x0c\r ()<>\[\]{}/%"
+#: A name in a content stream that may spell a refused filter: one of them as it is, or any name
+#: with a #-escape (``/JPX#44ecode`` is /JPXDecode to every reader), decoded to be sure. Names
+#: are found anywhere in the bytes, whatever a parser would take them for: a string that reads
+#: "/JPXDecode" refuses the page too, which costs a false alarm on a page that needs PDFium and
+#: talks about these filters, never a missed image.
+_SUSPECT_NAME = re.compile(
+    rb"/(JPXDecode|JBIG2Decode|JPX|JBIG2|[^%s]*#[^%s]*)(?=[%s]|\Z)"
+    % (_DELIMITERS, _DELIMITERS, _DELIMITERS)
+)
+_ESCAPE = re.compile(rb"#([0-9A-Fa-f]{2})")
+
+_XOBJECTS = "/XObject"
+_IMAGE = "/Image"
+#: The entries of an image through which PDFium reaches another image, and only ever decodes it.
+_IMAGE_MASKS = frozenset({"/SMask", "/Mask"})
+
+
+class _Role(enum.Enum):
+    """How an object was reached, which decides what PDFium may do with a stream there."""
+
+    #: Anything PDFium may parse as content (or as data): its stream's data is searched.
+    CONTENT = enum.auto()
+    #: An XObject whose /Subtype is /Image, or an image's mask: PDFium only decodes it, never
+    #: parses it, so its data (a scan's megabytes) is not searched for inline images. Reached
+    #: any other way, the same stream is.
+    IMAGE = enum.auto()
+    #: A resources' /XObject dictionary, whose entries are images or forms by their /Subtype.
+    XOBJECTS = enum.auto()
+
+
+@dataclass(frozen=True)
+class _Visit:
+    """An object still to check, the path it was reached by, and in which role."""
+
+    item: PdfObject
+    path: str
+    role: _Role
+
+
+def refuse_hidden_decoders(writer: PdfWriter) -> None:
+    """Refuse the one-page copy in ``writer`` if any stream in it is filtered with a codec in
+    :data:`REFUSED`, or any stream PDFium may parse as content names one (an inline image).
+
+    Every object the copy's catalog and page lead to is visited, once in each role it is
+    reached in, whatever refers to it: no list of the roads PDFium takes to a stream is needed,
+    so none can be missing.
+    """
+    page = writer.pages[0]
+    stack = [
+        _Visit(writer.root_object, "catalog", _Role.CONTENT),
+        _Visit(page.indirect_reference or page, "page", _Role.CONTENT),
+    ]
+    seen: set[tuple[int, int, int, _Role]] = set()
+    while stack:
+        visit = stack.pop()
+        item = visit.item
+        if isinstance(item, IndirectObject):
+            key = (id(item.pdf), item.idnum, item.generation, visit.role)
+            if key in seen:
+                continue
+            seen.add(key)
+            resolved = item.get_object()
+            if resolved is None:
+                continue  # a reference to nothing: PDFium reads null
+            item = resolved
+        if isinstance(item, Stream):
+            _check_stream(item, visit)
+        if isinstance(item, DictionaryObject):
+            stack.extend(
+                _Visit(value, f"{visit.path}{key}", _role(visit.role, key, value))
+                for key, value in item.items()
+            )
+        elif isinstance(item, ArrayObject):
+            stack.extend(
+                _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT)
+                for index, value in enumerate(item)
+            )
+
+
+def _role(parent: _Role, key: str, value: PdfObject) -> _Role:
+    """The role of the entry ``key`` of a dictionary reached as ``parent``."""
+    if parent is _Role.XOBJECTS:
+        return _Role.IMAGE if _is_image(value) else _Role.CONTENT
+    if key == _XOBJECTS:
+        return _Role.XOBJECTS
+    if parent is _Role.IMAGE and key in _IMAGE_MASKS:
+        return _Role.IMAGE
+    return _Role.CONTENT
+
+
+def _is_image(xobject: PdfObject) -> bool:
+    resolved = xobject.get_object()
+    if not isinstance(resolved, Stream):
+        return False
+    subtype = _resolved(resolved.get("/Subtype"))
+    return isinstance(subtype, NameObject) and subtype == _IMAGE
+
+
+def _check_stream(stream: Stream, visit: _Visit) -> None:
+    chain = _filters(stream)
+    for name, _ in chain:
+        if name in REFUSED:
+            raise Refusal(
+                codes.UNREADABLE,
+                f"{visit.path} is filtered with {name} ({REFUSED[name]}), a format the sandbox "
+                "does not decode: no stream of a page PDFium opens may name it",
+            )
+    if visit.role is not _Role.IMAGE:
+        for data in _content_views(stream, chain, visit.path):
+            _refuse_named(data, visit.path)
+
+
+def _filters(stream: Stream) -> list[tuple[str | None, DictionaryObject]]:
+    """The stream's filters in order, each with its parameters, as PDFium pairs them: one name
+    with the dictionary /DecodeParms, or an array of names with an array of dictionaries. An
+    entry that is not a name is None (PDFium then decodes nothing, and parses the stored data)."""
+    filters = _resolved(stream.get("/Filter"))
+    parameters = _resolved(stream.get("/DecodeParms"))
+    if isinstance(filters, NameObject):
+        return [(str(filters), _dictionary(parameters))]
+    if not isinstance(filters, ArrayObject):
+        return []
+    each = parameters if isinstance(parameters, ArrayObject) else []
+    return [
+        (
+            str(name) if isinstance(name := _resolved(entry), NameObject) else None,
+            _dictionary(_resolved(each[index]) if index < len(each) else None),
+        )
+        for index, entry in enumerate(filters)
+    ]
+
+
+def _content_views(
+    stream: Stream, chain: list[tuple[str | None, DictionaryObject]], path: str
+) -> Iterator[bytes]:
+    """What PDFium may parse as content from the stream: its stored data (what it parses when a
+    filter fails), and that data through the filters PDFium undoes itself, up to the first
+    other one.
+
+    Where pypdf's decoder fails or cannot decode as PDFium would, the check cannot see what
+    PDFium parses, and the page is refused rather than passed unseen.
+    """
+    # pypdf keeps a stream's stored bytes only here; its own decoders read them the same way.
+    stored: bytes = stream._data
+    yield stored
+    data = stored
+    for name, parameters in chain:
+        if name == _PASSED_OVER:
+            continue
+        decode = _DECODERS.get(name or "")
+        if decode is None:
+            break
+        if name in _LZW and _lzw_parameters_pypdf_ignores(parameters):
+            raise Refusal(
+                codes.UNREADABLE,
+                f"{path} is LZW-encoded with a predictor or without early change, which the "
+                "check cannot reproduce: what PDFium would parse from it cannot be checked",
+            )
+        try:
+            data = decode(data, parameters)
+        except (LimitReachedError, MemoryError):
+            raise  # a ceiling, and the memory limit, are verdicts of their own
+        except Exception as exc:  # pypdf's decoders raise their own errors and builtins alike
+            raise Refusal(
+                codes.UNREADABLE,
+                f"{path} does not decode ({name}: {exc}): what PDFium would parse from it "
+                "cannot be checked",
+            ) from exc
+    if data is not stored:
+        yield data
+
+
+def _lzw_parameters_pypdf_ignores(parameters: DictionaryObject) -> bool:
+    """pypdf's LZW decoder applies neither a predictor nor /EarlyChange 0; PDFium does both."""
+    predictor = _resolved(parameters.get("/Predictor"))
+    early_change = _resolved(parameters.get("/EarlyChange"))
+    return (predictor is not None and not (isinstance(predictor, int) and predictor == 1)) or (
+        isinstance(early_change, int) and early_change == 0
+    )
+
+
+def _refuse_named(data: bytes, path: str) -> None:
+    for match in _SUSPECT_NAME.finditer(data):
+        name = "/" + _ESCAPE.sub(_unescaped, match.group(1)).decode("latin-1")
+        if name in REFUSED:
+            raise Refusal(
+                codes.UNREADABLE,
+                f"{path} names {name} ({REFUSED[name]}) in its data, as an inline image in that "
+                "format does: a format the sandbox does not decode, and no stream of a page "
+                "PDFium opens may name it",
+            )
+
+
+def _unescaped(escape: re.Match[bytes]) -> bytes:
+    return bytes((int(escape.group(1), 16),))
+
+
+def _resolved(value: PdfObject | None) -> PdfObject | None:
+    return value.get_object() if value is not None else None
+
+
+def _dictionary(value: PdfObject | None) -> DictionaryObject:
+    """Decode parameters as PDFium takes them: a dictionary (or a stream's), else none."""
+    return value if isinstance(value, DictionaryObject) else DictionaryObject()
