@@ -44,6 +44,9 @@ class ServiceConfig:
     concurrency: int = 4
     #: Entries larger than this are refused before they are parsed.
     max_request_bytes: int = 12 * _MIB
+    #: Requests of one client tenant that all bridges together hold at once (taken in, not yet
+    #: answered): what one flooding client can take of the bridges' work.
+    client_quota: int = 2
     #: The limits a request gets, and the most it may ask for (AIRLOCK_MAX_PAGES, ...).
     limits: ExtractionLimits = DEFAULT_LIMITS
 

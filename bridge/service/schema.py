@@ -39,6 +39,12 @@ RESULT_FIELD = "result"
 
 #: Each attachment becomes one task; a bound keeps one request from flooding the queues.
 MAX_ATTACHMENTS = 32
+#: The most JSON structure (``[``, ``{``, ``,``, ``:`` bytes) a request may hold. A valid one
+#: has at most ~99,000 even with every declared string made of commas (32 attachments, three
+#: strings of 1,024 characters each, a few dozen marks around them); 12 MiB of ``[],`` or
+#: ``"k":0,`` is millions of values, which took the parser's process from 53 to 405 MiB, past
+#: the bridge's 256 MiB limit, before any rule could refuse them.
+MAX_STRUCTURE = 1 << 17
 #: Above the slowest job a worker runs by default (hard limit 180 s) plus queueing: a longer
 #: deadline would only hold a bridge slot after every answer that can come has come.
 MAX_DEADLINE_SECONDS = 600.0
@@ -91,7 +97,8 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
         RequestId,
         Meta(
             description="Chosen by the client; names the result and its key "
-            "airlock:selection:<request_id>. Answered once within AIRLOCK_RESULT_TTL."
+            "airlock:tenant:<tenant>:selection:<request_id>. Answered once per tenant within "
+            "AIRLOCK_RESULT_TTL."
         ),
     ]
     attachments: Annotated[
@@ -163,8 +170,9 @@ def schemas() -> dict[str, str]:
         "request.schema.json": json_schema(
             Request,
             title="airlock bridge request, version 1",
-            description="The JSON document in the `request` field of an entry of the bridge's "
-            "request stream (docs/bridge-service.md). Beyond this schema the bridge also "
+            description="The JSON document a client sets into one of its inbox slots, "
+            "airlock:tenant:<tenant>:in:0 to 7 (docs/bridge-service.md). Beyond this schema, "
+            "the bridge also holds it to at most 131072 JSON structure characters ([{,:), "
             "requires payload_b64 to decode as strict base64, and the attachments' payloads to "
             "total at most limits.max_bytes per attachment and AIRLOCK_BRIDGE_MAX_REQUEST_MB; "
             "it refuses duplicate keys and the non-JSON constants NaN and Infinity.",
@@ -175,9 +183,10 @@ def schemas() -> dict[str, str]:
                 Meta(extra_json_schema=_ONE_OF_ANSWER),
             ],
             title="airlock bridge result, version 1",
-            description="The JSON document in the `result` field of an entry of the bridge's "
-            "result stream, and the value of airlock:selection:<request_id> "
-            "(docs/bridge-service.md). Exactly one of selection and error.",
+            description="The JSON document in the `result` field of an entry of the tenant's "
+            "result stream airlock:tenant:<tenant>:results, and the value of "
+            "airlock:tenant:<tenant>:selection:<request_id> (docs/bridge-service.md). Exactly "
+            "one of selection and error.",
         ),
     }
     return {name: json.dumps(schema, indent=2) + "\n" for name, schema in generated.items()}
@@ -327,6 +336,12 @@ def parse_request(
     limits may only tighten them. A refusal carries the request id when one could be read, so
     the client that sent it is answered instead of left waiting.
     """
+    structure = sum(untrusted_raw.count(mark) for mark in (b"[", b"{", b",", b":"))
+    if structure > MAX_STRUCTURE:
+        raise InvalidRequest(
+            f"the request holds {structure} JSON values or more; a request has at most "
+            f"{MAX_STRUCTURE}, so it was not parsed"
+        )
     try:
         untrusted_doc = parse_json(untrusted_raw, schema_integers=True)
     except WireError as exc:

@@ -46,8 +46,13 @@ _NO_GROUP = "NOGROUP"
 class BridgeService:
     """One consumer of the bridge's group: reads, dispatches, renews leases, answers."""
 
-    def __init__(self, redis: Redis, queue: ExtractionQueue, config: ServiceConfig) -> None:
-        self._redis = redis
+    def __init__(
+        self, redis: Redis, payloads: Redis, queue: ExtractionQueue, config: ServiceConfig
+    ) -> None:
+        """``redis`` holds the clients' slots, the streams and the answers; ``payloads`` is the
+        workers' Redis, where claim checks are stored (the same one unless clients have a
+        Redis of their own, AIRLOCK_CLIENT_REDIS_URL)."""
+        self._payloads = payloads
         self._queue = queue
         self._config = config
         self._streams = RequestStreams(redis, config)
@@ -100,6 +105,8 @@ class BridgeService:
             self._claim_cursor = SCAN_START
             with contextlib.suppress(*_INFRASTRUCTURE_ERRORS):  # the next failure backs off
                 self._streams.ensure_group()
+                # What the tenants held pointed into the old stream: no quota stays taken.
+                self._streams.forget_held()
             return
         backoff = min(2.0 ** (failures - 1), _MAX_BACKOFF_SECONDS)
         _log.warning("Redis failed (%s); retrying in %.0f s", exc, backoff)
@@ -161,12 +168,12 @@ class BridgeService:
                 f"the entry is {entry.oversized_bytes} bytes, over the request cap of "
                 f"{self._streams.entry_cap} bytes (AIRLOCK_BRIDGE_MAX_REQUEST_MB); it was not read"
             )
-            self._dead_letter(entry.entry_id, reason)
+            self._dead_letter(entry, reason)
             return
         if entry.deleted:
             # Someone deleted it while it was pending (Redis's XAUTOCLAIM may also drop it from
             # the pending list on its own): there is no request left to answer or to report.
-            self._streams.acknowledge(entry.entry_id)
+            self._streams.acknowledge(entry)
             service_metrics.record("deleted")
             _log.warning(
                 "entry %s was deleted from the stream while pending; acknowledged",
@@ -175,21 +182,21 @@ class BridgeService:
             )
             return
         if entry.repeats_field:
-            self._dead_letter(entry.entry_id, "a request entry must not repeat a field name")
+            self._dead_letter(entry, "a request entry must not repeat a field name")
             return
         try:
             untrusted_raw = request_bytes(entry.untrusted_fields, self._config.max_request_bytes)
             request = parse_request(untrusted_raw, self._config.limits)
         except InvalidRequest as exc:
             if exc.request_id is None:
-                self._dead_letter(entry.entry_id, exc.reason)
+                self._dead_letter(entry, exc.reason)
             else:
                 result = error_result(exc.request_id, "InvalidRequest", exc.reason)
                 self._publish(entry, exc.request_id, result, "InvalidRequest", started)
             return
-        if self._streams.is_answered(request.request_id):
+        if self._streams.is_answered(entry.tenant, request.request_id):
             # Answered before: a redelivery, or the same id sent again. Not run twice.
-            self._streams.acknowledge(entry.entry_id)
+            self._streams.acknowledge(entry)
             service_metrics.record("duplicate")
             _log.info(
                 "request %s was answered before; acknowledged",
@@ -202,11 +209,11 @@ class BridgeService:
             result, outcome = answer
             self._publish(entry, request.request_id, result, outcome, started)
 
-    def _dead_letter(self, entry_id: str, reason: str) -> None:
-        self._streams.dead_letter(entry_id, reason)
+    def _dead_letter(self, entry: Entry, reason: str) -> None:
+        self._streams.dead_letter(entry, reason)
         service_metrics.record("dead_letter")
         _log.warning(
-            "entry %s dead-lettered: %s", entry_id, reason, extra={"outcome": "dead_letter"}
+            "entry %s dead-lettered: %s", entry.entry_id, reason, extra={"outcome": "dead_letter"}
         )
 
     def _answer(self, request: ServiceRequest) -> tuple[str, str] | None:
@@ -214,7 +221,7 @@ class BridgeService:
         request_id = request.request_id
         error_type: ErrorType
         try:
-            refs = resolve_attachments(self._redis, request, self._config.max_request_bytes)
+            refs = resolve_attachments(self._payloads, request, self._config.max_request_bytes)
             selection = gather(
                 refs,
                 self._queue,
@@ -252,7 +259,7 @@ class BridgeService:
     def _publish(
         self, entry: Entry, request_id: str, result: str, outcome: str, started: float
     ) -> None:
-        published = self._streams.publish(entry.entry_id, request_id, result)
+        published = self._streams.publish(entry, request_id, result)
         duration = time.monotonic() - started
         service_metrics.record(outcome if published else "duplicate", duration)
         _log.info(

@@ -23,8 +23,10 @@ from redis import Redis
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.knowledge.kinds import guess_kind
 from bridge.queue.claim_check import sha256_hex, store_payloads
+from bridge.service import tenants
 from tests.bridge.service.schema_check import RESULT_SCHEMA, schema_errors
 from tests.conftest import REPO_ROOT
+from tests.deploy.conftest import REDIS_USERS
 from tests.helpers import selection_as_json
 from tests.integration.conftest import (
     AIRLOCK,
@@ -40,10 +42,13 @@ from tests.integration.processes import (
     request,
     results,
     send,
+    submit,
+    tenant_answer,
     wait_for_answers,
 )
 from tests.integration.refs import hostile_refs, local_selection, slow_ref
 from tests.metrics_scrape import free_port, scrape
+from tests.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -93,7 +98,8 @@ def shared_marker_dir(worker: WorkerProcess) -> Path:
 def empty_streams(redis: Redis) -> Iterator[None]:
     def empty() -> None:
         keys = [STREAMS.request_stream, STREAMS.result_stream, STREAMS.dead_letter_stream]
-        redis.delete(*keys, *redis.scan_iter(match="airlock:selection:*"))
+        answers = [*redis.scan_iter(match="airlock:selection:*")]
+        redis.delete(*keys, *answers, *redis.scan_iter(match="airlock:tenant:*"))
 
     empty()
     yield
@@ -245,33 +251,67 @@ def test_sigterm_finishes_the_request_in_flight_then_exits_0(
     assert settled(redis)
 
 
+@pytest.fixture
+def tenant(redis: Redis) -> Iterator[tuple[str, str]]:
+    """A client tenant ``acme`` on the test Redis, with the rules of the users.conf template,
+    as the start scripts write them; its name and password."""
+    (template,) = [
+        line for line in REDIS_USERS.read_text().splitlines() if line.startswith("user client-")
+    ]
+    rules = template.replace("{tenant}", "acme").split()[2:]
+    password = "ac" * 16
+    redis.execute_command("ACL", "SETUSER", "client-acme", "reset", *rules, f">{password}")  # type: ignore[no-untyped-call]
+    yield "acme", password
+    redis.acl_deluser("client-acme")
+
+
 def test_the_documented_redis_cli_example_works_as_written(
-    redis: Redis, redis_url: str, start_bridge: Callable[..., BridgeProcess]
+    redis: Redis,
+    integration_redis: RedisServer,
+    tenant: tuple[str, str],
+    start_bridge: Callable[..., BridgeProcess],
 ) -> None:
-    """The ``sh`` block of docs/bridge-service.md, pointed at the suite's Redis, prints the
-    result its ``text`` block shows: once read from the stream, once from the key."""
+    """The ``sh`` block of docs/bridge-service.md, run as the tenant's Redis user against the
+    suite's Redis, prints the result its ``text`` block shows: once read from the stream, once
+    from the key."""
     doc = DOC.read_text()
     (example,) = re.findall(r"```sh\n(.*?)```", doc, flags=re.DOTALL)
     (shown,) = re.findall(r"```text\n(.*?)\n```", doc, flags=re.DOTALL)
     start_bridge()
+    url = integration_redis.url(login=(f"client-{tenant[0]}", tenant[1]))
     run = subprocess.run(
-        [
-            "bash",
-            "-euo",
-            "pipefail",
-            "-c",
-            example.replace("redis-cli ", f"redis-cli -u {redis_url} "),
-        ],
+        ["bash", "-euo", "pipefail", "-c", example.replace("redis-cli ", f"redis-cli -u {url} ")],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    entry_id, stream, _, field, streamed, stored = run.stdout.splitlines()
-    assert (stream, field) == (STREAMS.result_stream, "result")
+    stored_ok, stream, entry_id, field, streamed, stored = run.stdout.splitlines()
+    assert stored_ok == "OK"
+    assert (stream, field) == (tenants.result_stream(tenant[0]), "result")
     assert re.fullmatch(r"\d+-\d+", entry_id)
     assert streamed == stored == shown
+
+
+def test_a_quota_held_by_entries_that_are_gone_does_not_block_a_tenant(
+    redis: Redis, tenant: tuple[str, str], start_bridge: Callable[..., BridgeProcess]
+) -> None:
+    """A settle that never released its quota (an entry XAUTOCLAIM dropped, one deleted by
+    hand) would keep the tenant at its quota for ever: such ids are found and released when the
+    tenant reaches it."""
+    name = tenant[0]
+    start_bridge()
+    first = AttachmentRef("first.txt", "text", "text/plain", b"first")
+    submit(redis, name, request("first", first))
+    assert tenant_answer(redis, name, "first")["selection"]["text"].endswith("first")
+    # Ids older than anything the group delivered, and not pending: settled long ago.
+    redis.sadd(tenants.held_key(name), "1-1", "1-2", "1-3")
+    second = AttachmentRef("second.txt", "text", "text/plain", b"second")
+    submit(redis, name, request("second", second))
+    assert tenant_answer(redis, name, "second")["selection"]["text"].endswith("second")
+    assert redis.scard(tenants.held_key(name)) == 0
+    assert settled(redis)
 
 
 def test_an_unreachable_redis_exits_3(tmp_path: Path) -> None:
@@ -323,3 +363,30 @@ def test_a_200_mb_entry_is_dead_lettered_unread_and_the_bridge_goes_on(
     assert bridge.process.poll() is None
     grown = peak_memory_bytes(bridge.process.pid) - before
     assert grown < 200 * 1024 * 1024 / 10, f"the bridge's peak memory grew {grown} bytes"
+
+
+def test_a_bridge_whose_user_may_not_list_users_says_so_and_serves_the_stream(
+    redis: Redis,
+    integration_redis: RedisServer,
+    shared_worker: WorkerProcess,
+    tmp_path: Path,
+) -> None:
+    """A Redis user without ACL USERS (an older users.conf, a managed Redis) must not stop the
+    bridge: it serves the request stream's own entries and says, once, that no tenant is."""
+    redis.execute_command(
+        "ACL", "SETUSER", "no-acl", "reset", "on", ">n0acl", "~*", "&*", "+@all", "-acl"
+    )  # type: ignore[no-untyped-call]
+    url = integration_redis.url(login=("no-acl", "n0acl"))
+    env = {"AIRLOCK_BRIDGE_CONSUMER": "b-no-acl", "AIRLOCK_LOG_FORMAT": "plain"}
+    bridge = BridgeProcess(
+        "b-no-acl", worker_env(url, shared_marker_dir(shared_worker), env), tmp_path / "b.log"
+    )
+    try:
+        bridge.wait_ready()
+        ref = AttachmentRef("stream.txt", "text", "text/plain", b"through the stream")
+        send(redis, request("no-acl", ref))
+        assert wait_for_answers(redis, 1)["no-acl"]["selection"]["text"].endswith("the stream")
+        assert bridge.log().count("no client tenant is served") == 1
+    finally:
+        bridge.stop()
+        redis.acl_deluser("no-acl")

@@ -430,7 +430,7 @@ def start(redis: Redis) -> Iterator[Callable[..., Running]]:
     started: list[Running] = []
 
     def run(config: ServiceConfig, queue: WorkerInProcess | None = None) -> Running:
-        running = Running(BridgeService(redis, queue or WorkerInProcess(), config))
+        running = Running(BridgeService(redis, redis, queue or WorkerInProcess(), config))
         started.append(running)
         # Its consumer group exists before the test looks at pending entries (XPENDING on a
         # stream without the group is an error, and the service creates it on its thread).
@@ -773,9 +773,10 @@ def test_the_environment_configures_the_service() -> None:
             "AIRLOCK_BRIDGE_CLAIM_IDLE": "30",
             "AIRLOCK_BRIDGE_CONCURRENCY": "8",
             "AIRLOCK_BRIDGE_MAX_REQUEST_MB": "2",
+            "AIRLOCK_BRIDGE_CLIENT_QUOTA": "3",
         }
     ).bridge_service
-    assert service == ServiceConfig("in", "out", "g", "c", 7200, 50, 30.0, 8, 2 * 1024 * 1024)
+    assert service == ServiceConfig("in", "out", "g", "c", 7200, 50, 30.0, 8, 2 * 1024 * 1024, 3)
     assert service.dead_letter_stream == "in:dead"
     defaults = Settings.from_env({}).bridge_service
     assert defaults.consumer == default_consumer()
@@ -791,6 +792,7 @@ def test_the_environment_configures_the_service() -> None:
         ({"AIRLOCK_BRIDGE_CLAIM_IDLE": "2"}, "AIRLOCK_BRIDGE_CLAIM_IDLE"),
         ({"AIRLOCK_BRIDGE_CONCURRENCY": "0"}, "AIRLOCK_BRIDGE_CONCURRENCY"),
         ({"AIRLOCK_BRIDGE_MAX_REQUEST_MB": "0.5"}, "AIRLOCK_BRIDGE_MAX_REQUEST_MB"),
+        ({"AIRLOCK_BRIDGE_CLIENT_QUOTA": "0"}, "AIRLOCK_BRIDGE_CLIENT_QUOTA"),
     ],
 )
 def test_settings_that_break_a_delivery_rule_are_refused(
