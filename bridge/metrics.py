@@ -15,9 +15,10 @@ from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
-from redis import Redis, RedisError
+from redis import RedisError
 
 from bridge.queue.jobs import QUEUES
+from bridge.redis_client import redis_client
 
 METRICS_PORT_VARIABLE = "AIRLOCK_METRICS_PORT"
 #: What a label value becomes when it is not one of the values the label is declared with.
@@ -60,11 +61,7 @@ class QueueDepthCollector(Collector):
 
     def __init__(self, redis_url: str, queues: Iterable[str] = QUEUES) -> None:
         self._queues = tuple(queues)
-        self._redis = Redis.from_url(
-            redis_url,
-            socket_connect_timeout=_QUEUE_DEPTH_TIMEOUT_SECONDS,
-            socket_timeout=_QUEUE_DEPTH_TIMEOUT_SECONDS,
-        )
+        self._redis = redis_client(redis_url, timeout=_QUEUE_DEPTH_TIMEOUT_SECONDS)
         self._errors = 0
         self._lock = threading.Lock()  # scrapes are served on concurrent threads
 

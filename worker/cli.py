@@ -20,8 +20,6 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TextIO
 
-from redis import Redis
-
 from bridge import __version__
 from bridge.knowledge.attachments import (
     DEFAULT_LIMITS,
@@ -40,6 +38,8 @@ from bridge.logs import LogFormat, configure
 from bridge.metrics import QueueDepthCollector, start_endpoint
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import QueueUnavailable, gather
+from bridge.redis_client import redis_client, refuse_cluster
+from bridge.service.connections import held_connections
 from bridge.service.server import BridgeService
 from sandbox.doctor import DoctorReport, probe
 from sandbox.extractor import SandboxExtractor
@@ -138,12 +138,13 @@ def _parser() -> argparse.ArgumentParser:
 
     commands.add_parser(
         "bridge",
-        help="serve extraction requests from a Redis stream (docs/bridge-service.md)",
-        description="Read extraction requests from $AIRLOCK_REQUEST_STREAM (default "
-        "airlock:requests), extract them on the workers, and publish each selection on "
-        "$AIRLOCK_RESULT_STREAM (default airlock:results) and under "
-        "airlock:selection:<request_id>. SIGTERM or SIGINT stops reading; the requests in "
-        "flight are finished first. Exit 3 when Redis is unreachable at start.",
+        help="serve extraction requests from Redis (docs/bridge-service.md)",
+        description="Take client tenants' requests from their inbox slots "
+        "(airlock:tenant:<tenant>:in:0-7) into $AIRLOCK_REQUEST_STREAM (default "
+        "airlock:requests), extract them on the workers, and publish each selection on the "
+        "tenant's airlock:tenant:<tenant>:results and under "
+        "airlock:tenant:<tenant>:selection:<request_id>. SIGTERM or SIGINT stops reading; the "
+        "requests in flight are finished first. Exit 3 when Redis is unreachable at start.",
     )
 
     doctor = commands.add_parser(
@@ -315,16 +316,20 @@ def _bridge(settings: Settings) -> int:
     # never cuts a request between its extraction and its answer.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    # Opened before anything else, and held: a client holding every other connection slot of
+    # its Redis cannot keep the bridge out.
+    redis = held_connections(
+        settings.client_redis_url,
+        settings.bridge_service.concurrency,
+        _BRIDGE_REDIS_TIMEOUT_SECONDS,
+    )
+    refuse_cluster(settings.client_redis_url, _BRIDGE_REDIS_TIMEOUT_SECONDS)
+    payloads = redis_client(settings.result_backend, timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS)
     client = CeleryQueue(
         settings.broker_url,
         settings.result_backend,
         payload_ttl=settings.payload_ttl,
         max_queued=settings.max_queued,
-    )
-    redis = Redis.from_url(
-        settings.result_backend,
-        socket_connect_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
-        socket_timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS,
     )
     endpoint = (
         start_endpoint(settings.metrics_port, QueueDepthCollector(settings.broker_url))
@@ -332,12 +337,13 @@ def _bridge(settings: Settings) -> int:
         else None
     )
     try:
-        BridgeService(redis, client, settings.bridge_service).run(stop)
+        BridgeService(redis, payloads, client, settings.bridge_service).run(stop)
     finally:
         if endpoint is not None:
             endpoint.close()
         client.close()
         redis.close()
+        payloads.close()
     return EXIT_OK
 
 

@@ -20,6 +20,7 @@ from bridge.logs import LOG_FORMAT_VARIABLE, LogFormat, requested_log_format
 from bridge.metrics import METRICS_PORT_VARIABLE, metrics_port
 from bridge.queue.admission import DEFAULT_MAX_QUEUED
 from bridge.queue.jobs import QUEUES
+from bridge.redis_client import names_redis
 from bridge.service.config import ServiceConfig, default_consumer
 from bridge.service.schema import MAX_DEADLINE_SECONDS
 from sandbox.jail import DEFAULT_UID_BASE
@@ -180,6 +181,11 @@ def _ceiling(name: str) -> Variable[float] | Variable[int]:
 VARIABLES: tuple[Variable[Any], ...] = (
     Variable("broker_url", "AIRLOCK_BROKER_URL", _text, DEFAULT_BROKER_URL),
     Variable("result_backend", "AIRLOCK_RESULT_BACKEND", _text, lambda read: read["broker_url"]),
+    #: Where the bridge service's clients connect: its inbox slots, streams and answers. A Redis
+    #: of their own keeps clients' connections and memory out of the workers' Redis.
+    Variable(
+        "client_redis_url", "AIRLOCK_CLIENT_REDIS_URL", _text, lambda read: read["result_backend"]
+    ),
     Variable("queues", "AIRLOCK_QUEUES", _names, ",".join(QUEUES)),
     Variable("concurrency", "AIRLOCK_CONCURRENCY", _integer, lambda _: _CORES),
     Variable(
@@ -273,6 +279,12 @@ VARIABLES: tuple[Variable[Any], ...] = (
         _as_text(_SERVICE.concurrency),
     ),
     Variable(
+        "bridge_service.client_quota",
+        "AIRLOCK_BRIDGE_CLIENT_QUOTA",
+        _integer,
+        _as_text(_SERVICE.client_quota),
+    ),
+    Variable(
         "bridge_service.max_request_bytes",
         "AIRLOCK_BRIDGE_MAX_REQUEST_MB",
         _mebibytes,
@@ -310,6 +322,21 @@ def _extraction_limits(values: Mapping[str, Any]) -> ExtractionLimits:
         raise ConfigurationError(str(exc)) from None
 
 
+def _check_redis_url(name: str, url: str, *, only_redis: bool) -> None:
+    """Refuse a URL no party could follow (Redis Cluster, a Sentinel URL without its master's
+    name) here, at start, rather than at the first job; ``only_redis``: and anything but Redis
+    (payloads, delivery counts and the result cache live beside the results, in a Redis both
+    the workers and the bridge reach)."""
+    try:
+        redis = names_redis(url)
+    except BridgeContractError as exc:
+        raise ConfigurationError(f"{name}: {exc}") from None
+    if only_redis and not redis:
+        raise ConfigurationError(
+            f"{name} must be a Redis URL: redis://, rediss://, unix:// or sentinel://"
+        )
+
+
 def _check_bridge_service(config: ServiceConfig) -> None:
     streams = {config.request_stream, config.result_stream, config.dead_letter_stream}
     if len(streams) != 3:
@@ -340,6 +367,7 @@ class Settings:
     broker_url: str
     broker_configured: bool
     result_backend: str
+    client_redis_url: str
     queues: tuple[str, ...]
     concurrency: int
     sandbox: SandboxLimits
@@ -377,10 +405,9 @@ class Settings:
     sandbox_uid_base: int
 
     def __post_init__(self) -> None:
-        if not self.result_backend.startswith(("redis://", "rediss://", "unix://")):
-            # Payloads, delivery counts and the result cache live beside the results: the
-            # result backend must be a Redis the workers and the bridge can both reach.
-            raise ConfigurationError("AIRLOCK_RESULT_BACKEND must be a redis:// URL")
+        _check_redis_url("AIRLOCK_BROKER_URL", self.broker_url, only_redis=False)
+        _check_redis_url("AIRLOCK_RESULT_BACKEND", self.result_backend, only_redis=True)
+        _check_redis_url("AIRLOCK_CLIENT_REDIS_URL", self.client_redis_url, only_redis=True)
         unknown = set(self.queues) - set(QUEUES)
         if not self.queues or unknown:
             raise ConfigurationError(f"AIRLOCK_QUEUES must name some of {list(QUEUES)}")

@@ -9,6 +9,15 @@ from __future__ import annotations
 from redis import Redis
 
 _KEY_PREFIX = "airlock:deliveries:"
+#: One command, not a MULTI: a full Redis refuses a transaction's commands as it queues them
+#: and then aborts the EXEC (ExecAbortError, which nothing rides out: a text job was answered
+#: "ExecAbortError" at maxmemory under load), where a script's refused write is an
+#: OutOfMemoryError, which the worker's Redis retries until memory is freed.
+_COUNT = """
+local count = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return count
+"""
 
 
 def delivery_key(task_id: str, stage: str, attempt: int) -> str:
@@ -19,8 +28,17 @@ def delivery_key(task_id: str, stage: str, attempt: int) -> str:
 
 def record_delivery(redis: Redis, key: str, ttl_seconds: int) -> int:
     """Count this delivery and return how many there have been, this one included."""
-    with redis.pipeline(transaction=True) as pipe:
-        pipe.incr(key)
-        pipe.expire(key, ttl_seconds)
-        count, _ = pipe.execute()
-    return int(count)
+    return int(redis.eval(_COUNT, 1, key, ttl_seconds))
+
+
+def superseded(redis: Redis, key: str, delivery: int, field: str | None = None) -> bool:
+    """Whether the job was delivered again after ``delivery`` (its number from
+    :func:`record_delivery`, or from the ``field`` of a hash a fanned-out document counts its
+    pages' deliveries in): a worker paused past the visibility timeout finds that another took
+    the job over, and must not act on it any more."""
+    untrusted_count = redis.get(key) if field is None else redis.hget(key, field)
+    return (
+        untrusted_count is not None
+        and untrusted_count.isdigit()
+        and int(untrusted_count) > delivery
+    )

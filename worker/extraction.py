@@ -7,18 +7,24 @@ OCR hand-off).
 
 from __future__ import annotations
 
-from dataclasses import replace
+import logging
+from dataclasses import dataclass, replace
 
+from celery.exceptions import SoftTimeLimitExceeded
 from redis import Redis
 
 from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
 from bridge.queue.jobs import ExtractionJob, Stage
-from sandbox.extractor import SandboxExtractor
+from sandbox.errors import SandboxError
+from sandbox.extractor import SandboxExtractor, shared_runner
 from sandbox.limits import ParseLimits
 from sandbox.runner import ProgressCallback
 from worker.cache import CachedExtractor, cache_namespace
 from worker.config import Settings
 from worker.metrics import MeteredExtractor, count_refused_cache_entry
+from worker.retries import TimeLimitReached
+
+_log = logging.getLogger(__name__)
 
 
 def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
@@ -33,10 +39,14 @@ def sandbox_extractor(
     limits: ExtractionLimits,
     on_progress: ProgressCallback | None = None,
     *,
-    deadline: float | None = None,
+    deadline: float | None,
 ) -> TextExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server.
-    ``deadline`` is the caller's (:func:`time.monotonic`)."""
+
+    ``deadline`` is the caller's (:func:`time.monotonic`, None: none): a child still running
+    then is killed, since nobody reads its answer. It has no default so that no path forgets
+    it: the single job once ran 18 s past its caller's deadline that way.
+    """
     return SandboxExtractor(
         settings.sandbox,
         stage_parse_limits(settings, stage, limits),
@@ -47,6 +57,41 @@ def sandbox_extractor(
     )
 
 
+def start_sandbox(settings: Settings) -> None:
+    """Start this pool process's fork server before the pool hands it a job.
+
+    Started at a process's first job instead, its interpreter and parser imports (half a
+    second on an idle machine, several on a loaded one with workers restarting) were spent
+    inside that job's time limit. A host that cannot start it is logged here and answered
+    typed by each job, which tries again.
+    """
+    runner = shared_runner(settings.sandbox, settings.sandbox_require, settings.sandbox_uid_base)
+    try:
+        _log.debug("sandbox fork server %d started", runner.fork_server_pid)
+    except SandboxError as exc:
+        _log.warning("the sandbox could not start ahead of this process's jobs: %s", exc)
+
+
+@dataclass(frozen=True)
+class _WithinTimeLimit:
+    """An extractor whose run cut short by Celery's soft time limit is the host's failure.
+
+    Every exception an extractor raises becomes the document's verdict; this one is not the
+    document's (see :class:`TimeLimitReached`), so it is told apart before that happens.
+    """
+
+    inner: TextExtractor
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        try:
+            return self.inner.extract(kind, media_type, payload, max_pages=max_pages)
+        except SoftTimeLimitExceeded as exc:
+            raise TimeLimitReached(
+                "the task's soft time limit passed while the document was being read, "
+                "with the sandbox's own wall clock not yet spent: the host was too slow"
+            ) from exc
+
+
 def extractor_for(
     settings: Settings,
     redis: Redis,
@@ -54,6 +99,7 @@ def extractor_for(
     limits: ExtractionLimits,
     *,
     payload_sha256: str | None,
+    deadline: float | None,
     on_progress: ProgressCallback | None = None,
     reader: TextExtractor | None = None,
 ) -> TextExtractor:
@@ -61,11 +107,27 @@ def extractor_for(
 
     ``payload_sha256`` is the verified digest of the job's payload, or None to bypass the
     cache; ``on_progress(done, total)`` hears how many pages or frames the sandbox has
-    finished, at most once a second and always further along. ``reader`` replaces the
+    finished, at most once a second and always further along; ``deadline`` is the caller's (see
+    :func:`sandbox_extractor`). ``reader`` replaces the
     stage's sandbox extractor behind the cache (the merge of a document read in pages, whose
     text the cache keeps as the single OCR job's).
     """
-    extractor = reader or MeteredExtractor(sandbox_extractor(settings, stage, limits, on_progress))
+    extractor = reader or MeteredExtractor(
+        sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline)
+    )
+    cached = _behind_cache(settings, redis, stage, limits, extractor, payload_sha256=payload_sha256)
+    return _WithinTimeLimit(cached)
+
+
+def _behind_cache(
+    settings: Settings,
+    redis: Redis,
+    stage: Stage,
+    limits: ExtractionLimits,
+    extractor: TextExtractor,
+    *,
+    payload_sha256: str | None,
+) -> TextExtractor:
     secret = settings.result_cache_key
     if not settings.result_cache or secret is None or payload_sha256 is None:
         # Without the workers' secret an entry cannot be told from one anybody planted.
@@ -86,7 +148,9 @@ def cached_text(settings: Settings, redis: Redis, stage: Stage, job: ExtractionJ
     known is answered from it rather than read again, in one piece or in pages."""
     if not job.use_cache:
         return None
-    extractor = extractor_for(settings, redis, stage, job.limits, payload_sha256=job.sha256)
+    # Only the cache is read: no child runs, so there is no deadline to give it.
+    unread = sandbox_extractor(settings, stage, job.limits, deadline=None)
+    extractor = _behind_cache(settings, redis, stage, job.limits, unread, payload_sha256=job.sha256)
     if not isinstance(extractor, CachedExtractor):
         return None
     return extractor.cached(job.kind, job.media_type, job.limits.max_pages)

@@ -13,6 +13,7 @@ from celery import Celery
 from kombu.exceptions import KombuError
 
 from bridge.queue.jobs import wire_settings
+from bridge.redis_client import celery_endpoint
 from sandbox.errors import SandboxError
 from sandbox.runner import SandboxRunner
 from worker import heartbeat
@@ -43,9 +44,13 @@ def live(settings: Settings) -> Verdict:
 
 def ready(settings: Settings, worker: bool, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Verdict:
     """The broker answers within ``timeout``; with ``worker``, so does this container's node."""
-    app = Celery("airlock-health", broker=settings.broker_url, set_as_current=False)
+    broker = celery_endpoint(settings.broker_url)
+    app = Celery("airlock-health", broker=broker.url, set_as_current=False)
     app.conf.update(
-        **wire_settings(), broker_connection_timeout=timeout, broker_connection_retry=False
+        **wire_settings(),
+        broker_connection_timeout=timeout,
+        broker_connection_retry=False,
+        broker_transport_options=broker.transport_options,
     )
     try:
         with app.connection_for_write() as connection:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,14 +20,29 @@ from celery import bootsteps
 from redis import Redis, RedisError
 
 from bridge.queue.admission import consumers_key
+from bridge.redis_client import names_redis, redis_client
 from worker.config import Settings
 
 #: The file is stale after this many missed beats: one late timer tick is not a stuck loop.
 STALE_AFTER_BEATS = 3
-#: A beat runs on the worker's event loop: an unreachable Redis may hold it this long at most.
+#: An unreachable Redis holds one announcement this long at most.
 _ANNOUNCE_TIMEOUT_SECONDS = 1.0
+_ANNOUNCE_EVERY_SECONDS = 1.0
 
 _log = logging.getLogger(__name__)
+
+#: Held by an announcement, and by a fork of the worker's main process (its pool processes).
+#: A pool process forked while the announcer was half-way through a Redis connect inherited
+#: the lock of a module the announcer was importing (the idna codec, from getaddrinfo) with
+#: no thread left to release it: the pool process hung on its first Redis command, and every
+#: job sent to it waited out its deadline. Forks wait for an announcement in flight (at most
+#: its timeout) instead.
+_NO_FORK_MID_ANNOUNCEMENT = threading.Lock()
+os.register_at_fork(
+    before=_NO_FORK_MID_ANNOUNCEMENT.acquire,
+    after_in_parent=_NO_FORK_MID_ANNOUNCEMENT.release,
+    after_in_child=_NO_FORK_MID_ANNOUNCEMENT.release,
+)
 
 
 @dataclass(frozen=True)
@@ -65,16 +81,37 @@ def announce(redis: Redis, node: str, queues: Sequence[str], ttl_seconds: int) -
         _log.debug("could not announce the consumed queues: %s", exc)
 
 
-def beat(
-    path: Path, node: str, redis: Redis | None, queues: Sequence[str], ttl_seconds: int
-) -> None:
-    write(path, node)
-    if redis is not None:
-        announce(redis, node, queues, ttl_seconds)
+class _Announcer(threading.Thread):
+    """Announces the worker's queues every second, from a thread of its own.
+
+    Not from the event loop, which a busy worker holds for seconds: announcements made there
+    lapsed while two workers were alive and busy, and callers were told 3,000 times that no
+    worker consumed their queue. A second apart, so that announcements a restarted Redis lost
+    are back within a second; they live for three heartbeats, so a worker that died is taken
+    for alive that long at most.
+    """
+
+    def __init__(self, redis: Redis, node: str, queues: Sequence[str], ttl_seconds: int) -> None:
+        super().__init__(name="airlock-announcer", daemon=True)
+        self._redis = redis
+        self._arguments = (node, queues, ttl_seconds)
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            with _NO_FORK_MID_ANNOUNCEMENT:
+                announce(self._redis, *self._arguments)
+            self._stopped.wait(_ANNOUNCE_EVERY_SECONDS)
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.join(2 * _ANNOUNCE_TIMEOUT_SECONDS + _ANNOUNCE_EVERY_SECONDS)
+        self._redis.close()
 
 
 def step(settings: Settings) -> type[Any]:
-    """A worker bootstep that beats from the event loop's timer while the worker runs."""
+    """A worker bootstep that beats the file from the event loop's timer (proof the loop turns)
+    and announces the consumed queues from a thread while the worker runs."""
 
     class HeartbeatStep(bootsteps.StartStopStep):  # type: ignore[misc]
         # A worker-level step: its timer entry belongs to no broker connection, so the consumer
@@ -84,33 +121,26 @@ def step(settings: Settings) -> type[Any]:
         def __init__(self, worker: Any, **kwargs: Any) -> None:
             super().__init__(worker, **kwargs)
             self._entry: Any = None
-            self._redis: Redis | None = None
+            self._announcer: _Announcer | None = None
 
         def start(self, worker: Any) -> None:
-            if settings.broker_url.startswith(("redis://", "rediss://", "unix://")):
-                self._redis = Redis.from_url(
-                    settings.broker_url,
-                    socket_connect_timeout=_ANNOUNCE_TIMEOUT_SECONDS,
-                    socket_timeout=_ANNOUNCE_TIMEOUT_SECONDS,
-                )
-            # -Q on the command line decides what this worker consumes, not the settings.
-            queues = sorted(worker.app.amqp.queues.consume_from or settings.queues)
-            arguments = (
-                settings.heartbeat_file,
-                worker.hostname,
-                self._redis,
-                queues,
-                int(STALE_AFTER_BEATS * settings.heartbeat_seconds),
-            )
-            beat(*arguments)
-            self._entry = worker.timer.call_repeatedly(settings.heartbeat_seconds, beat, arguments)
+            arguments = (settings.heartbeat_file, worker.hostname)
+            write(*arguments)
+            self._entry = worker.timer.call_repeatedly(settings.heartbeat_seconds, write, arguments)
+            if names_redis(settings.broker_url):
+                # -Q on the command line decides what this worker consumes, not the settings.
+                queues = sorted(worker.app.amqp.queues.consume_from or settings.queues)
+                redis = redis_client(settings.broker_url, timeout=_ANNOUNCE_TIMEOUT_SECONDS)
+                ttl = int(STALE_AFTER_BEATS * settings.heartbeat_seconds)
+                self._announcer = _Announcer(redis, worker.hostname, queues, ttl)
+                self._announcer.start()
 
         def stop(self, worker: Any) -> None:
             if self._entry is not None:
                 self._entry.cancel()
                 self._entry = None
-            if self._redis is not None:
-                self._redis.close()
-                self._redis = None
+            announcer, self._announcer = self._announcer, None
+            if announcer is not None:
+                announcer.stop()
 
     return HeartbeatStep

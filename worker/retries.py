@@ -6,6 +6,7 @@ document is. See docs/queue.md (Retries, Delivery counting).
 
 from __future__ import annotations
 
+from celery.exceptions import SoftTimeLimitExceeded
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -17,12 +18,27 @@ class SandboxChildLost(Exception):
     """The sandbox child was killed from outside the sandbox (OOM killer, operator): retried."""
 
 
-#: Failures of the machinery, not verdicts on the document: another try may succeed.
+class TimeLimitReached(Exception):
+    """Celery's soft time limit fired while the job was being extracted.
+
+    The sandbox's wall clock ends a parser well before that limit, so the time went to the
+    host (a fork server starting on a loaded machine, Redis riding out an outage), not to the
+    document: answering it as the document's failure lost a text job in a chaos run. It is
+    retried as a child killed from outside is, within ``max_deliveries``.
+    """
+
+    transient = True
+
+
+#: Failures of the machinery, not verdicts on the document: another try may succeed. A soft
+#: time limit reached outside the extraction (the delivery count, the payload's fetch) is the
+#: host's time too.
 INFRASTRUCTURE_ERRORS = (
     RedisConnectionError,
     RedisTimeoutError,
     SandboxUnavailable,
     SandboxChildLost,
+    SoftTimeLimitExceeded,
 )
 
 

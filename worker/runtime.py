@@ -12,6 +12,7 @@ from typing import Any
 
 from redis import Redis
 
+from bridge.redis_client import redis_client
 from worker.config import Settings
 
 _REDIS_TIMEOUT_SECONDS = 10
@@ -25,12 +26,11 @@ class Runtime:
 
     @cached_property
     def redis(self) -> Redis:
-        # Timeouts turn a hung Redis into a retried ConnectionError/TimeoutError instead of a
+        # A job under way rides out Redis restarting or filling up: failing it then would
+        # lose work already done. Timeouts turn a hung Redis into a retried error instead of a
         # task that hangs until Celery's time limit kills it with a less useful reason.
-        return Redis.from_url(
-            self.settings.result_backend,
-            socket_connect_timeout=_REDIS_TIMEOUT_SECONDS,
-            socket_timeout=_REDIS_TIMEOUT_SECONDS,
+        return redis_client(
+            self.settings.result_backend, timeout=_REDIS_TIMEOUT_SECONDS, ride_out=True
         )
 
     @property

@@ -26,8 +26,9 @@ from sandbox.errors import OcrRequired, SplitRequired
 from sandbox.runner import ProgressCallback
 from worker import extraction, fanout, metrics
 from worker.config import Settings
-from worker.deliveries import delivery_key, record_delivery
+from worker.deliveries import delivery_key, record_delivery, superseded
 from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
+from worker.publishing import Message, publish
 from worker.retries import INFRASTRUCTURE_ERRORS, over_delivered, raise_if_retried
 from worker.runtime import Runtime, deadline_of
 
@@ -72,6 +73,7 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         job.stage,
         job.limits,
         payload_sha256=job.sha256 if job.use_cache else None,  # fetch_payload verified it
+        deadline=deadline_of(task),
         on_progress=_progress_reporter(task, job.stage),
     )
     outcome = extraction_outcome(ref, extractor, job.limits)
@@ -127,39 +129,70 @@ def _progress_reporter(task: Any, stage: Stage) -> ProgressCallback:
     return report
 
 
+def _fanned_out(
+    task: Any, job: ExtractionJob, plan: pages.Plan, answered: _Answered, runtime: Runtime
+) -> _Answered:
+    """The document's pages published, or the document handed on to one OCR job when its
+    request or the pages queue has no room for them.
+
+    A delivery another one superseded (this worker was paused past the visibility timeout)
+    publishes nothing: it re-created a finished document's pages that way.
+    """
+    key = delivery_key(task.request.id, job.stage.value, task.request.retries)
+    if superseded(runtime.redis, key, answered.deliveries):
+        return answered
+    if fanout.fan_out(task, job, plan, runtime):
+        return answered
+    return _Answered(None, TaskOutcome.HANDED_ON, answered.deliveries, answered.payload_bytes)
+
+
 def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, object]:
     """The body of the extract task; ``task`` is the bound Celery task."""
     started = time.monotonic()
     job = job_from_wire(untrusted_job)
     answered = _answer(task, job, runtime)
+    if isinstance(answered.answer, pages.Plan) and not fanout.past(deadline_of(task)):
+        answered = _fanned_out(task, job, answered.answer, answered, runtime)
     _report(task, job, answered, time.monotonic() - started)
+    if fanout.past(deadline_of(task)):
+        # Its caller stopped waiting and deleted what it stored: an answer (or a hand-off) now
+        # would only leave a result key for nobody, for an hour.
+        raise Ignore()
     if isinstance(answered.answer, pages.Plan):
         # The pages answer under this task's id, where the bridge waits; this delivery
         # stores nothing of its own (an IGNORED task leaves no state to race with theirs).
-        fanout.fan_out(task, job, answered.answer, runtime)
         raise Ignore()
     if answered.answer is None:
         # Same task id, OCR queue: the bridge keeps waiting on the one id it published,
         # so the hand-off cannot lose or double-count the attachment. The caller's
-        # deadline travels along, so a hand-off nobody waits for any more is not run.
-        handed_on = task.signature(
-            (job.handed_on(Stage.OCR).to_wire(),), expires=task.request.expires
-        )
-        return task.replace(handed_on)  # type: ignore[no-any-return]
+        # deadline travels along, so a hand-off nobody waits for any more is not run. This
+        # delivery stores nothing (as Celery's Task.replace): the OCR stage answers.
+        handed_on = job.handed_on(Stage.OCR).to_wire()
+        publish(task.app, [Message(TASK_NAME, handed_on, task.request.id, task.request.expires)])
+        raise Ignore()
     return answer_envelope(answered.answer, job.label, job.sha256)
 
 
 def _forget_revoked(sender: Any = None, request: Any = None, **_: object) -> None:
-    """Delete the REVOKED state Celery stores for a job that expired or was withdrawn unrun.
+    """Delete what a job that expired or was withdrawn unrun leaves: the REVOKED state Celery
+    stores for a document, a page's whole document's fan-out state and progress.
 
     Its caller gave up on it (that is why it expired or was revoked), so nobody reads that
-    state: without this, a burst of stale jobs leaves one result key each for an hour.
+    state: without this, a burst of stale jobs leaves one result key each for an hour, and a
+    deadline passing mid fan-out left the document's plan and pages for as long.
     """
-    if getattr(sender, "name", None) == TASK_NAME and request is not None:
-        try:
+    name = getattr(sender, "name", None)
+    if request is None or name not in (TASK_NAME, PAGE_TASK_NAME):
+        return
+    try:
+        if name == TASK_NAME:
             sender.backend.forget(request.id)
-        except RedisError as exc:
-            _log.warning("could not delete the state of revoked job %s: %s", request.id, exc)
+        else:
+            fanout.abandon_document_of(
+                sender.backend, request.id, getattr(request, "root_id", None)
+            )
+    except RedisError as exc:
+        _log.warning("could not delete the state of revoked job %s: %s", request.id, exc)
 
 
 #: Both tasks are acknowledged only once done, and retried alike on the host's failures.

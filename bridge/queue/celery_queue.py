@@ -7,6 +7,7 @@ trusted: it goes to envelope.py. The whole path: docs/queue.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -23,12 +24,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bridge.queue.admission import DEFAULT_MAX_QUEUED, admit
+from bridge.queue.admission import DEFAULT_MAX_QUEUED, Admission, admit
 from bridge.queue.claim_check import store_payloads
 from bridge.queue.envelope import StoredAnswer, read_stored
 from bridge.queue.jobs import QUEUES, TASK_NAME, queue_for, wire_settings
+from bridge.queue.publishing import Message, send
 from bridge.queue.reconcile import Reconciler
 from bridge.queue.source import NotQueued, QueuedJob, QueueFull, QueueUnavailable
+from bridge.redis_client import celery_endpoint, names_redis, redis_client, refuse_cluster
 
 _log = logging.getLogger(__name__)
 
@@ -38,8 +41,9 @@ _CONNECT_SECONDS = 5.0
 #: How often a waiting caller looks for jobs the broker lost; one is sent again after two
 #: looks missed it, so a lost job costs about twice this, never the caller's deadline.
 RECONCILE_SECONDS = 2.0
-#: The broker URLs whose transport is kombu's Redis one, the one that can lose a popped job.
-_REDIS_BROKERS = ("redis://", "rediss://", "unix://")
+#: The pauses between tries to reach a Redis that went away while a call waits.
+_FIRST_PAUSE_SECONDS = 0.1
+_LONGEST_PAUSE_SECONDS = 1.0
 _INFRASTRUCTURE_ERRORS = (RedisError, KombuError, OSError)
 #: Failures to reach Redis at all: their text names the address and errno, nothing sent.
 _UNREACHED = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -78,6 +82,71 @@ def result_key(task_id: str) -> str:
     return f"{KeyValueStoreBackend.task_keyprefix}{task_id}"
 
 
+class _Listener:
+    """The result channels of one call's jobs.
+
+    Subscribed (and confirmed) before anything is published, so no answer can precede the
+    subscription; subscribed again after Redis came back, when the caller also reads the keys,
+    since an answer published while it was away never reached the channel.
+    """
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+        self._pubsub: PubSub | None = None
+
+    @property
+    def listening(self) -> bool:
+        return self._pubsub is not None
+
+    def listen(self, channels: list[str], deadline: float) -> None:
+        self.close()
+        self._pubsub = pubsub = PubSub(self._redis.connection_pool)
+        pubsub.subscribe(*channels)
+        confirmed = 0
+        while confirmed < len(channels):
+            message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0.0))
+            if message is None:
+                if time.monotonic() >= deadline:
+                    return  # the sweep after the deadline still reads whatever arrived
+                continue
+            if message["type"] == "subscribe":
+                confirmed += 1
+
+    def next_message(self, timeout: float) -> dict[str, Any] | None:
+        if self._pubsub is None:
+            raise RedisConnectionError("the result channels are not subscribed")
+        message: dict[str, Any] | None = self._pubsub.get_message(timeout=max(timeout, 0.0))
+        return message
+
+    def close(self) -> None:
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            with contextlib.suppress(*_INFRASTRUCTURE_ERRORS):
+                pubsub.close()
+
+
+class _Outage:
+    """The waiting call's time without Redis: the last error, and the pause before it tries
+    again (doubling up to a second, so a restart costs about a second more than it lasts)."""
+
+    def __init__(self) -> None:
+        self.error: BaseException | None = None
+        self._pause = _FIRST_PAUSE_SECONDS
+
+    def wait(self, error: BaseException, deadline: float) -> None:
+        if self.error is None:
+            _log.warning("lost Redis while waiting for answers, trying again: %s", error)
+        self.error = error
+        time.sleep(max(min(self._pause, deadline - time.monotonic()), 0.0))
+        self._pause = min(self._pause * 2, _LONGEST_PAUSE_SECONDS)
+
+    def end(self) -> None:
+        if self.error is not None:
+            _log.warning("Redis is back; went on waiting for answers")
+        self.error = None
+        self._pause = _FIRST_PAUSE_SECONDS
+
+
 class CeleryQueue:
     """Jobs to ``celery worker`` processes through a broker; answers and payloads in Redis."""
 
@@ -98,26 +167,23 @@ class CeleryQueue:
         ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later).
         ``on_answer`` is called as each job's answer arrives (the CLI's progress counter)."""
         self._on_answer = on_answer
-        self._app: Any = Celery("airlock-client", broker=broker_url, set_as_current=False)
+        broker = celery_endpoint(broker_url)
+        self._app: Any = Celery("airlock-client", broker=broker.url, set_as_current=False)
         self._app.conf.update(
             **wire_settings(),
             broker_connection_timeout=_CONNECT_SECONDS,
             broker_connection_retry_on_startup=False,
             task_publish_retry_policy={"max_retries": 2, "interval_start": 0.1},
+            broker_transport_options=broker.transport_options,
         )
-        self._redis = Redis.from_url(
-            result_backend,
-            socket_connect_timeout=_CONNECT_SECONDS,
-            socket_timeout=_CONNECT_SECONDS + _SWEEP_SECONDS,
-        )
+        # A Redis broker (one server or Sentinels' master) is kombu's Redis transport, the one
+        # that can lose a popped job: the reconciler and admission read its queues.
+        redis_broker = names_redis(broker_url)
+        for url in {result_backend, broker_url} if redis_broker else {result_backend}:
+            refuse_cluster(url, _CONNECT_SECONDS)
+        self._redis = redis_client(result_backend, timeout=_CONNECT_SECONDS + _SWEEP_SECONDS)
         self._broker: Redis | None = (
-            Redis.from_url(
-                broker_url,
-                socket_connect_timeout=_CONNECT_SECONDS,
-                socket_timeout=_CONNECT_SECONDS,
-            )
-            if broker_url.startswith(_REDIS_BROKERS)
-            else None
+            redis_client(broker_url, timeout=_CONNECT_SECONDS) if redis_broker else None
         )
         self._payload_ttl = payload_ttl
         self._new_task_id = new_task_id
@@ -134,73 +200,96 @@ class CeleryQueue:
     def extract(
         self, jobs: Sequence[QueuedJob], deadline: float
     ) -> list[StoredAnswer | NotQueued | None]:
+        admission = None
         try:
-            verdicts = (
-                [None] * len(jobs)
-                if self._broker is None
-                else admit(
+            if self._broker is not None:
+                admission = admit(
                     self._broker,
                     [queue_for(queued.job.stage) for queued in jobs],
                     self._max_queued,
                     self._require_consumers,
                 )
-            )
         except _INFRASTRUCTURE_ERRORS as exc:
             raise unavailable(exc) from exc
+        verdicts = [None] * len(jobs) if admission is None else admission.verdicts
         admitted = [job for job, verdict in zip(jobs, verdicts, strict=True) if verdict is None]
-        answers = iter(self._extract_admitted(admitted, deadline) if admitted else [])
+        answers = iter(self._extract_admitted(admitted, deadline, admission))
         return [next(answers) if verdict is None else verdict for verdict in verdicts]
 
     def _extract_admitted(
-        self, jobs: Sequence[QueuedJob], deadline: float
+        self, jobs: Sequence[QueuedJob], deadline: float, admission: Admission | None
     ) -> list[StoredAnswer | None]:
+        if not jobs:
+            self._release(admission)
+            return []
         task_ids = [self._new_task_id() for _ in jobs]
+        keys = {result_key(task_id): index for index, task_id in enumerate(task_ids)}
+        listener = _Listener(self._redis)
         try:
-            payloads = {queued.job.sha256: queued.payload for queued in jobs}
-            store_payloads(self._redis, payloads, self._payload_ttl)
-            with PubSub(self._redis.connection_pool) as pubsub:
-                keys = {result_key(task_id): index for index, task_id in enumerate(task_ids)}
-                self._subscribe(pubsub, list(keys), deadline)
+            try:
+                self._store(jobs)
+                listener.listen(list(keys), deadline)
                 self._publish(jobs, task_ids, deadline)
-                answers = self._collect(pubsub, keys, jobs, task_ids, deadline)
+            finally:
+                self._release(admission)
+            answers = self._collect(listener, keys, jobs, task_ids, deadline)
         except _INFRASTRUCTURE_ERRORS as exc:
             raise unavailable(exc) from exc
+        finally:
+            listener.close()
         self._withdraw(task_ids, [i for i, answer in enumerate(answers) if answer is None])
         return answers
 
-    def _subscribe(self, pubsub: PubSub, keys: list[str], deadline: float) -> None:
-        """Subscribe and wait for the server's confirmations, so no answer can precede them."""
-        pubsub.subscribe(*keys)
-        confirmed = 0
-        while confirmed < len(keys):
-            message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0.0))
-            if message is None:
-                if time.monotonic() >= deadline:
-                    return  # the sweep after the deadline still reads whatever arrived
-                continue
-            if message["type"] == "subscribe":
-                confirmed += 1
+    def _release(self, admission: Admission | None) -> None:
+        """Best effort: room a failure here keeps reserved frees itself within seconds."""
+        if admission is None or self._broker is None:
+            return
+        try:
+            admission.release(self._broker)
+        except _INFRASTRUCTURE_ERRORS as exc:
+            _log.warning("could not release the room this call reserved: %s", exc)
 
-    def _publish(self, jobs: Sequence[QueuedJob], task_ids: list[str], deadline: float) -> None:
+    def _store(self, jobs: Sequence[QueuedJob]) -> None:
+        store_payloads(
+            self._redis, {queued.job.sha256: queued.payload for queued in jobs}, self._payload_ttl
+        )
+
+    def _publish(
+        self,
+        jobs: Sequence[QueuedJob],
+        task_ids: list[str],
+        deadline: float,
+        call: str | None = None,
+    ) -> None:
+        """Publish ``jobs`` under ``task_ids``, each with ``call`` (the call's first task id,
+        by default the first of ``task_ids``) as its Celery root id: the workers bound how many
+        page tasks one call's documents fan out into together, not only one document's."""
         expires = datetime.now(UTC) + timedelta(seconds=max(deadline - time.monotonic(), 0.0))
-        with self._app.producer_or_acquire() as producer:
-            for queued, task_id in zip(jobs, task_ids, strict=True):
-                self._app.send_task(
-                    TASK_NAME,
-                    args=(queued.job.to_wire(),),
-                    task_id=task_id,
-                    expires=expires,
-                    producer=producer,
-                )
+        root = call or task_ids[0]
+        send(
+            self._app,
+            [
+                Message(TASK_NAME, queued.job.to_wire(), task_id, expires, root)
+                for queued, task_id in zip(jobs, task_ids, strict=True)
+            ],
+        )
 
     def _collect(
         self,
-        pubsub: PubSub,
+        listener: _Listener,
         keys: dict[str, int],
         jobs: Sequence[QueuedJob],
         task_ids: list[str],
         deadline: float,
     ) -> list[StoredAnswer | None]:
+        """Each job's first final answer, until ``deadline``.
+
+        Redis going away once the jobs are published (a restart, a failover) does not end the
+        wait: the jobs are in its AOF or are published again, and the workers store their
+        answers once it is back. So the listener reconnects with backoff, reads what was stored
+        meanwhile, and the reconciler sends what Redis lost. Only a Redis still unreachable at
+        the deadline raises :class:`QueueUnavailable`.
+        """
         answers: list[StoredAnswer | None] = [None] * len(jobs)
         pending = dict(keys)
         reconciler = (
@@ -209,6 +298,7 @@ class CeleryQueue:
             else Reconciler(self._broker, QUEUES, self._reconcile_seconds)
         )
         next_look = time.monotonic() + self._reconcile_seconds
+        outage = _Outage()
 
         def take(key: str, untrusted_raw: object) -> None:
             index = pending.get(key)
@@ -221,22 +311,30 @@ class CeleryQueue:
                 if self._on_answer is not None:
                     self._on_answer()
 
-        while pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            message = pubsub.get_message(timeout=min(remaining, _SWEEP_SECONDS))
-            if message is None:
-                self._sweep(pending, take)
-            elif message["type"] == "message" and isinstance(message["channel"], bytes):
-                take(message["channel"].decode(), message["data"])
-            if reconciler is not None and pending and time.monotonic() >= next_look:
-                self._republish_lost(
-                    reconciler, pending, take, jobs=jobs, task_ids=task_ids, deadline=deadline
-                )
-                next_look = time.monotonic() + reconciler.interval
+        while pending and time.monotonic() < deadline:
+            try:
+                if not listener.listening:
+                    listener.listen(list(pending), deadline)
+                    self._sweep(pending, take)  # answers stored while Redis was away
+                message = listener.next_message(min(deadline - time.monotonic(), _SWEEP_SECONDS))
+                if message is None:
+                    self._sweep(pending, take)
+                elif message["type"] == "message" and isinstance(message["channel"], bytes):
+                    take(message["channel"].decode(), message["data"])
+                if reconciler is not None and pending and time.monotonic() >= next_look:
+                    self._republish_lost(
+                        reconciler, pending, take, jobs=jobs, task_ids=task_ids, deadline=deadline
+                    )
+                    next_look = time.monotonic() + reconciler.interval
+                outage.end()
+            except _INFRASTRUCTURE_ERRORS as exc:
+                listener.close()
+                outage.wait(exc, deadline)
         if pending:
-            self._sweep(pending, take)
+            try:
+                self._sweep(pending, take)
+            except _INFRASTRUCTURE_ERRORS as exc:
+                raise unavailable(exc) from exc  # still unreachable at the deadline
         return answers
 
     def _republish_lost(
@@ -252,7 +350,8 @@ class CeleryQueue:
         """Publish again, under its own id, each job no queue and no worker holds any more.
 
         Its answer may have been stored since the caller last looked (a job leaves the unacked
-        hash once answered), so the keys are read first: only a job still unanswered is sent.
+        hash once answered), so the keys are read first: only a job still unanswered is sent,
+        its payload stored again first (a Redis that restarted without it lost that too).
         """
         lost = reconciler.lost([task_ids[index] for index in pending.values()])
         if not lost:
@@ -261,7 +360,9 @@ class CeleryQueue:
         again = [pending[result_key(task_id)] for task_id in lost if result_key(task_id) in pending]
         if again:
             _log.warning("publishing %d jobs again: the broker lost them", len(again))
-            self._publish([jobs[i] for i in again], [task_ids[i] for i in again], deadline)
+            self._store([jobs[i] for i in again])
+            again_ids = [task_ids[i] for i in again]
+            self._publish([jobs[i] for i in again], again_ids, deadline, task_ids[0])
 
     def _sweep(self, pending: dict[str, int], take: Callable[[str, object], None]) -> None:
         keys = list(pending)

@@ -31,7 +31,15 @@ PAGE_ID_SEPARATOR = ".page-"
 #: give OCR its own machines.
 LIGHT_QUEUE = "airlock.light"
 OCR_QUEUE = "airlock.ocr"
-QUEUES = (LIGHT_QUEUE, OCR_QUEUE)
+#: The pages of scans spread over the OCR workers. A queue of their own, not the OCR queue:
+#: a worker of a release without the page task never consumes it, where on the OCR queue one
+#: discarded 129 page tasks as unregistered during a rolling upgrade. A new task name, or a
+#: message a running release would refuse, gets a new queue.
+PAGES_QUEUE = "airlock.pages"
+QUEUES = (LIGHT_QUEUE, OCR_QUEUE, PAGES_QUEUE)
+#: The queues of jobs that take seconds of a core each; a worker that also consumes the light
+#: queue keeps a process for it (worker/lanes.py).
+HEAVY_QUEUES = frozenset({OCR_QUEUE, PAGES_QUEUE})
 
 #: Kinds whose every job needs OCR. A PDF starts on the light queue and is handed on to the
 #: OCR queue only when one of its pages turns out to have no text layer.
@@ -85,9 +93,9 @@ def route(
     name: str, args: object, kwargs: object, options: object, task: object = None, **_: object
 ) -> dict[str, str] | None:
     """Celery router: a job goes to the queue of its stage (light, or OCR for images), a
-    page of a document spread over the OCR workers to the OCR queue."""
+    page of a document spread over the OCR workers to the pages queue."""
     if name == PAGE_TASK_NAME:
-        return {"queue": OCR_QUEUE}
+        return {"queue": PAGES_QUEUE}
     if name != TASK_NAME or not isinstance(args, list | tuple) or len(args) != 1:
         return None
     (untrusted_job,) = args

@@ -24,11 +24,13 @@ import pytest
 from redis import Redis
 
 from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.jobs import QUEUES
 from tests.conftest import REPO_ROOT
 from tests.redis_server import RedisServer
 
 CELERY = REPO_ROOT / ".venv" / "bin" / "celery"
 AIRLOCK = REPO_ROOT / ".venv" / "bin" / "airlock"
+PYTHON = REPO_ROOT / ".venv" / "bin" / "python"
 _READY_SECONDS = 60.0
 _STOP_SECONDS = 15.0
 
@@ -119,7 +121,9 @@ class WorkerProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def worker_env(redis_url: str, marker_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:
+def worker_env(
+    redis_url: str, marker_dir: Path, overrides: Mapping[str, str], source: Path = REPO_ROOT
+) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
@@ -133,7 +137,7 @@ def worker_env(redis_url: str, marker_dir: Path, overrides: Mapping[str, str]) -
         AIRLOCK_TEST_MARKER_DIR=str(marker_dir),
         # The workers' secret for the result cache's MACs: without one they cache nothing.
         AIRLOCK_RESULT_CACHE_KEY="5e" * 32,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
     )
     env.update(overrides)
     return env
@@ -150,26 +154,32 @@ class WorkerFactory:
 
     def __call__(
         self,
-        queues: Sequence[str] = ("airlock.light", "airlock.ocr"),
-        concurrency: int = 1,
+        queues: Sequence[str] = QUEUES,
+        concurrency: int | None = 1,
         env: Mapping[str, str] | None = None,
         wait: bool = True,
         via_cli: bool = False,
         log_level: str | None = "info",
         without: Sequence[str] = ("gossip", "mingle", "heartbeat"),
+        release: Path | None = None,
     ) -> WorkerProcess:
         """``celery -A worker worker -Q queues ...``, or ``airlock worker ...`` with ``via_cli``
-        (which consumes the configured queues unless told otherwise); ``log_level=None``
+        (which consumes the configured queues unless told otherwise); ``concurrency=None`` passes
+        no ``-c`` (the worker sizes its pool itself, as deployed); ``log_level=None``
         passes no ``-l``; ``without=()`` runs Celery's gossip, mingle and heartbeat, as the
-        deployments do."""
+        deployments do; ``release`` runs the worker of another release from its source tree
+        (with this environment's packages), as a fleet mid-upgrade has it."""
         name = f"t{uuid.uuid4().hex[:8]}"
         nodename = f"{name}@{socket.gethostname()}"
         log_path = self._log_dir / f"{name}.log"
         program = [str(AIRLOCK), "worker"] if via_cli else [str(CELERY), "-A", "worker", "worker"]
+        source = release or REPO_ROOT
+        if release is not None:
+            program = [str(PYTHON), "-m", "celery", "-A", "worker", "worker"]
         command = [
             *program,
             *([] if via_cli else ["-Q", ",".join(queues)]),
-            "--pool", "prefork", "-c", str(concurrency),
+            "--pool", "prefork", *([] if concurrency is None else ["-c", str(concurrency)]),
             *(f"--without-{feature}" for feature in without),
             "-n", nodename,
             "-I", "tests.integration.worker_hooks",
@@ -178,8 +188,8 @@ class WorkerFactory:
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 command,
-                cwd=REPO_ROOT,
-                env=worker_env(self.redis_url, self.marker_dir, env or {}),
+                cwd=source,
+                env=worker_env(self.redis_url, self.marker_dir, env or {}, source),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

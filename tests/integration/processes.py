@@ -16,6 +16,7 @@ from typing import Any, cast
 from redis import Redis
 
 from bridge.knowledge.attachments import AttachmentRef
+from bridge.service import tenants
 from bridge.service.config import ServiceConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.conftest import AIRLOCK
@@ -91,6 +92,32 @@ def wait_for_answers(redis: Redis, count: int) -> dict[str, dict[str, Any]]:
         assert time.monotonic() < deadline, f"{redis.xlen(STREAMS.result_stream)} answers"
         time.sleep(0.05)
     return {answer["request_id"]: answer for answer in results(redis)}
+
+
+def submit(redis: Redis, tenant: str, document: object) -> int:
+    """Submit as a client does: ``SET … NX`` into the first of the tenant's free inbox slots,
+    waiting for one while all are taken; returns the slot."""
+    untrusted_raw = document if isinstance(document, bytes) else json.dumps(document).encode()
+    deadline = time.monotonic() + ANSWER_SECONDS
+    while True:
+        for slot in range(tenants.SLOTS):
+            if redis.set(tenants.slot_key(tenant, slot), untrusted_raw, nx=True):
+                return slot
+        assert time.monotonic() < deadline, f"every slot of {tenant} stayed taken"
+        time.sleep(0.01)
+
+
+def tenant_answer(
+    redis: Redis, tenant: str, request_id: str, timeout: float = ANSWER_SECONDS
+) -> dict[str, Any]:
+    """The answer the tenant reads from its own key, polled until it is there."""
+    deadline = time.monotonic() + timeout
+    key = tenants.selection_key(tenant, request_id)
+    while (stored := redis.get(key)) is None:
+        assert time.monotonic() < deadline, f"no answer to {tenant}/{request_id} in {timeout} s"
+        time.sleep(0.01)
+    answer: dict[str, Any] = json.loads(stored)
+    return answer
 
 
 def health(*arguments: str, env: dict[str, str]) -> int:

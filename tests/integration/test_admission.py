@@ -7,13 +7,16 @@ is in it.
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 from bridge.knowledge.attachments import AttachmentRef
+from bridge.knowledge.contracts import IngestSelection
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue.reconcile import UNACKED_KEY
@@ -104,3 +107,28 @@ def test_queue_mode_extract_with_no_worker_says_so_at_once(
     assert run.returncode == 1, run.stderr
     assert run.stderr.strip().endswith("NoWorkers: no worker is consuming airlock.light")
     assert elapsed < _CLI_DEADLINE_SECONDS / 10
+
+
+def test_concurrent_callers_cannot_overshoot_the_bound_together(own_redis: RedisServer) -> None:
+    """Eight callers at once, 20 jobs each, a bound of 50 and no worker: exactly 50 are queued
+    (they expire with their callers' deadline) and 110 are answered QueueFull. Each caller
+    reserves the room it is granted until it has published; before, callers admitted at the
+    same moment each saw the room free and together queued past the bound (1,964 of 1,000)."""
+    redis = own_redis.client()
+    url = own_redis.url()
+    barrier = threading.Barrier(8)
+
+    def call(caller: int) -> IngestSelection:
+        refs = [counted_ref(f"c{caller}-{i}") for i in range(20)]
+        with closing(CeleryQueue(url, url, max_queued=50, require_consumers=False)) as client:
+            barrier.wait()
+            return gather(refs, client, deadline=3, use_cache=False)
+
+    with ThreadPoolExecutor(8) as pool:
+        selections = list(pool.map(call, range(8)))
+    reasons = [reason for selection in selections for _, reason in selection.dropped]
+    assert len(reasons) == 160
+    assert sum("QueueFull" in reason for reason in reasons) == 110
+    assert sum("DeadlineExceeded" in reason for reason in reasons) == 50
+    assert redis.llen(LIGHT_QUEUE) == 50
+    redis.close()

@@ -84,6 +84,38 @@ def test_payload_that_kills_every_worker_fails_after_n_deliveries(
 
 
 @pytest.mark.slow
+def test_a_job_the_host_held_past_its_soft_time_limit_is_run_again(
+    start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
+) -> None:
+    """The sandbox's wall clock (3 s) ends a parser before the task's soft time limit (4 s), so
+    a job that reaches that limit lost its time to the host: in a chaos run, a text job on a
+    freshly restarted worker was answered "SoftTimeLimitExceeded" as its document's failure.
+    Held once past the limit, the job is run again and answered right."""
+    start_worker(env=FAST_RECOVERY)
+    payload = b"airlock-test: stall 30 stalled\ntext of the stalled job\n"
+    ref = AttachmentRef("stalled.txt", "text", "text/plain", payload)
+    selection = gather([ref], client, deadline=60, use_cache=False)
+    assert selection == local([ref])
+    assert selection.dropped == ()
+    assert runs(marker_dir, "stalled") == 2
+
+
+@pytest.mark.slow
+def test_a_job_held_past_its_soft_time_limit_every_time_is_answered_after_n_deliveries(
+    start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
+) -> None:
+    """A host slow on every try does not buy a job endless runs: after ``max_deliveries`` (3)
+    it is answered as a failure naming the time limit."""
+    start_worker(env=FAST_RECOVERY)
+    ref = AttachmentRef("held.txt", "text", "text/plain", b"airlock-test: sleep 30 held\nx\n")
+    selection = gather([ref], client, deadline=60, use_cache=False)
+    [(label, reason)] = selection.dropped
+    assert label == "held.txt"
+    assert "TimeLimitReached: the task's soft time limit passed" in reason
+    assert runs(marker_dir, "held") == 3
+
+
+@pytest.mark.slow
 def test_a_job_popped_by_a_worker_that_died_before_recording_it_is_sent_again(
     start_worker: WorkerFactory, redis_url: str, redis: Redis, marker_dir: Path
 ) -> None:

@@ -21,8 +21,9 @@ from pypdf.generic import NameObject, TextStringObject
 from redis import Redis
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.queue.admission import consumers_key
 from bridge.queue.celery_queue import CeleryQueue
-from bridge.queue.jobs import OCR_QUEUE
+from bridge.queue.jobs import PAGES_QUEUE
 from bridge.queue.source import gather
 from tests.integration.conftest import (
     FAST_RECOVERY,
@@ -107,8 +108,8 @@ def test_kill_9_of_an_ocr_worker_mid_document_loses_no_page_and_answers_once_in_
     own_workers: WorkerFactory, own_redis: object, corpus_dir: Path
 ) -> None:
     env = {**FAN_OUT, **FAST_RECOVERY}
-    survivor = own_workers(queues=("airlock.light", "airlock.ocr"), env=env)
-    doomed = own_workers(queues=("airlock.ocr",), env=env)
+    survivor = own_workers(env=env)
+    doomed = own_workers(queues=("airlock.ocr", "airlock.pages"), env=env)
     ref = _scan_ref(corpus_dir, 6)
     url = own_workers.redis_url
     with closing(CeleryQueue(url, url)) as queue, ThreadPoolExecutor(1) as pool:
@@ -152,17 +153,21 @@ def test_a_deadline_shorter_than_the_pages_ends_in_deadline_exceeded_and_runs_no
 ) -> None:
     worker = start_worker(concurrency=2, env=FAN_OUT)
     ref = _scan_ref(corpus_dir, 12)
+    answers_before = set(redis.scan_iter("celery-task-meta-*"))
     selection = gather([ref], client, limits=LIMITS, deadline=4, use_cache=False)
     [(label, reason)] = selection.dropped
     assert label == "scan.pdf" and "DeadlineExceeded" in reason
     assert _page_tasks_received(worker) > 0, "the document was not spread over pages"
     # The page children running at the deadline are killed at it; the pages still queued
     # expired with it: within a moment nothing runs and nothing is left to run.
-    _wait_for(lambda: not redis.llen(OCR_QUEUE), 10, "page tasks were left in the queue")
+    _wait_for(lambda: not redis.llen(PAGES_QUEUE), 10, "page tasks were left in the queue")
     _wait_for(lambda: not _active_pages(client, worker), 5, "a page task ran on")
     read_after_deadline = worker.log().count("airlock.extract_page")
     time.sleep(2)
     assert worker.log().count("airlock.extract_page") == read_after_deadline
+    # Nobody reads the document any more: neither its fan-out state nor an answer is kept.
+    _wait_for(lambda: not list(redis.scan_iter("airlock:fanout:*")), 10, "fan-out state was left")
+    assert set(redis.scan_iter("celery-task-meta-*")) <= answers_before
 
 
 def test_a_page_the_broker_lost_is_published_again_and_the_pages_read_are_kept(
@@ -174,13 +179,15 @@ def test_a_page_the_broker_lost_is_published_again_and_the_pages_read_are_kept(
     the plan and the pages already read, and sends only the lost one."""
     ref = _scan_ref(corpus_dir, 4)
     light = start_worker(queues=("airlock.light",), env=FAN_OUT)
+    # A page worker has announced itself but takes nothing yet: the document is split.
+    redis.set(consumers_key(PAGES_QUEUE), "stand-in", ex=120)
     client = CeleryQueue(redis_url, redis_url, require_consumers=False)  # OCR workers come later
     with closing(client), ThreadPoolExecutor(1) as pool:
         pending = pool.submit(gather, [ref], client, limits=LIMITS, deadline=120, use_cache=False)
-        _wait_for(lambda: redis.llen(OCR_QUEUE) == 3, 60, "the pages were not published")
-        lost = redis.brpop([OCR_QUEUE], timeout=10)
+        _wait_for(lambda: redis.llen(PAGES_QUEUE) == 3, 60, "the pages were not published")
+        lost = redis.brpop([PAGES_QUEUE], timeout=10)
         assert lost is not None  # now in no queue and no unacked entry
-        ocr = start_worker(queues=("airlock.ocr",), env=FAN_OUT)
+        ocr = start_worker(queues=("airlock.ocr", "airlock.pages"), env=FAN_OUT)
         selection = pending.result()
     assert selection == local_selection([ref], LIMITS)
     assert _fanned_out(light) == 2  # split again when published again

@@ -22,6 +22,7 @@ from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import LIGHT_QUEUE, OCR_QUEUE
 from bridge.queue.source import gather
 from tests.integration.conftest import WorkerFactory, wait_for_marker, worker_env
+from tests.integration.load import wait_until
 from tests.integration.processes import health
 from tests.integration.refs import local, slow_ref
 from tests.metrics_scrape import Samples, free_port, scrape
@@ -129,6 +130,36 @@ def test_health_follows_the_worker_main_loop_and_its_broker(
     assert health("--ready", env=unreachable) == 1
     worker.stop()
     assert health("--ready", "--worker", "--timeout", "1", env=env) == 1
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _runs_a_fork_server(pid: int) -> bool:
+    for child in _children(pid):
+        try:
+            if b"sandbox.zygote" in Path(f"/proc/{child}/cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+@pytest.mark.slow
+def test_each_pool_process_starts_its_sandbox_before_its_first_job(
+    start_worker: WorkerFactory,
+) -> None:
+    """A pool process's first job does not pay for its fork server's start (an interpreter and
+    every parser's imports) inside its time limit: every pool process runs one before any job
+    was sent."""
+    worker = start_worker(concurrency=2)
+    wait_until(
+        lambda: all(_runs_a_fork_server(pid) for pid in worker.pool_pids()),
+        60,
+        "a fork server under every pool process",
+    )
+    assert len(worker.pool_pids()) == 2
 
 
 @pytest.mark.slow

@@ -19,12 +19,15 @@ from redis.exceptions import OutOfMemoryError
 
 from bridge.knowledge.attachments import AttachmentRef
 from bridge.queue.celery_queue import CeleryQueue
-from bridge.queue.source import QueueFull, QueueUnavailable, gather
+from bridge.queue.source import QueueFull, gather
+from bridge.redis_client import redis_client
 from tests.helpers import selection_as_json
 from tests.integration.conftest import AIRLOCK, WorkerFactory, WorkerProcess, worker_env
+from tests.integration.load import wait_until
 from tests.integration.processes import BridgeProcess, request, send, wait_for_answers
-from tests.integration.refs import counted_ref, local
+from tests.integration.refs import counted_ref, local, runs
 from tests.redis_server import RedisServer
+from worker.deliveries import record_delivery
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -44,19 +47,27 @@ def serving(worker: WorkerProcess, marker_dir: Path, tags: list[str]) -> bool:
 def test_workers_outlive_a_redis_kill_9_and_restart_from_its_aof(
     own_redis: RedisServer, own_workers: WorkerFactory
 ) -> None:
+    """The jobs running at the kill run on and are answered to the caller, who waited through
+    the outage; afterwards both workers serve new jobs without being restarted."""
     workers = [own_workers(concurrency=1) for _ in range(2)]
     in_flight = [counted_ref(f"during{i}", 0.5) for i in range(8)]
+    tags_in_flight = [ref.label.removesuffix(".txt") for ref in in_flight]
+    marker_dir = own_workers.marker_dir
     with (
         closing(CeleryQueue(own_redis.url(), own_redis.url())) as client,
         ThreadPoolExecutor(1) as pool,
     ):
-        caught = pool.submit(gather, in_flight, client, deadline=30, use_cache=False)
-        time.sleep(1.5)  # both workers are mid-job
+        caught = pool.submit(gather, in_flight, client, deadline=90, use_cache=False)
+        wait_until(
+            lambda: all(serving(worker, marker_dir, tags_in_flight) for worker in workers),
+            60,
+            "both workers running a job",
+        )
         own_redis.kill()
-        with pytest.raises(QueueUnavailable):
-            caught.result()  # the caller learns at once; the workers must not
-    time.sleep(2)
-    own_redis.start()
+        time.sleep(2)  # the outage itself: Redis is down this long
+        own_redis.start()
+        assert caught.result() == local(in_flight)
+    assert all(runs(marker_dir, tag) >= 1 for tag in tags_in_flight)
     tags = [f"after{i}" for i in range(20)]
     refs = [counted_ref(tag, 0.3) for tag in tags]
     with closing(CeleryQueue(own_redis.url(), own_redis.url())) as client:
@@ -64,7 +75,7 @@ def test_workers_outlive_a_redis_kill_9_and_restart_from_its_aof(
     assert selection == local(refs)
     for worker in workers:
         assert worker.process.poll() is None, worker.log()[-3000:]
-        assert serving(worker, own_workers.marker_dir, tags), worker.log()[-3000:]
+        assert serving(worker, marker_dir, tags), worker.log()[-3000:]
 
 
 def fill(redis: Redis) -> int:
@@ -170,3 +181,31 @@ def test_the_bridge_outlives_a_redis_kill_9_and_a_full_redis(
         redis.close()
     finally:
         bridge.stop()
+
+
+def test_a_delivery_is_counted_through_a_full_redis(own_redis: RedisServer) -> None:
+    """The count of a delivery waits out a full Redis and lands once memory is freed, with its
+    expiry. (It is one scripted command: a MULTI whose INCR was queued while memory was just
+    under the cap and whose EXEC came once it was over was aborted, ExecAbortError, which
+    nothing rides out; a text job was answered so at maxmemory under load, once in four runs.
+    That race is not reproducible on demand; this is the ride-out the script relies on.)"""
+    redis = own_redis.client()
+    fill(redis)
+    # Well under what it holds: freed buffers must not let a small write through.
+    redis.config_set("maxmemory", int(redis.info("memory")["used_memory"]) // 2)
+    refused_before = _oom_refusals(redis)
+    worker_redis = redis_client(own_redis.url(), timeout=5, ride_out=True)
+    with ThreadPoolExecutor(1) as pool:
+        counted = pool.submit(record_delivery, worker_redis, "airlock:deliveries:t:light:0", 60)
+        wait_until(lambda: _oom_refusals(redis) > refused_before, 30, "a refused count")
+        assert not counted.done()
+        redis.config_set("maxmemory", 0)
+        assert counted.result(timeout=60) == 1
+    assert 0 < redis.ttl("airlock:deliveries:t:light:0") <= 60
+    worker_redis.close()
+    redis.close()
+
+
+def _oom_refusals(redis: Redis) -> int:
+    stats = redis.info("errorstats")
+    return int(stats.get("errorstat_OOM", {}).get("count", 0))

@@ -8,6 +8,8 @@ the real sandbox extracts it:
 
 - ``airlock-test: sleep SECONDS TAG``: write this process's pid to ``$AIRLOCK_TEST_MARKER_DIR/TAG``
   (appending, one line per delivery), then sleep; a slow but legitimate job to kill mid-way.
+- ``airlock-test: stall SECONDS TAG``: record the pid likewise, and sleep only if no run of
+  ``TAG`` was recorded before: a host that is slow once (past the task's soft time limit).
 - ``airlock-test: crash TAG``: record the pid likewise, then SIGKILL this pool process, every
   time; the payload that kills its worker.
 
@@ -38,10 +40,13 @@ _PAGE_ENTRY = b"/AirlockTest ("
 _real_sandbox_extractor = extraction.sandbox_extractor
 
 
-def _record(tag: str) -> None:
-    marker_dir = Path(os.environ["AIRLOCK_TEST_MARKER_DIR"])
-    with (marker_dir / tag).open("a") as marker:
+def _record(tag: str) -> bool:
+    """Append this process's pid to the marker ``tag``; whether it is the first run recorded."""
+    marker_path = Path(os.environ["AIRLOCK_TEST_MARKER_DIR"]) / tag
+    first = not marker_path.exists()
+    with marker_path.open("a") as marker:
         marker.write(f"{os.getpid()}\n")
+    return first
 
 
 def _directive(kind: str, payload: bytes) -> bytes | None:
@@ -69,6 +74,9 @@ class HookedExtractor:
             if action == "sleep":
                 _record(arguments[1])
                 time.sleep(float(arguments[0]))
+            elif action == "stall":
+                if _record(arguments[1]):
+                    time.sleep(float(arguments[0]))
             elif action == "crash":
                 _record(arguments[0])
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -81,7 +89,7 @@ def _hooked(
     limits: ExtractionLimits,
     on_progress: ProgressCallback | None = None,
     *,
-    deadline: float | None = None,
+    deadline: float | None,
 ) -> TextExtractor:
     return HookedExtractor(
         _real_sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline)

@@ -18,6 +18,7 @@ from worker.config import DEFAULT_BROKER_URL, VARIABLES, ConfigurationError, Set
 def test_defaults_keep_the_time_limits_in_order() -> None:
     settings = Settings.from_env({})
     assert settings.broker_url == settings.result_backend == DEFAULT_BROKER_URL
+    assert settings.client_redis_url == settings.result_backend
     assert not settings.broker_configured
     assert settings.queues == QUEUES
     wall = settings.sandbox.wall_seconds
@@ -58,6 +59,7 @@ def test_every_variable_is_read() -> None:
         {
             "AIRLOCK_BROKER_URL": "redis://broker:7101/1",
             "AIRLOCK_RESULT_BACKEND": "redis://results:7102/2",
+            "AIRLOCK_CLIENT_REDIS_URL": "redis://clients:7103/0",
             "AIRLOCK_QUEUES": "airlock.ocr",
             "AIRLOCK_CONCURRENCY": "3",
             "AIRLOCK_SANDBOX_MEMORY_MB": "512",
@@ -82,6 +84,7 @@ def test_every_variable_is_read() -> None:
     )
     assert settings.broker_configured
     assert settings.result_backend == "redis://results:7102/2"
+    assert settings.client_redis_url == "redis://clients:7103/0"
     assert settings.queues == ("airlock.ocr",)
     assert settings.concurrency == 3
     assert settings.sandbox.memory_bytes == 512 * MIB
@@ -141,6 +144,17 @@ def test_an_impossible_ceiling_is_refused_naming_it(name: str, value: str) -> No
         Settings.from_env({name: value})
 
 
+def test_every_redis_url_may_name_a_sentinel_master() -> None:
+    """Workers, the bridge and its clients' Redis may all be behind Sentinel; the result
+    backend (and so the clients' Redis) follows a Sentinel broker as it follows any other."""
+    sentinels = "sentinel://worker:pw@s1:26379/0;sentinel://s2:26379/0?master_name=airlock"
+    settings = Settings.from_env({"AIRLOCK_BROKER_URL": sentinels})
+    assert settings.result_backend == settings.client_redis_url == sentinels
+    clients = "sentinel://s1:26379;sentinel://s2:26379?master_name=airlock-clients"
+    settings = Settings.from_env({"AIRLOCK_CLIENT_REDIS_URL": clients})
+    assert settings.client_redis_url == clients
+
+
 def test_the_result_backend_defaults_to_the_broker() -> None:
     assert Settings.from_env({"AIRLOCK_BROKER_URL": "redis://b/3"}).result_backend == "redis://b/3"
 
@@ -159,6 +173,15 @@ def test_derived_limits_follow_the_wall_clock() -> None:
         ({"AIRLOCK_VISIBILITY_TIMEOUT": "60"}, "exceed the hard time limit"),
         ({"AIRLOCK_PAYLOAD_TTL": "10"}, "AIRLOCK_PAYLOAD_TTL"),
         ({"AIRLOCK_RESULT_BACKEND": "rpc://"}, "redis://"),
+        ({"AIRLOCK_CLIENT_REDIS_URL": "rpc://"}, "AIRLOCK_CLIENT_REDIS_URL"),
+        ({"AIRLOCK_BROKER_URL": "rediscluster://r:6379/0"}, "AIRLOCK_BROKER_URL: .*Cluster"),
+        ({"AIRLOCK_RESULT_BACKEND": "redis+cluster://r:6379"}, "RESULT_BACKEND: .*celery#2852"),
+        ({"AIRLOCK_CLIENT_REDIS_URL": "redis-cluster://r"}, "CLIENT_REDIS_URL: .*Cluster"),
+        ({"AIRLOCK_BROKER_URL": "sentinel://s1:26379;sentinel://s2"}, "BROKER_URL: .*master_name"),
+        (
+            {"AIRLOCK_RESULT_BACKEND": "sentinel://s1:26379?master=airlock"},
+            "AIRLOCK_RESULT_BACKEND: .*not 'master'",
+        ),
         ({"AIRLOCK_QUEUES": "celery"}, "AIRLOCK_QUEUES"),
         ({"AIRLOCK_QUEUES": " , "}, "AIRLOCK_QUEUES"),
         ({"AIRLOCK_OCR_LANGUAGE": "--psm 0"}, "AIRLOCK_OCR_LANGUAGE"),

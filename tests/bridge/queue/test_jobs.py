@@ -14,6 +14,7 @@ from bridge.queue.jobs import (
     LIGHT_QUEUE,
     OCR_QUEUE,
     PAGE_TASK_NAME,
+    PAGES_QUEUE,
     TASK_NAME,
     ExtractionJob,
     MalformedJob,
@@ -169,9 +170,9 @@ def test_the_wire_is_json_only() -> None:
 PAGE = PageJob("d0c" * 10, 3, 24, "cd" * 32, 4096, "5e" * 16)
 
 
-def test_a_page_job_survives_json_unchanged_and_goes_to_the_ocr_queue() -> None:
+def test_a_page_job_survives_json_unchanged_and_goes_to_the_pages_queue() -> None:
     assert page_job_from_wire(json.loads(json.dumps(PAGE.to_wire()))) == PAGE
-    assert route(PAGE_TASK_NAME, [PAGE.to_wire()], {}, {}) == {"queue": OCR_QUEUE}
+    assert route(PAGE_TASK_NAME, [PAGE.to_wire()], {}, {}) == {"queue": PAGES_QUEUE}
     assert page_task_id("abc", 3) == "abc.page-3"
 
 

@@ -1,0 +1,84 @@
+"""A rolling upgrade: a worker of the previous release and a current one share the queues.
+
+During an upgrade old and new workers always overlap. A worker must never consume a message it
+cannot run: one from before fan-out, on the OCR queue, discarded 129 page tasks as unregistered
+and the documents were answered WorkerLost. Here an earlier release (from this repository's
+history: the previous one, and the last one before fan-out) runs from its own source tree
+beside a current worker, both fanning out where they can, with scans and small texts in
+flight: every answer is the embedded path's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.contracts import IngestSelection
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import gather
+from tests.conftest import REPO_ROOT
+from tests.integration.conftest import WorkerFactory
+from tests.integration.refs import counted_ref, local_selection
+from tests.redis_server import RedisServer
+from tests.scanned_pdfs import scanned_pdf
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
+
+#: The last commit whose workers put page tasks on the OCR queue (the previous release), and
+#: the last one without page tasks at all (the release the upgrade to fan-out started from).
+RELEASES = {
+    "previous": "dce71e166bc291e3b8122fcd1c2884e2aa64ad25",
+    "before-fan-out": "9480600210ba5203699e02b99a1a6c677c591c73",
+}
+FAN_OUT = {"AIRLOCK_FAN_OUT_PAGES": "2"}
+LIMITS = ExtractionLimits(max_pages=30)
+
+
+@pytest.fixture(params=sorted(RELEASES))
+def previous_release(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    """An earlier release's source tree, from git (a clone has the history)."""
+    name: str = request.param
+    commit = RELEASES[name]
+    tree = tmp_path / name
+    tree.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", commit], capture_output=True, check=False
+    )
+    assert archive.returncode == 0, (
+        f"release {commit[:12]} is not in this checkout's history (a shallow clone?): "
+        f"{archive.stderr.decode(errors='replace')}"
+    )
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    return tree
+
+
+def test_a_worker_of_an_earlier_release_beside_a_current_one_answers_every_job_right(
+    own_redis: RedisServer, own_workers: WorkerFactory, previous_release: Path, corpus_dir: Path
+) -> None:
+    old = own_workers(
+        queues=("airlock.light", "airlock.ocr"), env=FAN_OUT, release=previous_release
+    )
+    new = own_workers(env=FAN_OUT)
+    scan = scanned_pdf(corpus_dir, 6, text_page="A page with a text layer of its own")
+    scans = [AttachmentRef(f"scan{i}.pdf", "pdf", "application/pdf", scan) for i in range(3)]
+    texts = [counted_ref(f"t{i}", 0.05) for i in range(30)]
+    url = own_redis.url()
+
+    def read(refs: list[AttachmentRef]) -> IngestSelection:
+        with closing(CeleryQueue(url, url)) as client:
+            return gather(refs, client, limits=LIMITS, deadline=240, use_cache=False)
+
+    batches = [[ref] for ref in scans] + [texts[i::3] for i in range(3)]
+    with ThreadPoolExecutor(len(batches)) as pool:
+        selections = list(pool.map(read, batches))
+    for batch, selection in zip(batches, selections, strict=True):
+        assert not selection.dropped, selection.dropped
+        assert selection == local_selection(batch, LIMITS)
+    assert "unregistered" not in old.log().lower(), old.log()[-3000:]
+    assert "airlock.extract_page" in new.log()  # the current worker read pages ...
+    assert "airlock.extract[" in old.log()  # ... and the old one took jobs too
