@@ -25,7 +25,7 @@ sys.path[:0] = [str(REPO)]
 from tests.conftest import CORPUS_DIR  # noqa: E402
 from tests.image import bridge_client  # noqa: E402
 from tests.image.conftest import SMOKE_FILES  # noqa: E402
-from tests.image.pod import PODMAN, Pod, podman  # noqa: E402
+from tests.image.pod import PODMAN, TENANT, Pod, podman  # noqa: E402
 from tests.image.test_image import BOTH_QUEUES  # noqa: E402
 
 IMAGE = "localhost/airlock:0.1.0"
@@ -45,13 +45,13 @@ def first_answer_seconds() -> float:
     pod = Pod()
     try:
         pod.start_redis()
-        redis = pod.redis()
+        client = pod.client()
         document = bridge_client.request("first", [CORPUS_DIR / name for name in SMOKE_FILES])
         started = time.monotonic()
         pod.start(pod.workload("airlock-ocr-worker"), "worker", args=BOTH_QUEUES)
         pod.start(pod.workload("airlock-bridge"), "bridge")
-        bridge_client.send(redis, document)
-        answer = bridge_client.answer(redis, "first", 300)
+        bridge_client.send(client, TENANT, document)
+        answer = bridge_client.answer(client, TENANT, "first", 300)
         elapsed = time.monotonic() - started
         assert answer is not None and answer["selection"]["dropped"] == [], answer
         return elapsed

@@ -13,14 +13,19 @@ from typing import Any, cast
 
 import pytest
 
+from bridge.service import tenants
 from tests.deploy.conftest import (
+    CLIENTS,
     COMPOSE,
+    HOSTILE_CLIENT_NAMES,
     KUBERNETES,
+    LONG_CLIENT_NAME,
     REDIS_USERS,
     SCHEMAS,
     TOOLS_BIN,
     RedisStart,
     assert_users_with_passwords,
+    refused_redis_start,
     run_redis_start,
     run_tool,
 )
@@ -28,6 +33,16 @@ from tests.deploy.conftest import (
 SCHEMA = SCHEMAS / "compose-spec.json"
 AIRLOCK_SERVICES = ("light-worker", "ocr-worker", "bridge")
 WORKERS = ("light-worker", "ocr-worker")
+#: The `sentinel` profile (tests/deploy/test_sentinel.py): two Redis nodes, three Sentinels,
+#: and the airlock services again, finding the primary through the Sentinels.
+SENTINEL_PROFILE = (
+    "redis-1",
+    "redis-2",
+    "sentinel-1",
+    "sentinel-2",
+    "sentinel-3",
+    *(f"{name}-sentinel" for name in AIRLOCK_SERVICES),
+)
 
 Validate = Callable[[Path, list[Any]], list[list[str]]]
 
@@ -93,7 +108,7 @@ def test_the_schema_rejects_a_broken_file(
     assert any(where in error for error in errors), errors
 
 
-@pytest.mark.parametrize("name", AIRLOCK_SERVICES)
+@pytest.mark.parametrize("name", [*AIRLOCK_SERVICES, *(f"{n}-sentinel" for n in AIRLOCK_SERVICES)])
 def test_airlock_containers_are_hardened(compose: dict[str, Any], name: str) -> None:
     service = compose["services"][name]
     assert service["read_only"] is True
@@ -122,7 +137,7 @@ def test_workers_reach_only_redis(compose: dict[str, Any], name: str) -> None:
         for other, spec in compose["services"].items()
         if "internal" in spec.get("networks", [])
     }
-    assert members == {"redis", *AIRLOCK_SERVICES, "flower"}
+    assert members == {"redis", "client-redis", *AIRLOCK_SERVICES, "flower", *SENTINEL_PROFILE}
 
 
 @pytest.mark.parametrize("name", WORKERS)
@@ -144,7 +159,7 @@ def test_ocr_workers_scale_with_the_scale_flag(compose: dict[str, Any]) -> None:
     service = compose["services"]["ocr-worker"]
     assert "container_name" not in service
     assert "ports" not in service
-    assert service["command"] == ["worker", "-Q", "airlock.ocr"]
+    assert service["command"] == ["worker", "-Q", "airlock.ocr,airlock.pages"]
     assert service["environment"]["AIRLOCK_CONCURRENCY"] == "1"
     assert compose["services"]["light-worker"]["command"] == ["worker", "-Q", "airlock.light"]
 
@@ -161,8 +176,11 @@ def test_worker_health_means_its_own_node_answers_through_the_broker(
         assert int(healthcheck["timeout"].rstrip("s")) > timeout
 
 
-def test_redis_is_durable_password_protected_and_unpublished(compose: dict[str, Any]) -> None:
-    redis = compose["services"]["redis"]
+@pytest.mark.parametrize("name", ["redis", "client-redis", "redis-1", "redis-2"])
+def test_redis_is_durable_password_protected_and_unpublished(
+    compose: dict[str, Any], name: str
+) -> None:
+    redis = compose["services"][name]
     script = redis["command"][-1]
     assert "--appendonly yes" in script
     assert "--maxmemory-policy noeviction" in script
@@ -171,11 +189,10 @@ def test_redis_is_durable_password_protected_and_unpublished(compose: dict[str, 
     assert "requirepass" not in script and "PASSWORD" not in script.split("exec redis-server")[1]
     environment = redis["environment"]
     assert environment["REDIS_PASSWORD"].startswith("${AIRLOCK_REDIS_PASSWORD:?")
-    assert environment["REDIS_CLIENT_PASSWORD"].startswith("${AIRLOCK_REDIS_CLIENT_PASSWORD:?")
     assert "ports" not in redis
     # users.conf is the file the Kubernetes ConfigMap copies (test_kubernetes checks).
     assert redis["volumes"] == [
-        "redis-data:/data",
+        f"{name}-data:/data",
         "./redis/users.conf:/etc/redis/airlock/users.conf:ro",
     ]
     assert (COMPOSE.parent / "redis" / "users.conf").resolve() == REDIS_USERS
@@ -185,25 +202,69 @@ def test_redis_is_durable_password_protected_and_unpublished(compose: dict[str, 
     assert 'REDISCLI_AUTH="$$REDIS_PASSWORD" redis-cli --user worker ping' in health
     # Compose cannot inject environment-sourced secrets into a read-only container.
     assert "secrets" not in redis
-    for name in AIRLOCK_SERVICES:
-        assert redis_url(compose, name).startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
-        assert compose["services"][name]["depends_on"]["redis"]["condition"] == "service_healthy"
+    for service in AIRLOCK_SERVICES:
+        assert redis_url(compose, service).startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
+        depends = compose["services"][service]["depends_on"]
+        assert depends["redis"]["condition"] == "service_healthy"
     flower = compose["services"]["flower"]["environment"]["CELERY_BROKER_URL"]
     assert flower.startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
+
+
+def test_clients_reach_only_their_own_redis_and_the_bridge_both(compose: dict[str, Any]) -> None:
+    """The workers' Redis has no client user and is not on the clients' network; the clients'
+    Redis has the tenants, and the bridge is the only airlock service told to use it."""
+    services = compose["services"]
+    assert services["redis"]["environment"]["REDIS_CLIENTS"] == ""
+    assert services["redis"]["networks"] == ["internal"]
+    assert services["client-redis"]["environment"]["REDIS_CLIENTS"] == "${AIRLOCK_REDIS_CLIENTS:-}"
+    assert services["client-redis"]["networks"] == ["internal", "clients"]
+    members = {name for name, spec in services.items() if "clients" in spec.get("networks", [])}
+    assert members == {"client-redis"}
+    for name in AIRLOCK_SERVICES:
+        url = services[name]["environment"].get("AIRLOCK_CLIENT_REDIS_URL")
+        if name == "bridge":
+            assert url.startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
+            assert url.endswith("@client-redis:6379/0")
+            assert services[name]["depends_on"]["client-redis"]["condition"] == "service_healthy"
+        else:
+            assert url is None, name
 
 
 def test_redis_users_get_their_passwords_in_memory_only(
     compose: dict[str, Any], tmp_path: Path
 ) -> None:
     """The start script run with redis-server recorded: each password on its own user's line
-    of a file only Redis's uid reads, and neither left in the server's environment."""
+    of a file only Redis's uid reads, one user per client tenant, and no password left in the
+    server's environment."""
     script = compose["services"]["redis"]["command"][-1].replace("$$", "$")
-    env = {"REDIS_PASSWORD": "w0rker", "REDIS_CLIENT_PASSWORD": "cl1ent"}
+    clients = " ".join(f"{name}:{password}" for name, password in CLIENTS.items())
+    env = {"REDIS_PASSWORD": "w0rker", "REDIS_CLIENTS": clients}
     started: RedisStart = run_redis_start(script, tmp_path, env)
-    assert_users_with_passwords(started, "w0rker", "cl1ent")
+    assert_users_with_passwords(started, "w0rker", CLIENTS)
     assert started.argv[:2] == ["--include", str(tmp_path / "auth.conf")]
-    assert not {"REDIS_PASSWORD", "REDIS_CLIENT_PASSWORD"} & set(started.environ)
-    assert not any(secret in " ".join(started.argv) for secret in env.values())
+    assert not {"REDIS_PASSWORD", "REDIS_CLIENTS"} & set(started.environ)
+    assert not any(secret in " ".join(started.argv) for secret in [*CLIENTS.values(), "w0rker"])
+
+
+@pytest.mark.parametrize(
+    "clients",
+    [
+        *(f"{name}:s3cret" for name in (*HOSTILE_CLIENT_NAMES, LONG_CLIENT_NAME)),
+        "acme:s3cret acme:0ther",  # the same user twice: both passwords would open it
+        "acme",  # no password
+        "acme:",
+        "acme:pass>word",  # a second ACL rule in the password's place
+        "acme:a~*",
+    ],
+)
+def test_the_start_script_refuses_a_client_that_would_widen_an_acl(
+    compose: dict[str, Any], tmp_path: Path, clients: str
+) -> None:
+    """A client name is spliced into key patterns and a password onto an ACL line: either,
+    chosen badly, would give one tenant others' keys. Redis is then not started at all."""
+    script = compose["services"]["redis"]["command"][-1].replace("$$", "$")
+    env = {"REDIS_PASSWORD": "w0", "REDIS_CLIENTS": clients}
+    assert "airlock: " in refused_redis_start(script, tmp_path, env)
 
 
 def redis_url(compose: dict[str, Any], name: str) -> str:
@@ -229,7 +290,9 @@ def test_flower_is_optional_and_password_protected(compose: dict[str, Any], tmp_
         result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
         assert (result.returncode, output in result.stdout + result.stderr) == (status, True)
     for name, service in compose["services"].items():
-        if name != "flower":
+        if name in SENTINEL_PROFILE:
+            assert service["profiles"] == ["sentinel"], name
+        elif name != "flower":
             assert "profiles" not in service, f"{name} must start without a profile"
 
 
@@ -247,3 +310,19 @@ def test_compose_and_kubernetes_share_the_same_settings(
             assert environment[key] == "${AIRLOCK_OCR_LANGUAGE:-eng}"
         else:
             assert environment[key] == value, key
+
+
+def test_the_client_template_grants_exactly_the_keys_the_bridge_uses() -> None:
+    """users.conf's client line and bridge.service.tenants spell the same keys: the slots the
+    bridge takes requests from (write only, exactly SLOTS of them), the answer key and the
+    result stream (read only), and nothing else."""
+    (template,) = [
+        line for line in REDIS_USERS.read_text().splitlines() if line.startswith("user client-")
+    ]
+    line = template.replace("{tenant}", "acme")
+    keys = sorted(rule for rule in line.split() if "~" in rule)
+    slots = f"%W~{tenants.slot_prefix('acme')}[0-{tenants.SLOTS - 1}]"
+    answers = f"%R~{tenants.selection_key('acme', '*')}"
+    assert keys == sorted([slots, answers, f"%R~{tenants.result_stream('acme')}"])
+    assert line.split()[1] == f"{tenants.USER_PREFIX}acme"
+    assert "+select" not in line and "+xadd" not in line and "&" not in line

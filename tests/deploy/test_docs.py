@@ -16,6 +16,7 @@ from tests.deploy.conftest import (
     OPERATIONS_DOC,
     REDIS_USERS,
     REPO,
+    SENTINEL_USERS,
 )
 
 DEPLOY_FILES = [DOCKERFILE, COMPOSE, *MANIFESTS]
@@ -32,7 +33,9 @@ METRICS = (
 DEPLOY_ONLY = {
     "AIRLOCK_REDIS_USER",
     "AIRLOCK_REDIS_PASSWORD",
-    "AIRLOCK_REDIS_CLIENT_PASSWORD",
+    "AIRLOCK_REDIS_CLIENTS",
+    "AIRLOCK_REDIS_REPLICA_PASSWORD",
+    "AIRLOCK_REDIS_SENTINEL_PASSWORD",
     "AIRLOCK_IMAGE",
 }
 #: Read by code another engineer is writing; the check runs as soon as some code reads it.
@@ -169,7 +172,7 @@ def test_every_command_the_deployments_run_exists(command: str) -> None:
 
 def test_deploy_directory_holds_only_checked_files() -> None:
     """A new file under deploy/ must be picked up by one of these tests."""
-    checked = {COMPOSE, *MANIFESTS, REDIS_USERS}
+    checked = {COMPOSE, *MANIFESTS, REDIS_USERS, SENTINEL_USERS}
     schemas = {"compose-spec.json", "LICENSE.compose-spec", "keda-v1alpha1.json"}
     for path in DEPLOY.rglob("*"):
         if path.is_file() and path not in checked:

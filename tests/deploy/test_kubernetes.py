@@ -16,8 +16,11 @@ import pytest
 
 from bridge.queue.jobs import QUEUES
 from tests.deploy.conftest import (
+    CLIENTS,
+    HOSTILE_CLIENT_NAMES,
     KUBERNETES,
     KUSTOMIZATION,
+    LONG_CLIENT_NAME,
     MANIFESTS,
     REDIS_USERS,
     SCHEMAS,
@@ -25,6 +28,7 @@ from tests.deploy.conftest import (
     by_kind,
     checkov,
     pod_specs,
+    refused_redis_start,
     run_redis_start,
     run_tool,
 )
@@ -35,11 +39,18 @@ CUSTOM_KINDS = {
     ("keda.sh/v1alpha1", "ScaledObject"): "deploy/schemas/keda-v1alpha1.json",
     ("keda.sh/v1alpha1", "TriggerAuthentication"): "deploy/schemas/keda-v1alpha1.json",
     ("kustomize.config.k8s.io/v1beta1", "Kustomization"): "test_kustomization_* below",
+    ("kustomize.config.k8s.io/v1alpha1", "Component"): "test_sentinel.py, rendered",
 }
 #: The oldest Kubernetes these manifests must apply to (policy/v1, autoscaling/v2, PSA labels)
 #: and the newest kubernetes-validate knows.
 KUBERNETES_VERSIONS = ("1.25.0", "1.37.0")
-WORKERS = {"airlock-light-worker": "airlock.light", "airlock-ocr-worker": "airlock.ocr"}
+#: Each worker Deployment and the queues it consumes: OCR workers read the pages of a scan too.
+WORKERS = {
+    "airlock-light-worker": ("airlock.light",),
+    "airlock-ocr-worker": ("airlock.ocr", "airlock.pages"),
+}
+#: The workers' Redis and the clients' (docs/operations.md#redis-users).
+REDIS_SERVERS = ("airlock-redis", "airlock-client-redis")
 SIZING_COMMENT = "# measured: see docs/operations.md#sizing"
 
 Validate = Callable[[Path, list[Any]], list[list[str]]]
@@ -169,7 +180,13 @@ def test_namespace_enforces_the_restricted_pod_security_standard(
 
 def test_every_pod_is_locked_down(applied: list[dict[str, Any]]) -> None:
     specs = dict(pod_specs(applied))
-    assert set(specs) == {*WORKERS, "airlock-bridge", "airlock-redis"}
+    assert set(specs) == {*WORKERS, "airlock-bridge", *REDIS_SERVERS}
+    assert_locked_down(specs)
+
+
+def assert_locked_down(specs: dict[str, dict[str, Any]]) -> None:
+    """No token, no root, no privilege, no host namespace, the runtime's syscall filter, a
+    read-only root with /tmp writable, requests, limits and both probes: every pod."""
     for name, spec in specs.items():
         assert spec["automountServiceAccountToken"] is False, name
         pod = spec["securityContext"]
@@ -196,7 +213,7 @@ def test_every_pod_is_locked_down(applied: list[dict[str, Any]]) -> None:
 
 def test_airlock_pods_run_as_the_image_user(applied: list[dict[str, Any]]) -> None:
     for name, spec in pod_specs(applied):
-        if name == "airlock-redis":
+        if name in REDIS_SERVERS:
             continue
         assert spec["securityContext"]["runAsUser"] == 10001
         assert spec["securityContext"]["runAsGroup"] == 10001
@@ -225,7 +242,8 @@ def test_every_resources_block_points_at_the_sizing_section() -> None:
                 blocks += 1
                 above = "\n".join(lines[max(0, number - 3) : number])
                 assert SIZING_COMMENT in above, f"{path.name}:{number + 1}"
-    assert blocks == 4  # light worker, OCR worker, bridge, Redis
+    # light worker, OCR worker, bridge, the workers' and the clients' Redis, the Sentinels
+    assert blocks == 6
 
 
 def test_no_todo_left_in_deployment_files() -> None:
@@ -245,10 +263,10 @@ def test_worker_deployments_consume_the_queues_the_code_routes_to(
     applied: list[dict[str, Any]],
 ) -> None:
     deployments = by_kind(applied, "Deployment")
-    assert set(WORKERS.values()) == set(QUEUES)
-    for name, queue in WORKERS.items():
+    assert {queue for queues in WORKERS.values() for queue in queues} == set(QUEUES)
+    for name, queues in WORKERS.items():
         (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
-        assert container["args"] == ["worker", "-Q", queue]
+        assert container["args"] == ["worker", "-Q", ",".join(queues)]
         # KEDA owns the replica count; a fixed one would be reset by every `kubectl apply`.
         assert "replicas" not in deployments[name]["spec"]
 
@@ -309,18 +327,19 @@ def test_scaled_objects_scale_each_worker_on_its_queue(applied: list[dict[str, A
     auth = by_kind(applied, "TriggerAuthentication")
     redis_service = by_kind(applied, "Service")["airlock-redis"]
     assert set(scaled) == set(WORKERS)
-    for name, queue in WORKERS.items():
+    for name, queues in WORKERS.items():
         spec = scaled[name]["spec"]
         assert spec["scaleTargetRef"]["name"] in deployments
         assert spec["scaleTargetRef"]["name"] == name
         assert 1 <= spec["minReplicaCount"] <= spec["maxReplicaCount"]
-        (trigger,) = spec["triggers"]
-        assert trigger["type"] == "redis"
-        assert trigger["metadata"]["listName"] == queue
-        host, port = trigger["metadata"]["address"].split(":")
-        assert host == f"{redis_service['metadata']['name']}.airlock.svc"
-        assert int(port) == redis_service["spec"]["ports"][0]["port"]
-        assert trigger["authenticationRef"]["name"] in auth
+        # One trigger per queue the worker consumes: a backlog of pages alone scales it too.
+        assert [trigger["metadata"]["listName"] for trigger in spec["triggers"]] == list(queues)
+        for trigger in spec["triggers"]:
+            assert trigger["type"] == "redis"
+            host, port = trigger["metadata"]["address"].split(":")
+            assert host == f"{redis_service['metadata']['name']}.airlock.svc"
+            assert int(port) == redis_service["spec"]["ports"][0]["port"]
+            assert trigger["authenticationRef"]["name"] in auth
 
 
 def test_hpa_alternative_targets_the_same_deployments(yaml_docs: dict[Path, list[Any]]) -> None:
@@ -328,16 +347,18 @@ def test_hpa_alternative_targets_the_same_deployments(yaml_docs: dict[Path, list
         doc["metadata"]["name"]: doc for doc in yaml_docs[KUBERNETES / "alternatives" / "hpa.yaml"]
     }
     assert set(hpas) == set(WORKERS)
-    for name, queue in WORKERS.items():
+    for name, queues in WORKERS.items():
         spec = hpas[name]["spec"]
         assert spec["scaleTargetRef"] == {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "name": name,
         }
-        (metric,) = spec["metrics"]
-        assert metric["external"]["metric"]["name"] == "airlock_queue_depth"
-        assert metric["external"]["metric"]["selector"]["matchLabels"] == {"queue": queue}
+        metrics = spec["metrics"]
+        assert [m["external"]["metric"]["selector"]["matchLabels"] for m in metrics] == [
+            {"queue": queue} for queue in queues
+        ]
+        assert {m["external"]["metric"]["name"] for m in metrics} == {"airlock_queue_depth"}
 
 
 def test_every_deployment_has_a_disruption_budget(applied: list[dict[str, Any]]) -> None:
@@ -377,47 +398,106 @@ def test_redis_is_durable_and_password_protected(applied: list[dict[str, Any]]) 
         )
 
 
+def start_script(applied: list[dict[str, Any]], name: str) -> str:
+    statefulset = by_kind(applied, "StatefulSet")[name]
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    script: str = container["command"][-1]
+    return script
+
+
+def secrets_dir(tmp_path: Path, clients: dict[str, str]) -> None:
+    """The Secrets as the clients' Redis mounts them: the worker password, and one file per
+    client tenant (Secret airlock-redis-clients)."""
+    (tmp_path / "secrets" / "clients").mkdir(parents=True)
+    (tmp_path / "secrets" / "password").write_text("w0rker")
+    for name, password in clients.items():
+        (tmp_path / "secrets" / "clients" / name).write_text(password)
+
+
 def test_redis_users_are_the_shipped_ones_with_their_passwords_in_memory_only(
     applied: list[dict[str, Any]], tmp_path: Path
 ) -> None:
     """The ConfigMap holds deploy/redis/users.conf as it is (compose mounts that file), and the
-    start script puts each password from the Secret on its own user's line, in a file only
-    Redis's uid reads; every airlock pod logs in as `worker`, and so does KEDA."""
+    start script puts each password from the Secrets on its own user's line, in a file only
+    Redis's uid reads; every airlock pod logs in as `worker`, and so does KEDA. The workers'
+    Redis mounts no client password, so it has no client user."""
     conf = by_kind(applied, "ConfigMap")["airlock-redis-config"]["data"]
     assert conf["users.conf"] == REDIS_USERS.read_text()
-    statefulset = by_kind(applied, "StatefulSet")["airlock-redis"]
-    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-    secrets = tmp_path / "secrets"
-    secrets.mkdir()
-    (secrets / "password").write_text("w0rker")
-    (secrets / "client-password").write_text("cl1ent")
-    started = run_redis_start(container["command"][-1], tmp_path, {})
-    assert_users_with_passwords(started, "w0rker", "cl1ent")
+    for name in REDIS_SERVERS:
+        assert start_script(applied, name) == start_script(applied, "airlock-redis")
+    secrets_dir(tmp_path, CLIENTS)
+    started = run_redis_start(start_script(applied, "airlock-client-redis"), tmp_path, {})
+    assert_users_with_passwords(started, "w0rker", CLIENTS)
+    # CONFIG is renamed away here; a node of the Sentinel component keeps it (test_sentinel).
     assert started.argv == [
         "/etc/redis/airlock/redis.conf",
         "--include",
         str(tmp_path / "auth.conf"),
+        "--rename-command",
+        "CONFIG",
+        "",
     ]
+    statefulsets = by_kind(applied, "StatefulSet")
+    mounts = {}
+    for name in REDIS_SERVERS:
+        volumes = statefulsets[name]["spec"]["template"]["spec"]["volumes"]
+        mounts[name] = {v["secret"]["secretName"]: v["secret"] for v in volumes if "secret" in v}
+    assert mounts["airlock-redis"]["airlock-redis"]["items"] == [
+        {"key": "password", "path": "password"}
+    ]
+    assert set(mounts["airlock-redis"]) == {"airlock-redis"}
+    assert mounts["airlock-client-redis"]["airlock-redis"]["items"] == [
+        {"key": "password", "path": "password"}
+    ]
+    assert mounts["airlock-client-redis"]["airlock-redis-clients"]["optional"] is True
     for name, spec in pod_specs(applied):
-        if name == "airlock-redis":
+        if name in REDIS_SERVERS:
             continue
         (pod,) = spec["containers"]
         env = {item["name"]: item.get("value") for item in pod["env"]}
         assert env["AIRLOCK_REDIS_USER"] == "worker"
         assert env["AIRLOCK_BROKER_URL"].startswith(
-            "redis://$(AIRLOCK_REDIS_USER):$(AIRLOCK_REDIS_PASSWORD)@"
+            "redis://$(AIRLOCK_REDIS_USER):$(AIRLOCK_REDIS_PASSWORD)@airlock-redis:"
         )
+        clients_url = env.get("AIRLOCK_CLIENT_REDIS_URL")
+        if name == "airlock-bridge":
+            assert clients_url == (
+                "redis://$(AIRLOCK_REDIS_USER):$(AIRLOCK_REDIS_PASSWORD)@airlock-client-redis:6379/0"
+            )
+        else:
+            assert clients_url is None, name
     for scaled in by_kind(applied, "ScaledObject").values():
-        (trigger,) = scaled["spec"]["triggers"]
-        assert trigger["metadata"]["usernameFromEnv"] == "AIRLOCK_REDIS_USER"
+        for trigger in scaled["spec"]["triggers"]:
+            assert trigger["metadata"]["usernameFromEnv"] == "AIRLOCK_REDIS_USER"
+
+
+@pytest.mark.parametrize("name", [*(n for n in HOSTILE_CLIENT_NAMES if n), LONG_CLIENT_NAME])
+def test_the_start_script_refuses_a_client_secret_that_would_widen_an_acl(
+    applied: list[dict[str, Any]], tmp_path: Path, name: str
+) -> None:
+    """A key of the Secret airlock-redis-clients names a tenant; a name or a password that
+    would reach other tenants' keys stops Redis from starting."""
+    secrets_dir(tmp_path, {name: "s3cret"})
+    script = start_script(applied, "airlock-client-redis")
+    assert "airlock: " in refused_redis_start(script, tmp_path, {})
+
+
+def test_the_start_script_refuses_a_client_password_that_adds_a_rule(
+    applied: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    secrets_dir(tmp_path, {"acme": "s3cret ~* +@all"})
+    script = start_script(applied, "airlock-client-redis")
+    assert "airlock: " in refused_redis_start(script, tmp_path, {})
 
 
 def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]) -> None:
-    (secret,) = yaml_docs[KUBERNETES / "redis-secret.template.yaml"]
-    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "airlock-redis"
-    assert "data" not in secret
-    assert "openssl rand" in secret["stringData"]["password"]
-    assert "openssl rand" in secret["stringData"]["client-password"]
+    workers, clients = yaml_docs[KUBERNETES / "redis-secret.template.yaml"]
+    assert workers["kind"] == "Secret" and workers["metadata"]["name"] == "airlock-redis"
+    assert clients["kind"] == "Secret" and clients["metadata"]["name"] == "airlock-redis-clients"
+    for secret in (workers, clients):
+        assert "data" not in secret
+        assert all("openssl rand" in value for value in secret["stringData"].values())
+    assert set(workers["stringData"]) == {"password", "result-cache-key"}
 
 
 # --- network policy -------------------------------------------------------------------------
@@ -440,6 +520,7 @@ def test_network_policies_let_workers_reach_only_redis_and_dns(
         if r["kind"] in {"Deployment", "StatefulSet"}
     }
     redis_labels = workloads["airlock-redis"]
+    client_redis_labels = workloads["airlock-client-redis"]
     for name in (*WORKERS, "airlock-bridge"):
         labels = workloads[name]
         egress_rules = [
@@ -450,6 +531,7 @@ def test_network_policies_let_workers_reach_only_redis_and_dns(
             for rule in policy["spec"].get("egress", [])
         ]
         assert egress_rules, name
+        reached = set()
         for rule in egress_rules:
             ports = {(port["protocol"], port["port"]) for port in rule["ports"]}
             peers = rule["to"]
@@ -457,22 +539,56 @@ def test_network_policies_let_workers_reach_only_redis_and_dns(
             (peer,) = peers
             if ports == {("TCP", 6379)}:
                 assert "namespaceSelector" not in peer
-                assert _selects(peer["podSelector"], redis_labels)
+                servers = {
+                    "airlock-redis": redis_labels,
+                    "airlock-client-redis": client_redis_labels,
+                }
+                (server,) = [
+                    server
+                    for server, selected in servers.items()
+                    if _selects(peer["podSelector"], selected)
+                ]
+                reached.add(server)
             else:
                 assert ports == {("UDP", 53), ("TCP", 53)}
                 assert peer["namespaceSelector"]["matchLabels"] == {
                     "kubernetes.io/metadata.name": "kube-system"
                 }
                 assert peer["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+        # The bridge alone reaches the clients' Redis: no worker can be reached from there.
+        wanted = (
+            {"airlock-redis", "airlock-client-redis"}
+            if name == "airlock-bridge"
+            else {"airlock-redis"}
+        )
+        assert reached == wanted, name
 
 
-def test_redis_accepts_only_airlock_keda_and_labelled_clients(
-    applied: list[dict[str, Any]],
-) -> None:
-    policy = by_kind(applied, "NetworkPolicy")["airlock-redis-ingress"]["spec"]
+def _ingress_peers(applied: list[dict[str, Any]], policy_name: str) -> list[dict[str, Any]]:
+    policy = by_kind(applied, "NetworkPolicy")[policy_name]["spec"]
     (rule,) = policy["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
     for peer in rule["from"]:
         assert "ipBlock" not in peer
         assert peer["podSelector"]["matchLabels"], "every peer names the pods it admits"
     assert policy["egress"] == []
+    peers: list[dict[str, Any]] = rule["from"]
+    return peers
+
+
+def test_the_workers_redis_accepts_only_airlock_and_keda(applied: list[dict[str, Any]]) -> None:
+    """No application pod reaches the workers' Redis: a client cannot take its connections."""
+    peers = _ingress_peers(applied, "airlock-redis-ingress")
+    namespaces = [peer.get("namespaceSelector", {}).get("matchLabels") for peer in peers]
+    assert namespaces == [None, {"kubernetes.io/metadata.name": "keda"}]
+
+
+def test_the_clients_redis_accepts_the_bridge_and_labelled_clients(
+    applied: list[dict[str, Any]],
+) -> None:
+    peers = _ingress_peers(applied, "airlock-client-redis-ingress")
+    assert [peer["podSelector"]["matchLabels"] for peer in peers] == [
+        {"app.kubernetes.io/name": "airlock", "app.kubernetes.io/component": "bridge"},
+        {"airlock.io/redis-client": "true"},
+    ]
+    assert peers[1]["namespaceSelector"]["matchLabels"] == {"airlock.io/client": "true"}

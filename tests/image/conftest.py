@@ -90,7 +90,8 @@ def redis_image(image: str) -> str:
 
 @pytest.fixture(scope="module")
 def pod(image: str, redis_image: str) -> Iterator[Pod]:
-    """A pod with Redis running as its StatefulSet runs it; removed with all it holds."""
+    """A pod with both Redis servers running as their StatefulSets run them; removed with all
+    it holds."""
     pod = Pod()
     try:
         pod.start_redis()
@@ -103,7 +104,7 @@ def pod(image: str, redis_image: str) -> Iterator[Pod]:
 def hardened(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, ...]:
     """How the OCR worker's manifest runs its container (uid 10001, read-only root, no
     capability, no_new_privs, its limits, /tmp in memory), without its environment."""
-    secret = {"airlock-redis": {"password": "-", "client-password": "-", "result-cache-key": "-"}}
+    secret = {"airlock-redis": {"password": "-", "result-cache-key": "-"}}
     spec = workload(manifests(), "airlock-ocr-worker", secret, tmp_path_factory.mktemp("hardened"))
     return spec.flags
 

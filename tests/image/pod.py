@@ -5,12 +5,15 @@ A container's user, read-only root, dropped capabilities, no_new_privs, memory a
 environment (its ConfigMap, its Secret, ``$(VAR)`` references expanded as the kubelet expands
 them), volumes and probe commands are all read from the manifest, so the containers run what
 the manifests say, not a copy of it. What a cluster adds and podman does not is done here:
-the Service name ``airlock-redis`` is an ``/etc/hosts`` entry of the pod, and probes are run
-when the test asks (podman runs health checks from systemd timers, which these hosts lack).
+the Service names ``airlock-redis`` and ``airlock-client-redis`` are ``/etc/hosts`` entries of
+the pod, and probes are run when the test asks (podman runs health checks from systemd timers,
+which these hosts lack). Both Redis servers share the pod's loopback, so the clients' listens
+on :data:`CLIENT_REDIS_PORT` rather than 6379, and the bridge is pointed at that port (the
+clients' Redis's own probes, which name no port, reach the workers' Redis here).
 
 A pod has no network but its loopback (``--network none``): its containers reach each other
-on 127.0.0.1 and nothing else, and the test reaches Redis through a Unix socket in a directory
-it shares with the Redis container.
+on 127.0.0.1 and nothing else, and the test reaches each Redis through a Unix socket in a
+directory it shares with the Redis containers.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,11 @@ from tests.deploy.conftest import KUBERNETES, by_kind, load_yaml
 REPO = Path(__file__).resolve().parents[2]
 PODMAN = REPO / "scripts" / "podman"
 SOCKET = "redis.sock"
+CLIENT_SOCKET = "client-redis.sock"
+#: The clients' Redis's port in a pod, beside the workers' on 6379.
+CLIENT_REDIS_PORT = 6380
+#: The client tenant the image tests send as (Redis user client-smoke).
+TENANT = "smoke"
 _PROBE_SECONDS = 90.0
 
 
@@ -53,7 +61,14 @@ def podman(
 
 def manifests() -> list[dict[str, Any]]:
     """Every resource of the Deployments, the StatefulSet and their ConfigMap."""
-    names = ("config.yaml", "redis.yaml", "light-worker.yaml", "ocr-worker.yaml", "bridge.yaml")
+    names = (
+        "config.yaml",
+        "redis.yaml",
+        "client-redis.yaml",
+        "light-worker.yaml",
+        "ocr-worker.yaml",
+        "bridge.yaml",
+    )
     loaded = load_yaml(*(KUBERNETES / name for name in names))
     return [doc for docs in loaded.values() for doc in docs]
 
@@ -139,10 +154,14 @@ def workload(
                 (source / key).write_text(text)
                 (source / key).chmod(0o644)
         elif "secret" in volume:
-            for key, text in secret_data[volume["secret"]["secretName"]].items():
-                (source / key).write_text(text)
-                (source / key).chmod(volume["secret"].get("defaultMode", 0o644))
-                os.chown(source / key, 0, group)
+            data = secret_data.get(volume["secret"]["secretName"], {})
+            assert data or volume["secret"].get("optional"), volume["secret"]["secretName"]
+            items = volume["secret"].get("items")
+            paths = {item["key"]: item["path"] for item in items} if items else {k: k for k in data}
+            for key, path in paths.items():
+                (source / path).write_text(data[key])
+                (source / path).chmod(volume["secret"].get("defaultMode", 0o644))
+                os.chown(source / path, 0, group)
         else:  # the StatefulSet's volume claim: an empty directory the pod's user owns
             os.chown(source, context["runAsUser"], group)
         flags += ["-v", f"{source}:{target}" + (":ro" if mount.get("readOnly") else "")]
@@ -172,7 +191,7 @@ class Pod:
         self.workdir = Path(tempfile.mkdtemp(prefix=f"{self.name}-"))
         self.workdir.chmod(0o755)
         self.password = secrets.token_hex(16)  # Redis user `worker`
-        self.client_password = secrets.token_hex(16)  # Redis user `client`
+        self.client_password = secrets.token_hex(16)  # Redis user `client-smoke`
         self.cache_key = secrets.token_hex(32)  # the workers' result-cache MAC secret
         self.socket_dir = self.workdir / "socket"
         self.socket_dir.mkdir()
@@ -181,23 +200,27 @@ class Pod:
         # The Service's name, as cluster DNS would answer it. A file, not --add-host: podman
         # writes no /etc/hosts for a pod without a network.
         self.hosts = self.workdir / "hosts"
-        self.hosts.write_text("127.0.0.1 localhost airlock-redis\n")
+        self.hosts.write_text("127.0.0.1 localhost airlock-redis airlock-client-redis\n")
         self.hosts.chmod(0o644)
         podman("pod", "create", "--name", self.name, "--network", "none")
 
     def workload(self, name: str) -> Workload:
-        return workload(
+        spec = workload(
             self.resources,
             name,
             {
                 "airlock-redis": {
                     "password": self.password,
-                    "client-password": self.client_password,
                     "result-cache-key": self.cache_key,
-                }
+                },
+                "airlock-redis-clients": {TENANT: self.client_password},
             },
             self.workdir,
         )
+        if name != "airlock-bridge":
+            return spec
+        url = spec.env["AIRLOCK_CLIENT_REDIS_URL"].replace(":6379/", f":{CLIENT_REDIS_PORT}/")
+        return replace(spec, env={**spec.env, "AIRLOCK_CLIENT_REDIS_URL": url})
 
     def start(
         self, spec: Workload, container: str, *, args: Sequence[str] | None = None,
@@ -213,33 +236,52 @@ class Pod:
                *spec.flags, *env, *entrypoint, *extra, spec.image, *command)  # fmt: skip
         return name
 
-    def start_redis(self) -> str:
-        """Redis as its StatefulSet runs it, plus a Unix socket the test connects through."""
-        for resource in self.resources:
-            if resource["metadata"]["name"] == "airlock-redis-config":
-                resource["data"]["redis.conf"] += (
-                    f"unixsocket /socket/{SOCKET}\nunixsocketperm 777\n"
-                )
-        name = self.start(self.workload("airlock-redis"), "redis",
-                          extra=["-v", f"{self.socket_dir}:/socket"])  # fmt: skip
-        socket = self.socket_dir / SOCKET
-        wait_until(lambda: socket.exists() or not self.running(name), lambda: "no socket")
-        assert socket.exists(), f"{name} exited:\n{self.logs(name)[-3000:]}"
-        return name
+    def start_redis(self) -> tuple[str, str]:
+        """Both Redis servers as their StatefulSets run them, each with a Unix socket the test
+        connects through; the clients' on its own port (they share one ConfigMap)."""
+        (config,) = [r for r in self.resources if r["metadata"]["name"] == "airlock-redis-config"]
+        shipped = config["data"]["redis.conf"]
+        names = []
+        for server, container, socket, extra in (
+            ("airlock-redis", "redis", SOCKET, ""),
+            ("airlock-client-redis", "client-redis", CLIENT_SOCKET, f"port {CLIENT_REDIS_PORT}\n"),
+        ):
+            config["data"]["redis.conf"] = (
+                f"{shipped}{extra}unixsocket /socket/{socket}\nunixsocketperm 777\n"
+            )
+            name = self.start(self.workload(server), container,
+                              extra=["-v", f"{self.socket_dir}:/socket"])  # fmt: skip
+            self._wait_for_socket(name, self.socket_dir / socket)
+            names.append(name)
+        config["data"]["redis.conf"] = shipped
+        return names[0], names[1]
+
+    def _wait_for_socket(self, name: str, path: Path) -> None:
+        wait_until(lambda: path.exists() or not self.running(name), lambda: "no socket")
+        assert path.exists(), f"{name} exited:\n{self.logs(name)[-3000:]}"
 
     def redis(self) -> Redis:
-        """As the workers connect: Redis user `worker`."""
+        """The workers' Redis as the workers connect: Redis user `worker`."""
         return Redis(
             unix_socket_path=str(self.socket_dir / SOCKET),
             username="worker",
             password=self.password,
         )
 
-    def client(self) -> Redis:
-        """As an application sending requests to the bridge connects: Redis user `client`."""
+    def clients_redis(self) -> Redis:
+        """The clients' Redis as the bridge connects: Redis user `worker`."""
         return Redis(
-            unix_socket_path=str(self.socket_dir / SOCKET),
-            username="client",
+            unix_socket_path=str(self.socket_dir / CLIENT_SOCKET),
+            username="worker",
+            password=self.password,
+        )
+
+    def client(self) -> Redis:
+        """The clients' Redis as an application sending requests to the bridge connects: its
+        tenant's Redis user, client-smoke."""
+        return Redis(
+            unix_socket_path=str(self.socket_dir / CLIENT_SOCKET),
+            username=f"client-{TENANT}",
             password=self.client_password,
         )
 

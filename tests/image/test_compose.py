@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tests.image.conftest import HERE, SMOKE_FILES
-from tests.image.pod import PODMAN, REPO, podman, wait_until
+from tests.image.pod import PODMAN, REPO, TENANT, podman, wait_until
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -38,13 +38,13 @@ _HEALTHY_SECONDS = 120.0
 class Stack:
     project: str
     password: str  # Redis user `worker`
-    client_password: str  # Redis user `client`
+    client_password: str  # Redis user `client-smoke`
 
     def compose(self, *args: str) -> subprocess.CompletedProcess[str]:
         env = {
             **os.environ,
             "AIRLOCK_REDIS_PASSWORD": self.password,
-            "AIRLOCK_REDIS_CLIENT_PASSWORD": self.client_password,
+            "AIRLOCK_REDIS_CLIENTS": f"{TENANT}:{self.client_password}",
             "AIRLOCK_RESULT_CACHE_KEY": self.password * 2,  # hex, 64 digits
         }
         env.pop("FLOWER_BASIC_AUTH", None)  # Flower's profile is not started: not needed
@@ -67,15 +67,12 @@ class Stack:
         return dict(document)
 
     def client_url(self) -> str:
-        """The stack's own Redis as the bridge reaches it, logged in as the user `client`:
-        read from the running bridge, so the test follows whatever address compose.yaml sets."""
+        """The clients' Redis as the bridge reaches it, logged in as the tenant's user: read
+        from the running bridge, so the test follows whatever address compose.yaml sets."""
         env = dict(entry.split("=", 1) for entry in self.inspect("bridge")["Config"]["Env"])
-        address = urlsplit(env["AIRLOCK_BROKER_URL"])
-        return urlunsplit(
-            address._replace(
-                netloc=f"client:{self.client_password}@{address.hostname}:{address.port}"
-            )
-        )
+        address = urlsplit(env["AIRLOCK_CLIENT_REDIS_URL"])
+        login = f"client-{TENANT}:{self.client_password}"
+        return urlunsplit(address._replace(netloc=f"{login}@{address.hostname}:{address.port}"))
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +88,7 @@ def stack(image: str, redis_image: str) -> Iterator[Stack]:
 
 
 def test_up_starts_the_stack_without_flower(stack: Stack) -> None:
-    assert set(stack.containers()) == {"redis", *AIRLOCK_SERVICES}
+    assert set(stack.containers()) == {"redis", "client-redis", *AIRLOCK_SERVICES}
 
 
 def test_every_health_check_passes(stack: Stack) -> None:
@@ -122,11 +119,14 @@ def test_containers_run_as_the_file_says(stack: Stack) -> None:
         # Only the internal network, which has no gateway: nothing off the host is reachable.
         assert list(container["NetworkSettings"]["Networks"]) == [f"{stack.project}_internal"]
         assert not _default_route(container["Name"])
-    redis = stack.inspect("redis")
-    assert redis["Config"]["User"] == "999:999"
-    assert redis["HostConfig"]["ReadonlyRootfs"] is True
-    networks = {f"{stack.project}_internal", f"{stack.project}_clients"}
-    assert set(redis["NetworkSettings"]["Networks"]) == networks
+    for service, networks in (
+        ("redis", {f"{stack.project}_internal"}),
+        ("client-redis", {f"{stack.project}_internal", f"{stack.project}_clients"}),
+    ):
+        redis = stack.inspect(service)
+        assert redis["Config"]["User"] == "999:999"
+        assert redis["HostConfig"]["ReadonlyRootfs"] is True
+        assert set(redis["NetworkSettings"]["Networks"]) == networks
 
 
 def test_doctor_passes_in_every_airlock_container(stack: Stack) -> None:
@@ -147,7 +147,8 @@ def test_the_smoke_job_through_the_bridge_and_both_workers(
         "--read-only", "--tmpfs", "/tmp",
         "-v", f"{HERE / 'bridge_client.py'}:/client/bridge_client.py:ro",
         "-v", f"{corpus_dir}:/in:ro", "--entrypoint", "python", image,
-        "/client/bridge_client.py", url, "compose-smoke", *(f"/in/{n}" for n in SMOKE_FILES),
+        "/client/bridge_client.py", url, TENANT, "compose-smoke",
+        *(f"/in/{n}" for n in SMOKE_FILES),
         timeout=600,
     )  # fmt: skip
     answer = json.loads(client.stdout)
@@ -158,6 +159,6 @@ def test_stop_lets_every_container_exit_cleanly(stack: Stack) -> None:
     """SIGTERM through the init process, within the grace periods: workers shut down warm."""
     stop = stack.compose("stop")
     assert stop.returncode == 0, stop.stderr[-4000:]
-    for service in ("redis", *AIRLOCK_SERVICES):
+    for service in ("redis", "client-redis", *AIRLOCK_SERVICES):
         state = stack.inspect(service)["State"]
         assert (state["Status"], state["ExitCode"]) == ("exited", 0), service

@@ -17,7 +17,7 @@ from PIL import Image
 from tests.deploy.conftest import by_kind
 from tests.image import bridge_client
 from tests.image.conftest import SMOKE_FILES, embedded_selection
-from tests.image.pod import Pod, podman, wait_until
+from tests.image.pod import TENANT, Pod, podman, wait_until
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
 REQUIRED = ["landlock", "no_new_privs", "rlimits", "seccomp"]
 #: One worker takes both stages' jobs: two in one pod would share its network namespace and
 #: both bind the metrics port. Everything else is the OCR worker's manifest.
-BOTH_QUEUES = ["worker", "-Q", "airlock.light,airlock.ocr"]
+BOTH_QUEUES = ["worker", "-Q", "airlock.light,airlock.ocr,airlock.pages"]
 _ANSWER_SECONDS = 300.0
 
 
@@ -86,11 +86,11 @@ def task_log_lines(log: str) -> list[dict[str, Any]]:
 def test_a_job_through_the_bridge_and_a_worker_in_a_pod(
     pod: Pod, worker: str, bridge: str, corpus_dir: Path, embedded: dict[str, Any]
 ) -> None:
-    client = pod.client()  # an application: Redis user `client`, the workers `worker`
+    client = pod.client()  # an application: Redis user `client-smoke`, the workers `worker`
     bridge_client.send(
-        client, bridge_client.request("smoke", [corpus_dir / name for name in SMOKE_FILES])
+        client, TENANT, bridge_client.request("smoke", [corpus_dir / name for name in SMOKE_FILES])
     )
-    answer = bridge_client.answer(client, "smoke", _ANSWER_SECONDS)
+    answer = bridge_client.answer(client, TENANT, "smoke", _ANSWER_SECONDS)
     assert answer is not None, pod.logs(bridge)[-3000:]
     assert answer["selection"] == embedded
     # Every probe of the manifests passes in the containers they are written for.
@@ -99,12 +99,12 @@ def test_a_job_through_the_bridge_and_a_worker_in_a_pod(
         for probe in (spec.readiness, spec.liveness):
             result = pod.probe(container, probe)
             assert result.returncode == 0, f"{container} {probe}: {result.stderr}"
-    (redis,) = by_kind(pod.resources, "StatefulSet")["airlock-redis"]["spec"]["template"]["spec"][
-        "containers"
-    ]
-    for kind in ("readinessProbe", "livenessProbe"):
-        result = pod.probe(f"{pod.name}-redis", redis[kind]["exec"]["command"])
-        assert result.returncode == 0, f"redis {kind}: {result.stdout}{result.stderr}"
+    statefulsets = by_kind(pod.resources, "StatefulSet")
+    for server, container in (("airlock-redis", "redis"), ("airlock-client-redis", "client-redis")):
+        (redis,) = statefulsets[server]["spec"]["template"]["spec"]["containers"]
+        for kind in ("readinessProbe", "livenessProbe"):
+            result = pod.probe(f"{pod.name}-{container}", redis[kind]["exec"]["command"])
+            assert result.returncode == 0, f"{server} {kind}: {result.stdout}{result.stderr}"
     # The worker logs the line operators follow a request by, one per finished task.
     logged = task_log_lines(pod.logs(worker))
     assert {line["label"] for line in logged} >= set(SMOKE_FILES), logged
@@ -133,6 +133,12 @@ def restarted_worker(pod: Pod) -> Iterator[list[str]]:
         podman("rm", "--force", "--time", "0", name, check=False)
 
 
+def _ocr_jobs(redis: Any) -> int:
+    """OCR jobs queued or held by a worker (kombu keeps a delivered message in ``unacked``)."""
+    held = [json.loads(entry) for entry in redis.hvals("unacked")]
+    return int(redis.llen("airlock.ocr")) + sum(1 for _, _, queue in held if queue == "airlock.ocr")
+
+
 def test_sigterm_of_the_worker_mid_job_loses_nothing(
     pod: Pod,
     worker: str,
@@ -142,35 +148,43 @@ def test_sigterm_of_the_worker_mid_job_loses_nothing(
     restarted_worker: list[str],
 ) -> None:
     """A rollout stops a worker with SIGTERM: it finishes the job it runs (Celery's warm
-    shutdown), and the job queued behind it waits in Redis for the next worker."""
+    shutdown), and the OCR job waiting behind it, held by the worker for its next free
+    process, goes back to Redis for the next worker. Small jobs meanwhile take the worker's
+    light lane instead of waiting behind the OCR."""
     redis, client = pod.redis(), pod.client()
     scan = three_page_scan(corpus_dir, tmp_path)
-    bridge_client.send(client, bridge_client.request("long", [scan]))
+    bridge_client.send(client, TENANT, bridge_client.request("long", [scan]))
     wait_until(
         lambda: any(0 < state["done"] < state["total"] for state in progress(redis)),
         lambda: f"the three-page job never ran:\n{pod.logs(worker)[-3000:]}",
     )
     short = tmp_path / "short.txt"
-    short.write_text("queued behind the long job\n")
-    bridge_client.send(client, bridge_client.request("queued", [short]))
-    # The worker holds no job but the one it runs: the next one waits in its queue.
-    wait_until(lambda: redis.llen("airlock.light") == 1, lambda: "the second job was not queued")
+    short.write_text("beside the long job\n")
+    bridge_client.send(client, TENANT, bridge_client.request("short", [short]))
+    beside = bridge_client.answer(client, TENANT, "short", _ANSWER_SECONDS)
+    assert beside is not None, pod.logs(worker)[-3000:]
+    assert beside["selection"]["text"] == "ATTACHMENT [short.txt]\nbeside the long job\n"
+    assert bridge_client.answer(client, TENANT, "long", 0) is None, "the small job waited"
+
+    bridge_client.send(client, TENANT, bridge_client.request("queued", [scan]))
+    wait_until(lambda: _ocr_jobs(redis) == 2, lambda: "the second OCR job never reached Redis")
 
     podman("kill", "--signal", "TERM", worker)
     exit_code = podman("wait", worker, timeout=300).stdout.strip()
     assert exit_code == "0", pod.logs(worker)[-3000:]
-    long = bridge_client.answer(client, "long", _ANSWER_SECONDS)
+    long = bridge_client.answer(client, TENANT, "long", _ANSWER_SECONDS)
     assert long is not None, pod.logs(bridge)[-3000:]
     assert long["selection"] == embedded_selection([scan])
-    assert bridge_client.answer(client, "queued", 0) is None
-    assert redis.llen("airlock.light") == 1
+    assert bridge_client.answer(client, TENANT, "queued", 0) is None, pod.logs(worker)[-3000:]
+    assert redis.llen("airlock.ocr") == 1 and redis.hlen("unacked") == 0
 
     spec = pod.workload("airlock-ocr-worker")
     restarted_worker.append(pod.start(spec, "worker-2", args=BOTH_QUEUES))
-    queued = bridge_client.answer(client, "queued", _ANSWER_SECONDS)
+    queued = bridge_client.answer(client, TENANT, "queued", _ANSWER_SECONDS)
     assert queued is not None, pod.logs(restarted_worker[0])[-3000:]
-    assert queued["selection"]["text"] == "ATTACHMENT [short.txt]\nqueued behind the long job\n"
+    assert queued["selection"] == embedded_selection([scan])
     # Nothing left: every request answered once, none pending, no task waiting.
-    assert redis.xlen(bridge_client.REQUEST_STREAM) == 0
-    assert redis.xpending(bridge_client.REQUEST_STREAM, "airlock-bridge")["pending"] == 0
+    streams = pod.clients_redis()  # the request stream lives beside the clients' slots
+    assert streams.xlen(bridge_client.REQUEST_STREAM) == 0
+    assert streams.xpending(bridge_client.REQUEST_STREAM, "airlock-bridge")["pending"] == 0
     assert redis.llen("airlock.light") == redis.llen("airlock.ocr") == 0
