@@ -12,11 +12,12 @@ import functools
 import json
 import os
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -28,14 +29,16 @@ from bridge.knowledge.attachments import (
     Outcome,
     TextExtractor,
     assemble_selection,
+    dropped_entry,
     extraction_outcome,
+    over_byte_ceiling,
 )
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
 from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.errors import BridgeContractError
 from bridge.knowledge.kinds import guess_kind
 from bridge.logs import LogFormat, configure
-from bridge.metrics import QueueDepthCollector, start_endpoint
+from bridge.metrics import QueueDepthCollector, serve_metrics
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import QueueUnavailable, gather
 from bridge.redis_client import redis_client, refuse_cluster
@@ -75,8 +78,10 @@ def _parser() -> argparse.ArgumentParser:
         "extract",
         help="extract FILEs into one selection (text on stdout, omissions on stderr)",
         description="Extract FILEs in an isolated sandbox and print the assembled selection: "
-        "text on stdout, one line per omitted file with its reason on stderr. "
-        "Exit 0 when every file was admitted, 1 when some were omitted.",
+        "text on stdout, one line per omitted file with its reason on stderr. A FILE that "
+        "cannot be read is reported on stderr and the others are still extracted. "
+        "Exit 0 when every file was admitted, 1 when some were omitted, 2 when a FILE could "
+        "not be read (or on a usage error), 3 when the broker is unreachable.",
     )
     extract.add_argument("files", nargs="+", metavar="FILE", type=Path)
     extract.add_argument("--json", action="store_true", help="print the whole selection as JSON")
@@ -184,13 +189,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_refs(files: Sequence[Path], kind: str | None) -> list[AttachmentRef]:
-    refs = []
+@dataclass(frozen=True)
+class _Files:
+    """The command line's files: those read, those refused unread, those that cannot be read."""
+
+    refs: list[AttachmentRef] = field(default_factory=list)
+    #: ``IngestSelection.dropped`` entries of files over the byte ceiling.
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    #: One line per path that could not be opened or read.
+    unreadable: list[str] = field(default_factory=list)
+
+
+def _read_files(files: Sequence[Path], kind: str | None, limits: ExtractionLimits) -> _Files:
+    """Read each file, but never more than one byte past ``max_bytes``: a 600 MB file held
+    680 MB before its refusal, and ``/dev/zero`` took memory until the process died. A path
+    that cannot be read costs its own file only, as with grep or cat."""
+    read = _Files()
     for path in files:
-        payload = path.read_bytes()
+        try:
+            with path.open("rb") as file:
+                status = os.fstat(file.fileno())
+                if stat.S_ISREG(status.st_mode) and status.st_size > limits.max_bytes:
+                    refusal = over_byte_ceiling(path.name, status.st_size, limits)
+                    read.refused.append(dropped_entry(path.name, refusal))
+                    continue
+                payload = file.read(limits.max_bytes + 1)
+        except OSError as exc:
+            read.unreadable.append(f"cannot read {path}: {exc.strerror or exc}")
+            continue
+        if len(payload) > limits.max_bytes:  # a pipe or a device: no size known in advance
+            refusal = over_byte_ceiling(path.name, len(payload), limits, at_least=True)
+            read.refused.append(dropped_entry(path.name, refusal))
+            continue
         guessed_kind, media_type = guess_kind(path.name, payload[:_SNIFF_BYTES])
-        refs.append(AttachmentRef(path.name, kind or guessed_kind, media_type, payload))
-    return refs
+        read.refs.append(AttachmentRef(path.name, kind or guessed_kind, media_type, payload))
+    return read
 
 
 class _Progress:
@@ -267,7 +300,10 @@ def _extract(args: argparse.Namespace) -> int:
         settings.extraction_limits,
         **{name: value for name, value in flags.items() if value is not None},
     )
-    refs = _read_refs(args.files, args.kind)
+    files = _read_files(args.files, args.kind, limits)
+    for line in files.unreadable:
+        sys.stderr.write(f"airlock: {line}\n")
+    refs = files.refs
     progress = _Progress(len(refs), sys.stderr)
     if settings.broker_configured:
         selection = _extract_queued(refs, limits, settings, args, progress)
@@ -283,7 +319,10 @@ def _extract(args: argparse.Namespace) -> int:
         outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
         selection = assemble_selection(outcomes, limits)
     progress.finish()
+    selection = replace(selection, dropped=(*files.refused, *selection.dropped))
     _print_selection(selection, args.json)
+    if files.unreadable:
+        return EXIT_USAGE
     return EXIT_OMITTED if selection.dropped else EXIT_OK
 
 
@@ -332,7 +371,7 @@ def _bridge(settings: Settings) -> int:
         max_queued=settings.max_queued,
     )
     endpoint = (
-        start_endpoint(settings.metrics_port, QueueDepthCollector(settings.broker_url))
+        serve_metrics(settings.metrics_port, QueueDepthCollector(settings.broker_url))
         if settings.metrics_port
         else None
     )

@@ -153,6 +153,29 @@ def quoted(untrusted: str, limit: int = _QUOTED_NAME_CHARS) -> str:
     return visible
 
 
+def over_byte_ceiling(
+    label: str, size: int, limits: ExtractionLimits, *, at_least: bool = False
+) -> IngestionRejected:
+    """The refusal of a file of ``size`` bytes (``at_least``: or more) over ``max_bytes``.
+
+    Also given by a caller that stops reading a file at the ceiling (the CLI), so a 600 MB
+    upload or ``/dev/zero`` is refused without being held in memory first.
+    """
+    more = " or more" if at_least else ""
+    return IngestionRejected(
+        f"attachment {safe_label(label)!r} is {size} bytes{more}, which exceeds the "
+        f"{limits.max_bytes}-byte raw-input ceiling checked before dispatch (AS-ING-6); "
+        "archive expansion is bounded separately. To admit it, "
+        f"{EXTRACTION_SETTINGS['max_bytes'].to_admit(size, at_least=at_least)}."
+    )
+
+
+def dropped_entry(label: str, refusal: IngestionRejected | ExtractionFailed) -> tuple[str, str]:
+    """How a refused file is listed in ``IngestSelection.dropped``: its label, and the
+    error's name with its message."""
+    return safe_label(label), f"{type(refusal).__name__}: {refusal}"
+
+
 def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
     """The cheap guards that run before any parser sees the bytes (AS-ING-6).
 
@@ -172,12 +195,7 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
             "an empty block would render a heading over nothing."
         )
     if len(ref.payload) > limits.max_bytes:
-        raise IngestionRejected(
-            f"attachment {label!r} is {len(ref.payload)} bytes, which exceeds the "
-            f"{limits.max_bytes}-byte raw-input ceiling checked before dispatch (AS-ING-6); "
-            "archive expansion is bounded separately. To admit it, "
-            f"{EXTRACTION_SETTINGS['max_bytes'].to_admit(len(ref.payload))}."
-        )
+        raise over_byte_ceiling(label, len(ref.payload), limits)
     # A docx is opened by zipfile whatever its declared media type says, so it is inspected
     # even when the type and the leading bytes hide that it is an archive.
     if ref.kind in _ZIP_PARSED_KINDS or is_zip_container(ref.media_type, ref.payload):
@@ -293,7 +311,7 @@ def assemble_selection(
         if isinstance(outcome, IngestionRejected | ExtractionFailed):
             if on_rejection == "raise":
                 raise outcome
-            dropped.append((safe_label(ref.label), f"{type(outcome).__name__}: {outcome}"))
+            dropped.append(dropped_entry(ref.label, outcome))
             continue
         if not outcome.text.strip():
             dropped.append((outcome.label, "the extractor returned nothing but whitespace"))

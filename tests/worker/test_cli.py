@@ -5,6 +5,8 @@ Queue-mode 0 and 1 are in tests/integration/test_roundtrip.py, against a real wo
 
 from __future__ import annotations
 
+import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,50 @@ def test_local_mode_exit_codes(
     empty.write_bytes(b"")
     assert main(["extract", str(note), str(empty)]) == EXIT_OMITTED
     assert "omitted empty.txt" in capsys.readouterr().err
+
+
+def test_a_path_that_cannot_be_read_costs_only_its_own_file(
+    note: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing, directory = tmp_path / "missing.pdf", tmp_path / "folder.txt"
+    directory.mkdir()
+    assert main(["extract", str(missing), str(note), str(directory)]) == EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out.startswith("ATTACHMENT [note.txt]\nhello\n")
+    assert f"airlock: cannot read {missing}: No such file or directory\n" in err
+    assert f"airlock: cannot read {directory}: Is a directory\n" in err
+    assert "Errno" not in err
+
+
+def test_a_file_over_the_byte_ceiling_is_refused_without_being_held(
+    note: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sparse 600 MB file costs no memory (the CLI once held 680 MB before refusing it), and
+    the refusal names its true size, as the guard before dispatch words it."""
+    huge = tmp_path / "huge.pdf"
+    with huge.open("wb") as file:
+        file.truncate(600 * 2**20)
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    code = main(["extract", "--json", "--max-bytes", "1000", str(huge), str(note)])
+    peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert code == EXIT_OMITTED
+    selection = json.loads(capsys.readouterr().out)
+    assert selection["text"].startswith("ATTACHMENT [note.txt]")
+    [[label, reason]] = selection["dropped"]
+    assert label == "huge.pdf"
+    assert reason.startswith("IngestionRejected: attachment 'huge.pdf' is 629145600 bytes, ")
+    assert "--max-bytes 629145600" in reason
+    assert peak_after - peak_before < 100 * 2**20
+
+
+def test_an_endless_file_is_read_one_byte_past_the_ceiling(
+    note: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["extract", "--max-bytes", "4096", "/dev/zero", str(note)]) == EXIT_OMITTED
+    out, err = capsys.readouterr()
+    assert out.startswith("ATTACHMENT [note.txt]")
+    assert "omitted zero: IngestionRejected: attachment 'zero' is 4097 bytes or more" in err
+    assert "raise max_bytes to at least 4097" in err
 
 
 def test_an_unreachable_broker_exits_3(
