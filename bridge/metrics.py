@@ -6,6 +6,7 @@ defines its own counters on top. Metric names: docs/operations.md (Metrics).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from redis import RedisError
 
 from bridge.queue.jobs import QUEUES
 from bridge.redis_client import redis_client
+
+_log = logging.getLogger(__name__)
 
 METRICS_PORT_VARIABLE = "AIRLOCK_METRICS_PORT"
 #: What a label value becomes when it is not one of the values the label is declared with.
@@ -139,3 +142,20 @@ def start_endpoint(
         registry.register(collector)
     server, thread = start_http_server(port, addr=addr, registry=registry)
     return MetricsEndpoint(server, thread)
+
+
+def serve_metrics(
+    port: int, *collectors: Collector, multiprocess_dir: str | None = None
+) -> MetricsEndpoint | None:
+    """:func:`start_endpoint`, or None with the failure logged when ``port`` cannot be bound.
+
+    Extraction is the service: a taken port (a worker and the bridge on one host both
+    defaulted to 9808, and the bridge exited) costs the metrics, not the process.
+    """
+    try:
+        endpoint = start_endpoint(port, *collectors, multiprocess_dir=multiprocess_dir)
+    except OSError as exc:
+        _log.error("metrics endpoint not started on port %d: %s", port, exc)
+        return None
+    _log.info("metrics served on port %d", endpoint.port)
+    return endpoint

@@ -23,13 +23,12 @@ from prometheus_client import Counter, Histogram, multiprocess, values
 from bridge.knowledge.attachments import EXTRACTABLE_KINDS, TextExtractor
 from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, WORKER_LOST, Failure
 from bridge.knowledge.labels import safe_label
-from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, start_endpoint
+from bridge.metrics import MetricsEndpoint, QueueDepthCollector, bounded, serve_metrics
 from sandbox.errors import ALL_ERRORS
 from worker.config import Settings
 
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
-_log = logging.getLogger(__name__)
 
 #: Failure types a worker answers with; any other (a parser's own) is counted as ``other``.
 _FAILURE_TYPES = frozenset(
@@ -230,17 +229,10 @@ class _Endpoint:
         """Once the worker is ready (its logging is set up, so a failure here is seen)."""
         if sender.app is not self._app:
             return
-        port = self._settings.metrics_port
         self._queue_depth = QueueDepthCollector(self._settings.broker_url)
-        try:
-            self._endpoint = start_endpoint(
-                port, self._queue_depth, multiprocess_dir=self._directory
-            )
-        except OSError as exc:
-            # Extraction is the service; a taken port costs the metrics, not the worker.
-            _log.error("metrics endpoint not started on port %d: %s", port, exc)
-        else:
-            _log.info("metrics served on port %d", self._endpoint.port)
+        self._endpoint = serve_metrics(
+            self._settings.metrics_port, self._queue_depth, multiprocess_dir=self._directory
+        )
 
     def stop(self, sender: Any, **_: object) -> None:
         if sender.app is not self._app:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import subprocess
 import sys
 import uuid
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.metrics import QueueDepthCollector, metrics_port, start_endpoint
+from bridge.metrics import QueueDepthCollector, metrics_port, serve_metrics, start_endpoint
 from tests.metrics_scrape import scrape
 from tests.redis_server import SUITE_REDIS_URL as REDIS_URL
 
@@ -81,3 +83,20 @@ def test_the_endpoint_sums_what_every_process_wrote_to_the_directory(tmp_path: P
 )
 def test_the_metrics_port(raw: str, port: int) -> None:
     assert metrics_port({"AIRLOCK_METRICS_PORT": raw}, 9808) == port
+
+
+def test_a_taken_port_costs_the_metrics_not_the_process(caplog: pytest.LogCaptureFixture) -> None:
+    """A worker and the bridge on one host both defaulted to 9808, and the bridge exited."""
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))  # where the endpoint binds
+        taken.listen()
+        port = taken.getsockname()[1]
+        with caplog.at_level(logging.ERROR, logger="bridge.metrics"):
+            assert serve_metrics(port) is None
+    assert f"metrics endpoint not started on port {port}" in caplog.text
+    endpoint = serve_metrics(port)  # free again
+    assert endpoint is not None
+    try:
+        assert endpoint.port == port
+    finally:
+        endpoint.close()
