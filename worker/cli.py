@@ -24,6 +24,7 @@ from typing import TextIO
 from bridge import __version__
 from bridge.knowledge.attachments import (
     DEFAULT_LIMITS,
+    EXTRACTABLE_KINDS,
     AttachmentRef,
     ExtractionLimits,
     Outcome,
@@ -85,7 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     extract.add_argument("files", nargs="+", metavar="FILE", type=Path)
     extract.add_argument("--json", action="store_true", help="print the whole selection as JSON")
-    extract.add_argument("--kind", help="declare every FILE as this kind instead of guessing")
+    extract.add_argument(
+        "--kind",
+        choices=sorted(EXTRACTABLE_KINDS),
+        help="declare every FILE as this kind instead of guessing from its name and bytes",
+    )
     for name, setting in EXTRACTION_SETTINGS.items():
         default = getattr(DEFAULT_LIMITS, name)
         # --max-chars is the name the refusals of other tools taught people to look for.

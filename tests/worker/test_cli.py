@@ -110,6 +110,8 @@ def test_unparseable_arguments_exit_2(note: Path) -> None:
         ["extract"],
         ["extract", "--deadline", "soon", str(note)],
         ["extract", "--pool", "solo", str(note)],
+        ["extract", "--kind", "bogus", str(note)],
+        ["extract", "--kind", "PDF", str(note)],
         ["frobnicate"],
     ):
         with pytest.raises(SystemExit) as exited:
