@@ -121,10 +121,17 @@ def tenant_answer(
 
 
 def health(*arguments: str, env: dict[str, str]) -> int:
-    return subprocess.run(
+    """``airlock health``'s exit code; what it said is printed, so a failed assertion on the
+    code shows why (pytest shows a failed test's output)."""
+    probe = subprocess.run(
         [str(AIRLOCK), "health", *arguments],
         env=env,
         capture_output=True,
+        text=True,
         timeout=60,
         check=False,
-    ).returncode
+    )
+    print(
+        f"airlock health {' '.join(arguments)}: exit {probe.returncode}", probe.stdout, probe.stderr
+    )
+    return probe.returncode

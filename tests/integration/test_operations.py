@@ -111,7 +111,7 @@ def test_health_follows_the_worker_main_loop_and_its_broker(
     worker = start_worker(env=overrides)
     assert (tmp_path / "heartbeat").read_text().strip() == worker.nodename
     assert health("--live", env=env) == 0
-    assert health("--ready", "--worker", "--timeout", "5", env=env) == 0
+    assert health("--ready", "--worker", "--timeout", "20", env=env) == 0
 
     # A main process that stops turning (here: stopped outright) fails both probes.
     os.kill(worker.process.pid, signal.SIGSTOP)
