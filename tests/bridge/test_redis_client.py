@@ -58,7 +58,7 @@ def test_celery_gets_kombus_own_grammar_and_the_rest_as_transport_options() -> N
     )
     assert endpoint.transport_options["master_name"] == "airlock"
     assert endpoint.transport_options["sentinel_kwargs"]["password"] == "s@cret"
-    for plain in ("redis://:pw@r:6379/1", "amqp://guest@rabbit//", "unix:///run/redis.sock"):
+    for plain in ("redis://:pw@r:6390/1", "amqp://guest@rabbit//", "unix:///run/redis.sock"):
         assert celery_endpoint(plain).url == plain
         assert celery_endpoint(plain).transport_options == {}
 
@@ -66,7 +66,7 @@ def test_celery_gets_kombus_own_grammar_and_the_rest_as_transport_options() -> N
 @pytest.mark.parametrize(
     ("url", "redis"),
     [
-        ("redis://r:6379/0", True),
+        ("redis://r:6390/0", True),
         ("rediss://r:6380/0", True),
         ("unix:///run/redis.sock?db=1", True),
         ("sentinel://s1?master_name=m", True),
@@ -83,8 +83,8 @@ def test_which_urls_are_redis(url: str, redis: bool) -> None:
 @pytest.mark.parametrize(
     ("url", "reason"),
     [
-        ("rediscluster://r:6379/0", "celery#2852"),
-        ("redis+cluster://r:6379/0", "Cluster is not supported"),
+        ("rediscluster://r:7000/0", "celery#2852"),
+        ("redis+cluster://r:7000/0", "Cluster is not supported"),
         ("redis-cluster://r", "Cluster is not supported"),
         ("sentinel://s1:26379;sentinel://s2:26379", "master_name"),
         ("sentinel://s1?master_name=", "master_name"),
