@@ -30,7 +30,8 @@ from bridge.queue.jobs import QUEUES
 from bridge.queue.reconcile import UNACKED_KEY
 from bridge.queue.source import QueueFull, QueueUnavailable, gather
 from sandbox.extractor import SandboxExtractor
-from tests.integration.refs import runs
+from tests.integration.refs import counted_ref, runs
+from tests.scanned_pdfs import scanned_pdf
 
 #: What a caller may be told at once while Redis is down: its call queued nothing.
 _REFUSED_AT_ONCE_SECONDS = 8.0
@@ -225,3 +226,20 @@ def duplicated(marker_dir: Path, tags: Sequence[str]) -> dict[str, int]:
     """The tags whose job ran more than once, with how often."""
     counts = {tag: runs(marker_dir, tag) for tag in tags}
     return {tag: count for tag, count in counts.items() if count > 1}
+
+
+def mixed_callers(
+    url: str, corpus_dir: Path, text_callers: int, scan_callers: int, scan_limits: ExtractionLimits
+) -> tuple[Callers, Callers]:
+    """The fault tests' load: callers sending small counted texts, and callers sending 3-page
+    scans with a text page that fan out (their deadline long enough to outlast the faults)."""
+    scan = scanned_pdf(corpus_dir, 3, text_page="A page with a text layer of its own")
+
+    def text(n: int) -> AttachmentRef:
+        return counted_ref(f"t{n}")
+
+    def scanned(n: int) -> AttachmentRef:
+        return AttachmentRef(f"scan{n}.pdf", "pdf", "application/pdf", scan)
+
+    texts = Callers(url, text, text_callers)
+    return texts, Callers(url, scanned, scan_callers, limits=scan_limits, deadline=120)

@@ -19,16 +19,22 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.attachments import ExtractionLimits
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import QUEUES
 from bridge.queue.reconcile import UNACKED_KEY
 from bridge.queue.source import gather
 from tests.integration.conftest import WorkerFactory, WorkerProcess
-from tests.integration.load import Callers, duplicated, tally, wait_until, whereabouts
+from tests.integration.load import (
+    Callers,
+    duplicated,
+    mixed_callers,
+    tally,
+    wait_until,
+    whereabouts,
+)
 from tests.integration.refs import counted_ref, local, runs
 from tests.redis_server import RedisServer
-from tests.scanned_pdfs import scanned_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
 
@@ -78,16 +84,7 @@ def _answering(callers: Callers, since: float) -> Callable[[], bool]:
 
 def _callers(url: str, corpus_dir: Path) -> tuple[Callers, Callers]:
     """Ten callers sending small counted texts and two sending 3-page scans that fan out."""
-    scan = scanned_pdf(corpus_dir, 3, text_page="A page with a text layer of its own")
-
-    def text(n: int) -> AttachmentRef:
-        return counted_ref(f"t{n}")
-
-    def scanned(n: int) -> AttachmentRef:
-        return AttachmentRef(f"scan{n}.pdf", "pdf", "application/pdf", scan)
-
-    texts = Callers(url, text, TEXT_CALLERS)
-    return texts, Callers(url, scanned, SCAN_CALLERS, limits=SCAN_LIMITS, deadline=120)
+    return mixed_callers(url, corpus_dir, TEXT_CALLERS, SCAN_CALLERS, SCAN_LIMITS)
 
 
 def _in_flight(redis: Redis) -> Callable[[], bool]:

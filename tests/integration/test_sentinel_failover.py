@@ -26,19 +26,26 @@ from pathlib import Path
 import pytest
 from redis import Redis
 
-from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.attachments import ExtractionLimits
 from bridge.queue.reconcile import UNACKED_KEY
 from bridge.queue.source import QueueUnavailable
 from bridge.redis_client import redis_client
 from tests.deploy.conftest import COMPOSE, load_yaml, run_redis_start
 from tests.helpers import selection_as_json
 from tests.integration.conftest import WorkerFactory, WorkerProcess, worker_env
-from tests.integration.load import Call, Callers, duplicated, tally, wait_until, whereabouts
+from tests.integration.load import (
+    Call,
+    Callers,
+    duplicated,
+    mixed_callers,
+    tally,
+    wait_until,
+    whereabouts,
+)
 from tests.integration.processes import BridgeProcess, request, send, wait_for_answers
 from tests.integration.refs import counted_ref, local, runs
 from tests.integration.test_redis_faults_under_load import _serving_all
 from tests.redis_sentinel import SentinelDeployment
-from tests.scanned_pdfs import scanned_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
 
@@ -254,16 +261,7 @@ def test_killing_the_primary_under_load_fails_over_and_loses_no_call(
     started: list[WorkerProcess] = [
         workers(concurrency=2, via_cli=True, env=FAN_OUT) for _ in range(WORKERS)
     ]
-    scan = scanned_pdf(corpus_dir, 3, text_page="A page with a text layer of its own")
-
-    def text(n: int) -> AttachmentRef:
-        return counted_ref(f"t{n}")
-
-    def scanned(n: int) -> AttachmentRef:
-        return AttachmentRef(f"scan{n}.pdf", "pdf", "application/pdf", scan)
-
-    texts = Callers(url, text, TEXT_CALLERS)
-    scans = Callers(url, scanned, SCAN_CALLERS, limits=SCAN_LIMITS, deadline=120)
+    texts, scans = mixed_callers(url, corpus_dir, TEXT_CALLERS, SCAN_CALLERS, SCAN_LIMITS)
     kills: list[tuple[float, float]] = []  # when each primary was killed, and replaced
     with texts.running(), scans.running():
         for _ in range(FAILOVERS):
