@@ -3,15 +3,24 @@
 A connection lost while kombu declares the queue before publishing is re-established for the
 declaration only, and the publish then goes to the channel of the connection it replaced,
 which raises AttributeError: it failed a document when Redis was killed mid fan-out, and
-reached callers as an untyped error when Redis filled up under load. The pooled producer is
-given a new channel when it is acquired again, so what was not sent goes once more on it.
+reached callers as an untyped error when Redis filled up under load. What was not sent goes
+again on a fresh channel, for as long as Redis may take to come back: one more try was not
+enough while Redis restarted under load (the second declaration met the restart too, and a
+caller was answered AttributeError).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
+
+from bridge.redis_client import RIDE_OUT_SECONDS
+
+#: The pause before publishing again: kombu reconnects on the next acquire, so a bug that
+#: raises AttributeError at once is not spun on.
+_AGAIN_PAUSE_SECONDS = 0.1
 
 _log = logging.getLogger(__name__)
 
@@ -29,25 +38,40 @@ class Message:
 
 
 def send(app: Any, pending: list[Message]) -> None:
-    """Publish ``pending`` in order through one producer, removing each message once it is
-    sent: what is left when this raises was not sent. A message is sent at least once."""
-    try:
-        _send(app, pending)
-    except AttributeError:
-        _log.warning("publishing again on a fresh producer after kombu's reconnection")
-        _send(app, pending)
+    """Publish ``pending`` in order, removing each message once it is sent: what is left when
+    this raises was not sent. A message is sent at least once.
+
+    A producer whose channel kombu closed under it is tried again on a fresh one for
+    :data:`RIDE_OUT_SECONDS`; after that its AttributeError is raised.
+    """
+    give_up = time.monotonic() + RIDE_OUT_SECONDS
+    while True:
+        try:
+            _send(app, pending)
+            return
+        except AttributeError:
+            if time.monotonic() > give_up:
+                raise
+            _log.warning("publishing %d tasks again on a fresh channel", len(pending))
+            time.sleep(_AGAIN_PAUSE_SECONDS)
 
 
 def _send(app: Any, pending: list[Message]) -> None:
     with app.producer_or_acquire() as producer:
-        while pending:
-            message = pending[0]
-            app.send_task(
-                message.name,
-                args=(message.argument,),
-                task_id=message.task_id,
-                root_id=message.root_id,
-                expires=message.expires,
-                producer=producer,
-            )
-            pending.pop(0)
+        try:
+            while pending:
+                message = pending[0]
+                app.send_task(
+                    message.name,
+                    args=(message.argument,),
+                    task_id=message.task_id,
+                    root_id=message.root_id,
+                    expires=message.expires,
+                    producer=producer,
+                )
+                pending.pop(0)
+        except AttributeError:
+            # The pooled connection may still hold the dead channel as its default: dropped
+            # here, the next producer handed this connection reconnects it first.
+            producer.connection.collect()
+            raise
