@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from kombu import Queue
+from kombu.entity import Queue
 from kombu.transport import redis as kombu_redis
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -32,7 +32,7 @@ def app(queue: str) -> Iterator[Any]:
     celery = Celery("test-publishing", broker=SUITE_REDIS_URL, set_as_current=False)
     # auto_delete: kombu declares the queue before every publish, not once per connection,
     # so every send below meets the declaration's lost connection.
-    celery.conf.task_queues = [Queue(queue, auto_delete=True)]
+    celery.conf.task_queues = [Queue(queue, auto_delete=True)]  # type: ignore[no-untyped-call]
     celery.conf.task_routes = {_TASK: {"queue": queue}}
     celery.conf.task_publish_retry_policy = {"max_retries": 5, "interval_start": 0}
     yield celery
@@ -46,7 +46,7 @@ def _declarations_lose_their_connection(
     before Redis answers; kombu reconnects, declares again and publishes on the channel the
     reconnection closed. Returns the running count of declarations."""
     declared = [0]
-    bind = kombu_redis.Channel._queue_bind
+    bind: Any = kombu_redis.Channel._queue_bind
 
     def losing_bind(channel: Any, exchange: str, routing_key: str, pattern: str, name: str) -> Any:
         if name == queue:
