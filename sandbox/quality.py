@@ -6,7 +6,6 @@ under a first line that says so (:data:`FLAG_PREFIX`). See docs/sandbox.md, "Tex
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from sandbox import codes, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
+from sandbox.misdecoding import UTF8, Misdecoding, misdecoding
 
 #: The first line of admitted unreadable text; the reasons follow, then "]".
 FLAG_PREFIX = "[airlock: text quality low: "
@@ -26,13 +26,12 @@ _MIN_SAMPLE = 20
 # Corpus: at most 0.4% in text with real content; 11.6% in pypdf's reading of
 # pdfminer_jo-japanese.pdf (the PDF extractor now reads that page with PDFium).
 _MAX_BROKEN_SHARE = 0.10
-# Adjacent letters (nothing but combining marks between them) whose scripts differ, Han, kana
-# and Hangul counting as one. Corpus: at most 0.7% (Korean and Arabic with Latin words); 46%
-# in pypdf's reading of pdfminer_jo-japanese.pdf, whose glyphs map to letters of twenty scripts.
+# Letters side by side (nothing but combining marks between them) whose scripts are not
+# written together. Latin and Greek stand beside every script written without spaces (CJK, Thai:
+# "PythonでAPIを書く") and beside each other (formulas: "Δt"); everywhere else a word changes
+# script only at a space or a sign. Corpus: at most 0.7% (Korean and Arabic with Latin words);
+# 33% in pypdf's reading of pdfminer_jo-japanese.pdf, whose glyphs map to twenty scripts.
 _MAX_SCRIPT_CHANGE_SHARE = 0.15
-# Non-ASCII characters that are UTF-8 bytes read as Latin-1 or cp1252 ("Ã©" for "é"): in such
-# text nearly every one is; in real text almost none is.
-_MAX_MOJIBAKE_SHARE = 0.5
 # OCR'd letters outside every script of the OCR language.
 _MAX_FOREIGN_SHARE = 0.5
 # tesseract's mean word confidence (0-100). Corpus, read with the right language: 85 (Hindi,
@@ -42,27 +41,9 @@ _MIN_CONFIDENCE = 65
 
 _BROKEN_CATEGORIES = frozenset({"Co", "Cn", "Cs"})
 _REPLACEMENT = "\ufffd"
-_CJK = frozenset({scripts.HAN, scripts.HIRAGANA, scripts.KATAKANA, scripts.HANGUL})
-
-
-def _continuation_chars() -> str:
-    """Every character a UTF-8 continuation byte (0x80-0xBF) becomes when read as cp1252 or
-    Latin-1."""
-    chars = set()
-    for value in range(0x80, 0xC0):
-        byte = bytes([value])
-        chars.add(byte.decode("latin-1"))
-        chars.add(byte.decode("cp1252", errors="ignore") or byte.decode("latin-1"))
-    return "".join(re.escape(char) for char in sorted(chars))
-
-
-_CONTINUATION = f"[{_continuation_chars()}]"
-# A UTF-8 lead byte read as Latin-1 followed by as many continuation bytes as it announces.
-_MOJIBAKE = re.compile(
-    f"[\u00c2-\u00df]{_CONTINUATION}"
-    f"|[\u00e0-\u00ef]{_CONTINUATION}{{2}}"
-    f"|[\u00f0-\u00f4]{_CONTINUATION}{{3}}"
-)
+#: Scripts written without spaces between words, so a Latin or Greek word touches them.
+_UNSPACED = frozenset({scripts.CJK, "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
+_BESIDE_ANY_UNSPACED = frozenset({scripts.LATIN, scripts.GREEK})
 
 
 @dataclass(frozen=True)
@@ -155,16 +136,18 @@ def _percent(share: float) -> str:
     return f"{round(share * 100)}%"
 
 
-def _family(script: str) -> str:
-    """Japanese mixes Han and kana, Korean Hangul and Han, inside words: one family each."""
-    return "CJK" if script in _CJK else script
+def _written_together(first: str, second: str) -> bool:
+    """Whether letters of the two script families stand side by side in real writing."""
+    pair = {first, second}
+    if len(pair) == 1 or pair == _BESIDE_ANY_UNSPACED:
+        return True
+    return bool(pair & _BESIDE_ANY_UNSPACED) and bool(pair & _UNSPACED)
 
 
 def _text_problems(text: str) -> list[str]:
-    characters = broken = non_ascii = pairs = changes = 0
+    characters = broken = pairs = changes = 0
     previous: str | None = None
     for char in text:
-        non_ascii += not char.isascii()  # a no-break space too: "à" read as cp1252 ends in one
         if char.isspace():
             previous = None
             continue
@@ -175,11 +158,11 @@ def _text_problems(text: str) -> list[str]:
         if category.startswith("M"):
             continue  # a combining mark belongs to the letter before it
         script = scripts.script_of(char)
-        family = None if script is None else _family(script)
+        family = None if script is None else scripts.family(script)
         if family is not None and previous is not None:
             pairs += 1
-            changes += family != previous
-        previous = family
+            changes += not _written_together(family, previous)
+        previous = family  # a sign or digit between two letters parts them
     problems = []
     broken_share = _share(broken, characters)
     if broken_share > _MAX_BROKEN_SHARE:
@@ -193,30 +176,24 @@ def _text_problems(text: str) -> list[str]:
             f"the script changes between {_percent(change_share)} of adjacent letters "
             "(mojibake: glyphs mapped to the wrong characters)"
         )
-    if non_ascii:
-        mojibake = sum(len(match) for match in _MOJIBAKE.findall(text) if _is_utf8_as_latin1(match))
-        mojibake_share = _share(mojibake, non_ascii)
-        if mojibake_share > _MAX_MOJIBAKE_SHARE:
-            problems.append(
-                f"{_percent(mojibake_share)} of non-ASCII characters are UTF-8 read as "
-                "Latin-1 (mojibake such as 'Ã©' for 'é')"
-            )
+    misread = misdecoding(text, _MIN_SAMPLE)
+    if misread is not None:
+        problems.append(_misdecoding_reason(misread))
     return problems
 
 
-def _is_utf8_as_latin1(sequence: str) -> bool:
-    """True when ``sequence``, turned back into the bytes Latin-1 or cp1252 read, is UTF-8."""
-    raw = bytearray()
-    for char in sequence:
-        try:
-            raw += char.encode("cp1252")
-        except UnicodeEncodeError:
-            raw += char.encode("latin-1")
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
+def _misdecoding_reason(misread: Misdecoding) -> str:
+    share = _percent(misread.share)
+    if misread.sources == (UTF8,):
+        example = "'Ã©' for 'é'" if misread.reader == "cp1252" else "'Ă©' for 'é'"
+        return (
+            f"{share} of non-ASCII characters are UTF-8 read as {misread.reader} "
+            f"(mojibake such as {example})"
+        )
+    return (
+        f"{share} of non-ASCII characters are another encoding's text read as "
+        f"{misread.reader} ({' or '.join(misread.sources)} undoes it)"
+    )
 
 
 def _ocr_problems(readings: list[OcrReading]) -> list[str]:

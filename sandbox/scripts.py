@@ -42,6 +42,9 @@ _LATIN_LANGUAGES = (
     "nor pol por ron slk slv spa sqi swa swe tgl tur vie"
 )
 _JAPANESE = frozenset({HAN, HIRAGANA, KATAKANA})
+#: The family of the scripts East Asian writing mixes inside its words (:func:`family`).
+CJK = "CJK"
+_CJK_SCRIPTS = frozenset({HAN, HIRAGANA, KATAKANA, HANGUL})
 
 #: The scripts documents in each tesseract language are written in, for the language packs an
 #: image can install (Dockerfile OCR_LANGUAGES). A language not listed is not script-checked.
@@ -104,6 +107,11 @@ def script_of(char: str) -> str | None:
         if name.startswith(prefix):
             return script
     return name.split(" ", 1)[0] or "UNNAMED"
+
+
+def family(script: str) -> str:
+    """Japanese mixes Han and kana, Korean Hangul and Han, inside words: one family each."""
+    return CJK if script in _CJK_SCRIPTS else script
 
 
 def language_scripts(language: str) -> frozenset[str] | None:
