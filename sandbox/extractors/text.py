@@ -1,7 +1,8 @@
 """Plain text: decoding bytes of unknown encoding, and the character budget every extractor uses.
 
-Deterministic: a byte-order mark, then strict UTF-8, then charset_normalizer; the declared
-charset is ignored. See docs/sandbox.md, "Parsers" and "Notes by module".
+Deterministic: a byte-order mark, then strict UTF-8, then charset_normalizer, Windows-1252
+preferred where it fits as well; the declared charset is ignored. See docs/sandbox.md,
+"Parsers" and "Notes by module".
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ _BYTE_ORDER_MARKS = (
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+
+#: The code page read among those the detector finds equally likely.
+_WESTERN = "cp1252"
+#: How much messier than the detector's best a guess may be and still be weighed by how well
+#: its letters fit a language.
+_MESS_SLACK = 0.1
 
 # Extraction stops once text runs this many times past max_text_chars. Not at 1x: the bridge
 # measures text after normalising it (collapsing whitespace, dropping layout padding), which
@@ -89,9 +96,21 @@ def decode_text(payload: bytes) -> str:
         raise Refusal(
             codes.UNREADABLE, "the payload holds NUL bytes and no byte-order mark: binary"
         )
-    best = from_bytes(payload).best()
+    matches = from_bytes(payload)
+    best = matches.best()
     if best is None or best.encoding.startswith(("utf_16", "utf_32")):
         raise Refusal(
             codes.UNREADABLE, "the payload is not text in any encoding the detector trusts"
         )
-    return str(best)
+    # The detector ranks by its mess score first, which a typographic apostrophe or a « » in
+    # short French tips towards cp1257 ("reēu" for "reçu"), and short Western text fits
+    # several code pages equally ("Café crème brûlée" in Latin-1 came out as "crčme brűlée").
+    # Windows-1252 (what browsers read Latin-1 as, the most common) is read instead of the
+    # best guess when it is about as clean and its letters fit a language better, or as well
+    # when the detector names no language at all (a tie it broke by its order of code pages).
+    western = next((m for m in matches if m.encoding == _WESTERN), None)
+    if western is None or western.chaos > best.chaos + _MESS_SLACK:
+        return str(best)
+    fits_better = western.coherence > best.coherence
+    as_well_unknown = western.coherence == best.coherence and best.language == "Unknown"
+    return str(western if fits_better or as_well_unknown else best)

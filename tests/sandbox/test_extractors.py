@@ -53,6 +53,7 @@ from tests.image_builders import (
     png,
     tiff_with_looping_ifds,
 )
+from tests.mojibake import real_samples
 from tests.pdf_builders import (
     CATALOG,
     FONT,
@@ -1022,6 +1023,31 @@ JAPANESE = "日本語のテキストです。これはシフトJISでエンコ�
 )
 def test_text_decodes_each_encoding_exactly(payload: bytes) -> None:
     assert extract_text("text/plain", payload, LIMITS) == FRENCH
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Café crème brûlée\n", "Größe und Maße, naïve Café"],
+)
+def test_western_text_in_latin_1_is_read_as_windows_1252_not_a_central_european_page(
+    text: str,
+) -> None:
+    """The detector's first guess for these was cp1250: "crčme brűlée", "naďve"."""
+    assert extract_text("text/plain", text.encode("latin-1"), LIMITS) == text
+
+
+@pytest.mark.parametrize(
+    ("source", "encoding"),
+    [("glib20-fr", "cp1252"), ("glib20-cs", "cp1250"), ("glib20-pl", "cp1250")],
+)
+def test_real_text_in_its_legacy_code_page_decodes_exactly(source: str, encoding: str) -> None:
+    """Every sample of GLib's French messages in cp1252 (the detector's first guess was cp1257
+    for six of eight: "reēu" for "reçu") and of its Czech and Polish ones in cp1250 (which a
+    blanket preference for cp1252 would break: "pøíkaz" for "příkaz")."""
+    samples = [sample for sample in real_samples() if sample.source == source]
+    assert len(samples) >= 8
+    for sample in samples:
+        assert extract_text("text/plain", sample.text.encode(encoding), LIMITS) == sample.text
 
 
 def test_text_detects_shift_jis() -> None:
