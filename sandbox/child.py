@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import NoReturn
 
-from sandbox import codes, protocol, quality
+from sandbox import codes, protocol, quality, sniff
 from sandbox.extractors.registry import Refusal, answers_text, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
@@ -57,22 +57,27 @@ class _ProgressFrames:
 
 
 def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
-    parse = lookup(header.kind)
-    progress = _ProgressFrames()
-    set_progress_sink(progress)
-    if parse is None:
+    if lookup(header.kind) is None:
         return protocol.encode_error_answer(
             codes.NO_EXTRACTOR,
             "LookupError",
             f"no extractor is registered for kind {header.kind!r}",
         )
+    progress = _ProgressFrames()
+    set_progress_sink(progress)
     quality.start_job()
     try:
-        text = parse(header.media_type, payload, header.limits)
-        if isinstance(text, str) and answers_text(header.kind):
+        how = sniff.reading(header.kind, payload, header.limits)
+        parse = lookup(how.kind)
+        if parse is None:
+            raise Refusal(codes.PARSER, f"no extractor is registered for kind {how.kind!r}")
+        text = parse(header.media_type, payload, how.limits)
+        if isinstance(text, str) and answers_text(how.kind):
             # Every kind's text is judged here, after its extractor, so none can skip it (a
             # document read in parts is judged whole, by the kind that merges them).
-            text = quality.judged(text, header.limits)
+            text = quality.judged(text, how.limits)
+        if isinstance(text, str) and how.notice is not None:
+            text = f"{how.notice}\n{text}"
     except Refusal as refusal:
         code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)
