@@ -23,11 +23,13 @@ def test_misdeclared_uploads_are_read_as_what_they_are_on_the_queue_as_embedded(
 ) -> None:
     start_worker()
     refs = [
+        # (A PDF declared as DOCX never reaches a worker: the spec's archive guard refuses a
+        # DOCX that is not a ZIP in the bridge, on both paths alike.)
         AttachmentRef(
-            "report.docx",
-            "docx",
-            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-            (corpus_dir / "docling_multi_page.pdf").read_bytes(),
+            "report.pdf",
+            "pdf",
+            "application/pdf",
+            (corpus_dir / "docling_word_sample.docx").read_bytes(),
         ),
         AttachmentRef(
             "scan.txt",
@@ -49,6 +51,6 @@ def test_misdeclared_uploads_are_read_as_what_they_are_on_the_queue_as_embedded(
     assert queued == local_selection(refs, LIMITS)
     assert "[airlock: declared as text, read as a PDF]" in queued.text
     assert "[airlock: declared as a PDF, read as a TIFF image]" in queued.text
-    assert "[airlock: declared as a DOCX package, read as a PDF]" in queued.text
+    assert "[airlock: declared as a PDF, read as a DOCX package]" in queued.text
     [(label, reason)] = queued.dropped
     assert label == "old.txt" and "an OLE2 compound file" in reason
