@@ -272,6 +272,7 @@ class CeleryQueue:
                 Message(TASK_NAME, queued.job.to_wire(), task_id, expires, root)
                 for queued, task_id in zip(jobs, task_ids, strict=True)
             ],
+            give_up_at=deadline,  # a publish after it would be of jobs already expired
         )
 
     def _collect(

@@ -37,23 +37,34 @@ class Message:
     root_id: str | None = None
 
 
-def send(app: Any, pending: list[Message]) -> None:
+def send(app: Any, pending: list[Message], give_up_at: float | None = None) -> None:
     """Publish ``pending`` in order, removing each message once it is sent: what is left when
     this raises was not sent. A message is sent at least once.
 
-    A producer whose channel kombu closed under it is tried again on a fresh one for
-    :data:`RIDE_OUT_SECONDS`; after that its AttributeError is raised.
+    A publish that meets a channel kombu closed under it is tried again on a fresh one until
+    :data:`RIDE_OUT_SECONDS` have passed, or ``give_up_at`` (a :func:`time.monotonic` value:
+    the caller's deadline) if sooner; any other AttributeError is a bug and raised at once.
     """
     give_up = time.monotonic() + RIDE_OUT_SECONDS
+    if give_up_at is not None:
+        give_up = min(give_up, give_up_at)
     while True:
         try:
             _send(app, pending)
             return
-        except AttributeError:
+        except _ClosedChannel as closed:
             if time.monotonic() > give_up:
-                raise
+                raise closed.error from None
             _log.warning("publishing %d tasks again on a fresh channel", len(pending))
             time.sleep(_AGAIN_PAUSE_SECONDS)
+
+
+class _ClosedChannel(Exception):
+    """A publish met a channel kombu had closed (its AttributeError is ``error``)."""
+
+    def __init__(self, error: AttributeError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _send(app: Any, pending: list[Message]) -> None:
@@ -70,8 +81,13 @@ def _send(app: Any, pending: list[Message]) -> None:
                     producer=producer,
                 )
                 pending.pop(0)
-        except AttributeError:
+        except AttributeError as exc:
+            channel = getattr(producer, "_channel", None)
+            if getattr(channel, "connection", True) is not None:
+                raise  # not kombu's closed channel: a bug, not a reconnection to ride out
             # The pooled connection may still hold the dead channel as its default: dropped
             # here, the next producer handed this connection reconnects it first.
-            producer.connection.collect()
-            raise
+            connection = producer.connection
+            if connection is not None:
+                connection.collect()
+            raise _ClosedChannel(exc) from exc

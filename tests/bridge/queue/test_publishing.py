@@ -3,6 +3,7 @@ declaration before each publish loses its connection (as it does while Redis res
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -78,17 +79,36 @@ def test_every_task_is_sent_once_though_the_declaration_is_cut_on_two_tries_runn
     assert sent == ids, f"{len(queued)} messages queued for {len(ids)} tasks"
 
 
-def test_past_the_ride_out_the_error_is_raised_and_the_unsent_are_still_pending(
+def test_past_the_callers_deadline_the_error_is_raised_and_the_unsent_are_still_pending(
     app: Any, queue: str, redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The mending is bounded: once Redis had its time to come back, the error comes out, and
-    what was not sent is still pending for the caller to answer."""
-    monkeypatch.setattr("bridge.queue.publishing.RIDE_OUT_SECONDS", 0.0)
+    """The mending is bounded by the caller's deadline (and by Redis's ride-out time): past it
+    the error comes out, and what was not sent is still pending for the caller to answer."""
     _declarations_lose_their_connection(monkeypatch, queue, {1})
     pending = [Message(_TASK, 0, uuid.uuid4().hex, None)]
 
-    with pytest.raises(AttributeError):
-        send(app, pending)
+    with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'client'"):
+        send(app, pending, give_up_at=time.monotonic())
 
     assert len(pending) == 1
     assert redis.llen(queue) == 0
+
+
+def test_an_attribute_error_of_a_live_channel_is_a_bug_raised_at_once(
+    app: Any, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only kombu's closed channel is ridden out: any other AttributeError is not retried for
+    a minute behind warnings, but raised as it is, the message still pending."""
+    calls = []
+
+    def broken_put(channel: Any, *_: object, **__: object) -> None:
+        calls.append(channel)
+        raise AttributeError("a bug in the transport")
+
+    monkeypatch.setattr(kombu_redis.Channel, "_put", broken_put)
+    pending = [Message(_TASK, 0, uuid.uuid4().hex, None)]
+
+    with pytest.raises(AttributeError, match="a bug in the transport"):
+        send(app, pending)
+
+    assert len(calls) == 1 and len(pending) == 1
