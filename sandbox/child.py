@@ -72,12 +72,12 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         if parse is None:
             raise Refusal(codes.PARSER, f"no extractor is registered for kind {how.kind!r}")
         text = parse(header.media_type, payload, how.limits)
+        if isinstance(text, str) and how.notice is not None:
+            text = f"{how.notice}\n{text}"  # under the quality flag, which stays first
         if isinstance(text, str) and answers_text(how.kind):
             # Every kind's text is judged here, after its extractor, so none can skip it (a
             # document read in parts is judged whole, by the kind that merges them).
             text = quality.judged(text, how.limits)
-        if isinstance(text, str) and how.notice is not None:
-            text = f"{how.notice}\n{text}"
     except Refusal as refusal:
         code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)

@@ -28,6 +28,21 @@ NOTICE_PREFIX = "[airlock: declared as "
 
 _DOCX_MAIN = "word/document.xml"
 _ZIP = b"PK\x03\x04"
+#: Signatures made of printable ASCII, which a text may start with too.
+_TEXT_LIKE_SIGNATURES = frozenset({b"%PDF-", b"GIF87a", b"GIF89a", b"BZh"})
+#: How much of the payload is looked at for binary bytes, and for a PDF's first object.
+_HEAD_BYTES = 1024
+_PDF_OBJECTS_BYTES = 1 << 20
+#: What zipfile raises, in one Python version or another, on a directory it cannot list.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    NotImplementedError,
+    ValueError,
+    EOFError,
+    OSError,
+    struct.error,
+)
 _BMP_HEADER = struct.Struct("<2sI")
 
 
@@ -98,7 +113,7 @@ def sniffed(payload: bytes) -> Sniffed | None:
     format named nowhere here)."""
     for signature, found in _SIGNATURES:
         if payload.startswith(signature):
-            return found
+            return found if _confirmed(signature, payload) else None
     if payload[:4] == b"RIFF" and payload[8:12] == b"WEBP":
         return Sniffed(IMAGE, "a WebP image")
     if _is_bmp(payload):
@@ -106,6 +121,18 @@ def sniffed(payload: bytes) -> Sniffed | None:
     if payload.startswith(_ZIP):
         return _zip_kind(payload)
     return None
+
+
+def _confirmed(signature: bytes, payload: bytes) -> bool:
+    """Whether a signature a text can start with ("%PDF-1.7 is the current version", "GIF89a
+    is a format", "BZh, said the bee") starts the format: binary bytes follow it, or a PDF's
+    objects do (a PDF may be plain ASCII)."""
+    if signature not in _TEXT_LIKE_SIGNATURES:
+        return True
+    head = payload[:_HEAD_BYTES]
+    if any(byte < 0x09 or 0x0E <= byte < 0x20 or byte == 0x7F for byte in head):
+        return True
+    return signature == b"%PDF-" and b"endobj" in payload[:_PDF_OBJECTS_BYTES]
 
 
 def _is_bmp(payload: bytes) -> bool:
@@ -122,6 +149,6 @@ def _zip_kind(payload: bytes) -> Sniffed:
     read, never a member."""
     try:
         names = zipfile.ZipFile(io.BytesIO(payload)).namelist()
-    except (zipfile.BadZipFile, EOFError, ValueError):
+    except _ZIP_ERRORS:
         return Sniffed("", "a damaged ZIP archive")
     return Sniffed(DOCX, "a DOCX package") if _DOCX_MAIN in names else Sniffed("", "a ZIP archive")

@@ -8,9 +8,10 @@ import io
 import zipfile
 from collections.abc import Iterator
 
+import docx as python_docx
 import pytest
 
-from sandbox import sniff
+from sandbox import quality, sniff
 from sandbox.errors import OcrRequired, UnreadableInput
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
@@ -110,6 +111,30 @@ def test_a_format_airlock_does_not_read_is_refused_by_its_name(
     assert str(refused.value) == reason
 
 
+def test_a_zip_whose_directory_zipfile_cannot_list_is_named_damaged_not_a_parser_error(
+    runner: SandboxRunner,
+) -> None:
+    """A central directory asking for ZIP version 15.1 makes zipfile raise NotImplementedError."""
+    payload = bytearray(_zip_of_text())
+    directory = payload.index(b"PK\x01\x02")
+    payload[directory + 6] = 151  # "version needed to extract"
+    with pytest.raises(UnreadableInput, match="the payload is a damaged ZIP archive"):
+        _read(runner, "text", bytes(payload))
+
+
+def test_the_quality_flag_stays_the_first_line_above_the_notice(runner: SandboxRunner) -> None:
+    """A misdeclared upload whose text is unreadable, admitted: whoever reads it sees the
+    warning first, then what it was read as."""
+    document = python_docx.Document()
+    document.add_paragraph("\ufffd" * 200)
+    buffer = io.BytesIO()
+    document.save(buffer)
+    text = _read(runner, "pdf", buffer.getvalue(), ParseLimits(admit_unreadable=True))
+    first, second, *_ = text.split("\n")
+    assert first.startswith(quality.FLAG_PREFIX)
+    assert second == "[airlock: declared as a PDF, read as a DOCX package]"
+
+
 def test_a_zip_declared_as_docx_is_left_to_the_docx_reader_which_names_it(
     runner: SandboxRunner,
 ) -> None:
@@ -123,6 +148,9 @@ def test_a_zip_declared_as_docx_is_left_to_the_docx_reader_which_names_it(
         "BMW and BMX are brands.\n",  # "BM" without a bitmap header's size
         "PK is the abbreviation; a ZIP starts with PK and two bytes.\n",
         "The header of a PDF file is %PDF-1.7 followed by a comment.\n",
+        "%PDF-1.7 is the version this text is about, and it names no object.\n",
+        "GIF89a is the format's last version.\n",
+        "BZh, said the bee.\n",
         "GIF8 is not enough.\n",
     ],
 )
