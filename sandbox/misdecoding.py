@@ -21,7 +21,15 @@ from sandbox import scripts
 
 #: The code pages a garbling program read the bytes through; each one's undefined bytes come out
 #: as the Latin-1 character of the same value, as Windows' and browsers' conversions make them.
-_READERS = ("cp1252", "iso8859_2", "cp1250")
+_READERS = ("cp1252", "latin-1", "iso8859_2", "cp1250")
+#: The readers legacy encodings are tried through: the classic mistake is Western software
+#: reading them; a Central European reader of Thai or Shift-JIS bytes is not one, and trying it
+#: found Thai in Polish capitals.
+_WESTERN_READERS = frozenset({"cp1252", "latin-1"})
+#: The legacy encodings of one byte per character: their garbling is a word of the reader's
+#: letters ("Ïðèâåò"), never of its symbols and digits ("×²×³" is maths, not Cyrillic).
+_MIN_LETTER_BYTES = 0.75
+_SINGLE_BYTE = frozenset({"cp1251", "koi8_r", "cp1253", "cp1255", "cp1256", "tis_620"})
 #: What the bytes really were: UTF-8, and the legacy encodings of the scripts it would garble.
 _LEGACY_SOURCES = (
     "shift_jis",
@@ -48,10 +56,13 @@ _MIN_WORDED = 0.8
 #: multi-byte text read back decodes cleanly, a Latin text read as Shift-JIS or GBK does not.
 _MAX_INVALID = 0.02
 
-#: Runs of non-ASCII characters judged in a candidate: a share, taken over this many, decides
-#: as well as over all of a long text's, at a bounded cost.
-_MAX_RUNS = 2000
+#: Characters of a candidate judged: a share taken over this many decides as well as one over
+#: all of a long text's, at a bounded cost.
+_MAX_RUN_CHARS = 20_000
 _MARK = "mark"
+_CONTROL = "control"
+_NOT_LETTERS = frozenset({"", _MARK, _CONTROL})
+_HALF_WIDTH_KATAKANA = ("\uff61", "\uff9f")
 #: A long text is judged on this many slices of this many characters, spread over it.
 _SAMPLE_SLICES = 8
 _SLICE_CHARS = 2500
@@ -59,8 +70,7 @@ _SLICE_CHARS = 2500
 UTF8 = "UTF-8"
 
 _NON_ASCII = re.compile("[^\x00-\x7f]")
-_NON_ASCII_RUN = re.compile("[^\x00-\x7f]+")
-_HIGH_BYTES = re.compile(b"[\x80-\xff]+")
+_RUN = re.compile("[^\x00-\x7f\ufffd]+")
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,8 @@ class Misdecoding:
     """The share of a text's non-ASCII characters that is another encoding's text read through
     ``reader``: UTF-8's alone, or one of the legacy ``sources``. Several code pages can undo
     the same garbling (a run of Latin-1 letters is Cyrillic in cp1251 and Hebrew in cp1255)
-    and which one it was takes knowing the language: each is named, the true one among them."""
+    and which one it was takes knowing the language: each that undoes enough is named, the
+    one that undoes most first, the true one among them."""
 
     sources: tuple[str, ...]
     reader: str
@@ -84,9 +95,17 @@ def _byte_of(char: str, reader: str) -> int | None:
         encoded = b""
     if len(encoded) == 1:
         return encoded[0]
-    if "\x80" <= char <= "\xff":
+    if "\x80" <= char <= "\xff" and _undefined_in(ord(char), reader):
         return ord(char)  # a byte the code page leaves undefined, read as Latin-1
     return None
+
+
+def _undefined_in(byte: int, reader: str) -> bool:
+    try:
+        bytes([byte]).decode(reader)
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def misdecoding(text: str, min_sample: int) -> Misdecoding | None:
@@ -103,13 +122,14 @@ def misdecoding(text: str, min_sample: int) -> Misdecoding | None:
         raw = _read_back(sample, reader, counts)
         if raw is None:
             continue
-        undone = _undone(raw, non_ascii)
+        undone = _undone(raw, non_ascii, reader)
         if not undone:
             continue
         best = max(undone.values())
         share = best / whole
         if share >= MIN_SHARE and (found is None or share > found.share):
-            sources = tuple(source for source, count in undone.items() if count == best)
+            ranked = sorted(undone.items(), key=lambda item: -item[1])
+            sources = tuple(source for source, count in ranked if count / whole >= MIN_SHARE)
             found = Misdecoding(sources, reader, share)
     return found
 
@@ -139,67 +159,113 @@ def _read_back(text: str, reader: str, counts: Counter[str]) -> bytes | None:
     return text.translate(table).encode("latin-1", errors="replace")
 
 
-def _undone(raw: bytes, non_ascii: int) -> dict[str, int]:
-    """The source encodings that turn back any of the ``non_ascii`` characters, with how many.
+def _undone(raw: bytes, non_ascii: int, reader: str) -> dict[str, int]:
+    """The source encodings that turn back some of the ``non_ascii`` characters, with how many
+    (as bytes read back, one per garbled character).
 
     UTF-8 first: its validity is the stronger evidence, and the legacy code pages are tried
     only on what it does not explain."""
-    utf8 = _utf8_undone(raw)
-    if utf8 >= non_ascii * MIN_SHARE:
-        return {UTF8: utf8}
-    legacy = {
-        source: non_ascii
-        for source in _LEGACY_SOURCES
-        if _plausible(raw.decode(source, errors="replace"))
-    }
-    return legacy or ({UTF8: utf8} if utf8 else {})
+    utf8 = _credible(raw.decode("utf-8", errors="replace"), "utf-8", any_letters=True)
+    if utf8.undone >= non_ascii * MIN_SHARE or reader not in _WESTERN_READERS:
+        return {UTF8: utf8.undone} if utf8.undone else {}
+    legacy = {}
+    for source in _LEGACY_SOURCES:
+        candidate = raw.decode(source, errors="replace")
+        if candidate.count("\ufffd") > _MAX_INVALID * non_ascii:
+            continue  # a Latin text read as Shift-JIS or GBK: next to nothing is valid
+        letters = _letter_bytes(reader) if source in _SINGLE_BYTE else None
+        reading = _credible(candidate, source, any_letters=False, letter_bytes=letters)
+        if reading.foreign and reading.worded >= reading.foreign * _MIN_WORDED:
+            legacy[source] = reading.undone
+    return legacy or ({UTF8: utf8.undone} if utf8.undone else {})
 
 
-def _utf8_undone(raw: bytes) -> int:
-    """How many non-ASCII characters (one byte each, read back) form valid multi-byte UTF-8
-    sequences."""
-    undone = 0
-    for run in _HIGH_BYTES.findall(raw):
-        decoded = run.decode("utf-8", errors="replace")
-        undone += sum(len(char.encode()) for char in decoded if char != "\ufffd")
-    return undone
+@dataclass(frozen=True)
+class _Credibility:
+    #: Bytes read back whose characters stand in credible runs.
+    undone: int
+    #: Letters outside Latin, and those of them in credible runs.
+    foreign: int
+    worded: int
 
 
-def _plausible(candidate: str) -> bool:
-    """Whether ``candidate`` reads as writing: nearly nothing invalid, most of its non-ASCII
-    characters letters outside Latin, and those standing in runs of their own script."""
-    if candidate.count("\ufffd") > _MAX_INVALID * len(candidate):
-        return False  # a quick bound first: the exact one is taken over the runs judged
-    runs = _NON_ASCII_RUN.findall(candidate)[:_MAX_RUNS]
-    non_ascii = sum(len(run) for run in runs)
-    invalid = sum(run.count("\ufffd") for run in runs)
-    if not non_ascii or invalid > _MAX_INVALID * non_ascii:
-        return False
-    foreign = worded = 0
-    for run in runs:
-        family = ""
-        letters = latin = marks = 0
-        mixed = False
-        for char in run:
-            kind = _family_of(char)
-            if kind == _MARK:
-                marks += 1
-            elif kind == scripts.LATIN:
-                latin += 1
-            elif kind:
-                letters += 1
-                mixed = mixed or family not in (kind, "")
-                family = kind
-        foreign += letters
-        if letters and not mixed and not latin and letters + marks > 1:
-            worded += letters
-    return foreign >= non_ascii * MIN_SHARE and worded >= foreign * _MIN_WORDED
+def _credible(
+    candidate: str, source: str, *, any_letters: bool, letter_bytes: frozenset[int] | None = None
+) -> _Credibility:
+    """How much of ``candidate`` (the bytes read back, decoded as ``source``) reads as writing.
+
+    A run of non-ASCII characters is credible when its letters outside Latin are two or more
+    different letters of one script, standing apart from Latin letters unless the script is
+    written without spaces, and (given ``letter_bytes``) read from bytes the reader shows as
+    letters; with ``any_letters`` (UTF-8, whose validity is evidence itself) a run of Latin
+    letters, punctuation or symbols is credible too. Not credible: a letter
+    repeated (a row of em dashes read as GBK is one Han character over and over), a lone
+    letter inside a Latin word (a real "informação" read as cp1251 is "informaзгo"), a run of
+    combining marks or controls, half-width katakana (real Shift-JIS text writes full-width).
+    """
+    undone = foreign = worded = 0
+    for match in _RUN.finditer(candidate):
+        run = match.group()
+        families = {_family_of(char) for char in run}
+        letters = [char for char in run if _family_of(char) not in _NOT_LETTERS]
+        others = families - _NOT_LETTERS - {scripts.LATIN}
+        if others:
+            foreign += len(letters)
+            family = next(iter(others))
+            beside_latin = _touches_latin(candidate, match.start(), match.end())
+            ok = (
+                len(others) == 1
+                and scripts.LATIN not in families
+                and len(set(letters)) > 1
+                and (family in scripts.UNSPACED or not beside_latin)
+                and (letter_bytes is None or _mostly_letters(run.encode(source), letter_bytes))
+            )
+            worded += len(letters) if ok else 0
+        else:
+            ok = any_letters and not families <= {_MARK, _CONTROL}
+        if ok:
+            undone += sum(_high_bytes(char, source) for char in run)
+        if match.start() > _MAX_RUN_CHARS:
+            break
+    return _Credibility(undone, foreign, worded)
+
+
+def _mostly_letters(run: bytes, letter_bytes: frozenset[int]) -> bool:
+    """Whether at least :data:`_MIN_LETTER_BYTES` of ``run`` shows as the reader's letters (a
+    word may hold one that shows as a sign: cp1251's "ч" is cp1252's "÷")."""
+    return sum(byte in letter_bytes for byte in run) >= _MIN_LETTER_BYTES * len(run)
+
+
+@lru_cache(maxsize=8)
+def _letter_bytes(reader: str) -> frozenset[int]:
+    """The high bytes ``reader`` shows as letters."""
+    return frozenset(
+        byte
+        for byte in range(0x80, 0x100)
+        if not _undefined_in(byte, reader) and bytes([byte]).decode(reader).isalpha()
+    )
+
+
+def _touches_latin(text: str, start: int, end: int) -> bool:
+    before = text[start - 1] if start else ""
+    after = text[end] if end < len(text) else ""
+    return (before.isascii() and before.isalpha()) or (after.isascii() and after.isalpha())
+
+
+@lru_cache(maxsize=16384)
+def _high_bytes(char: str, source: str) -> int:
+    """How many bytes of ``char`` in ``source`` are high bytes: garbled characters it undoes."""
+    return sum(byte >= 0x80 for byte in char.encode(source, errors="ignore"))
 
 
 @lru_cache(maxsize=16384)
 def _family_of(char: str) -> str:
-    """A letter's script family; :data:`_MARK` for a combining mark, "" for anything else."""
-    if unicodedata.category(char).startswith("M"):
+    """A letter's script family; :data:`_MARK` for a combining mark, :data:`_CONTROL` for a
+    control, format or half-width katakana character, "" for anything else."""
+    category = unicodedata.category(char)
+    if category.startswith("M"):
         return _MARK
+    if category in ("Cc", "Cf") or _HALF_WIDTH_KATAKANA[0] <= char <= _HALF_WIDTH_KATAKANA[1]:
+        return _CONTROL
     script = scripts.script_of(char)
     return "" if script is None else scripts.family(script)

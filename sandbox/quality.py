@@ -41,8 +41,6 @@ _MIN_CONFIDENCE = 65
 
 _BROKEN_CATEGORIES = frozenset({"Co", "Cn", "Cs"})
 _REPLACEMENT = "\ufffd"
-#: Scripts written without spaces between words, so a Latin or Greek word touches them.
-_UNSPACED = frozenset({scripts.CJK, "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
 _BESIDE_ANY_UNSPACED = frozenset({scripts.LATIN, scripts.GREEK})
 
 
@@ -141,7 +139,7 @@ def _written_together(first: str, second: str) -> bool:
     pair = {first, second}
     if len(pair) == 1 or pair == _BESIDE_ANY_UNSPACED:
         return True
-    return bool(pair & _BESIDE_ANY_UNSPACED) and bool(pair & _UNSPACED)
+    return bool(pair & _BESIDE_ANY_UNSPACED) and bool(pair & scripts.UNSPACED)
 
 
 def _text_problems(text: str) -> list[str]:

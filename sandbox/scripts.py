@@ -32,6 +32,7 @@ _NAME_PREFIXES: tuple[tuple[str, str], ...] = (
     ("HALFWIDTH HANGUL ", HANGUL),
     ("CJK UNIFIED IDEOGRAPH", HAN),
     ("CJK COMPATIBILITY IDEOGRAPH", HAN),
+    ("IDEOGRAPHIC ", HAN),  # 〆 (closing mark), 〇 (number zero): written among kanji
     ("HIRAGANA ", HIRAGANA),
     ("KATAKANA ", KATAKANA),
     ("HALFWIDTH KATAKANA ", KATAKANA),
@@ -44,7 +45,9 @@ _LATIN_LANGUAGES = (
 _JAPANESE = frozenset({HAN, HIRAGANA, KATAKANA})
 #: The family of the scripts East Asian writing mixes inside its words (:func:`family`).
 CJK = "CJK"
-_CJK_SCRIPTS = frozenset({HAN, HIRAGANA, KATAKANA, HANGUL})
+_CJK_SCRIPTS = frozenset({HAN, HIRAGANA, KATAKANA, HANGUL, "BOPOMOFO"})
+#: Families written without spaces between words, so a Latin or Greek word touches them.
+UNSPACED = frozenset({CJK, "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
 
 #: The scripts documents in each tesseract language are written in, for the language packs an
 #: image can install (Dockerfile OCR_LANGUAGES). A language not listed is not script-checked.

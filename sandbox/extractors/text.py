@@ -107,10 +107,16 @@ def decode_text(payload: bytes) -> str:
     # several code pages equally ("Café crème brûlée" in Latin-1 came out as "crčme brűlée").
     # Windows-1252 (what browsers read Latin-1 as, the most common) is read instead of the
     # best guess when it is about as clean and its letters fit a language better, or as well
-    # when the detector names no language at all (a tie it broke by its order of code pages).
-    western = next((m for m in matches if m.encoding == _WESTERN), None)
+    # when the detector finds no language in the best guess.
+    # The detector folds equivalent code pages into one guess: cp1252 may be one of several
+    # that "could be" a guess named cp1250.
+    western = next((m for m in matches if _WESTERN in m.could_be_from_charset), None)
     if western is None or western.chaos > best.chaos + _MESS_SLACK:
         return str(best)
     fits_better = western.coherence > best.coherence
-    as_well_unknown = western.coherence == best.coherence and best.language == "Unknown"
+    # A tie with no language fit at all is the detector's order, which put Farsi (cp1006) and
+    # Big5 before cp1252 for "größte Straße" and "Ça va très bien".
+    as_well_unknown = western.coherence == best.coherence and (
+        best.language == "Unknown" or not best.coherence
+    )
     return str(western if fits_better or as_well_unknown else best)
