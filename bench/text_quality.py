@@ -40,18 +40,26 @@ _ALLOWANCE = 200_000
 Check = Callable[[str], list[str]]
 
 
-def previous_check() -> Check:
-    """sandbox/quality.py's text check as it was at :data:`_PREVIOUS_COMMIT`."""
+def _previous_module(path: str) -> types.ModuleType:
+    """``path`` of the repository as it was at :data:`_PREVIOUS_COMMIT`, as a module."""
     source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{_PREVIOUS_COMMIT}:sandbox/quality.py"],
+        ["git", "-C", str(REPO), "show", f"{_PREVIOUS_COMMIT}:{path}"],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    module = types.ModuleType("previous_quality")
+    module = types.ModuleType(f"previous_{Path(path).stem}")
     sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, "previous_quality.py", "exec"), module.__dict__)
-    check: Check = module._text_problems
+    exec(compile(source, f"previous_{Path(path).name}", "exec"), module.__dict__)
+    return module
+
+
+def previous_check() -> Check:
+    """sandbox/quality.py's text check as it was at :data:`_PREVIOUS_COMMIT`, with the script
+    table (sandbox/scripts.py) of then."""
+    quality_then = _previous_module("sandbox/quality.py")
+    quality_then.scripts = _previous_module("sandbox/scripts.py")
+    check: Check = quality_then._text_problems
     return check
 
 

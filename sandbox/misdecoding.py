@@ -28,7 +28,10 @@ _READERS = ("cp1252", "latin-1", "iso8859_2", "cp1250")
 _WESTERN_READERS = frozenset({"cp1252", "latin-1"})
 #: The legacy encodings of one byte per character: their garbling is a word of the reader's
 #: letters ("Ïðèâåò"), never of its symbols and digits ("×²×³" is maths, not Cyrillic).
-_MIN_LETTER_BYTES = 0.75
+_MIN_LETTER_BYTES = 0.5
+#: Letters a run that touches Latin letters must hold to count ("NESTLÉ®" read as TIS-620 is
+#: "NESTL" and two Thai letters; French "Téléphone" read as GBK "T", two ideographs, "phone").
+_MIN_TOUCHING_LETTERS = 4
 _SINGLE_BYTE = frozenset({"cp1251", "koi8_r", "cp1253", "cp1255", "cp1256", "tis_620"})
 #: What the bytes really were: UTF-8, and the legacy encodings of the scripts it would garble.
 _LEGACY_SOURCES = (
@@ -62,7 +65,10 @@ _MAX_RUN_CHARS = 20_000
 _MARK = "mark"
 _CONTROL = "control"
 _NOT_LETTERS = frozenset({"", _MARK, _CONTROL})
-_HALF_WIDTH_KATAKANA = ("\uff61", "\uff9f")
+#: Characters a reading back makes of real text, not of mojibake: the IPA and spacing modifier
+#: letters two Latin capitals and a sign are as UTF-8 ("NESTLÉ®" has É® = ɮ, "CZĘŚĆ" ĘŚ = ʦ),
+#: and half-width katakana (real Shift-JIS text writes full-width).
+_NOT_WRITING = (("\u0250", "\u02ff"), ("\uff61", "\uff9f"))
 #: A long text is judged on this many slices of this many characters, spread over it.
 _SAMPLE_SLICES = 8
 _SLICE_CHARS = 2500
@@ -127,9 +133,9 @@ def misdecoding(text: str, min_sample: int) -> Misdecoding | None:
             continue
         best = max(undone.values())
         share = best / whole
-        if share >= MIN_SHARE and (found is None or share > found.share):
+        if share > MIN_SHARE and (found is None or share > found.share):
             ranked = sorted(undone.items(), key=lambda item: -item[1])
-            sources = tuple(source for source, count in ranked if count / whole >= MIN_SHARE)
+            sources = tuple(source for source, count in ranked if count / whole > MIN_SHARE)
             found = Misdecoding(sources, reader, share)
     return found
 
@@ -213,10 +219,11 @@ def _credible(
             foreign += len(letters)
             family = next(iter(others))
             beside_latin = _touches_latin(candidate, match.start(), match.end())
+            least = _MIN_TOUCHING_LETTERS if beside_latin else 2
             ok = (
                 len(others) == 1
                 and scripts.LATIN not in families
-                and len(set(letters)) > 1
+                and len(set(letters)) >= least
                 and (family in scripts.UNSPACED or not beside_latin)
                 and (letter_bytes is None or _mostly_letters(run.encode(source), letter_bytes))
             )
@@ -265,7 +272,7 @@ def _family_of(char: str) -> str:
     category = unicodedata.category(char)
     if category.startswith("M"):
         return _MARK
-    if category in ("Cc", "Cf") or _HALF_WIDTH_KATAKANA[0] <= char <= _HALF_WIDTH_KATAKANA[1]:
+    if category in ("Cc", "Cf") or any(low <= char <= high for low, high in _NOT_WRITING):
         return _CONTROL
     script = scripts.script_of(char)
     return "" if script is None else scripts.family(script)

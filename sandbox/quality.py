@@ -27,10 +27,9 @@ _MIN_SAMPLE = 20
 # pdfminer_jo-japanese.pdf (the PDF extractor now reads that page with PDFium).
 _MAX_BROKEN_SHARE = 0.10
 # Letters side by side (nothing but combining marks between them) whose scripts are not
-# written together. Latin and Greek stand beside every script written without spaces (CJK, Thai:
-# "PythonでAPIを書く") and beside each other (formulas: "Δt"); everywhere else a word changes
-# script only at a space or a sign. Corpus: at most 0.7% (Korean and Arabic with Latin words);
-# 33% in pypdf's reading of pdfminer_jo-japanese.pdf, whose glyphs map to twenty scripts.
+# written together (:data:`_WRITTEN_TOGETHER`); everywhere else a word changes script only at a
+# space or a sign. Corpus: at most 0.7% (Korean and Arabic with Latin words);
+# 29% in pypdf's reading of pdfminer_jo-japanese.pdf, whose glyphs map to twenty scripts.
 _MAX_SCRIPT_CHANGE_SHARE = 0.15
 # OCR'd letters outside every script of the OCR language.
 _MAX_FOREIGN_SHARE = 0.5
@@ -41,7 +40,14 @@ _MIN_CONFIDENCE = 65
 
 _BROKEN_CATEGORIES = frozenset({"Co", "Cn", "Cs"})
 _REPLACEMENT = "\ufffd"
-_BESIDE_ANY_UNSPACED = frozenset({scripts.LATIN, scripts.GREEK})
+#: Pairs of scripts real writing puts side by side, besides any script beside one written
+#: without spaces (CJK, Thai: "PythonでAPIを書く", a Korean lesson's "Я는 나"): Latin and
+#: Greek in formulas ("Δt"); Latin inside Cyrillic words, as Ossetian writes æ, Chuvash ă ĕ ç,
+#: Ukrainian typists i, and Russian slang "iPhoneы".
+_WRITTEN_TOGETHER = (
+    frozenset({scripts.LATIN, scripts.GREEK}),
+    frozenset({scripts.LATIN, scripts.CYRILLIC}),
+)
 
 
 @dataclass(frozen=True)
@@ -137,9 +143,7 @@ def _percent(share: float) -> str:
 def _written_together(first: str, second: str) -> bool:
     """Whether letters of the two script families stand side by side in real writing."""
     pair = {first, second}
-    if len(pair) == 1 or pair == _BESIDE_ANY_UNSPACED:
-        return True
-    return bool(pair & _BESIDE_ANY_UNSPACED) and bool(pair & scripts.UNSPACED)
+    return len(pair) == 1 or pair in _WRITTEN_TOGETHER or bool(pair & scripts.UNSPACED)
 
 
 def _text_problems(text: str) -> list[str]:

@@ -33,10 +33,18 @@ _NAME_PREFIXES: tuple[tuple[str, str], ...] = (
     ("CJK UNIFIED IDEOGRAPH", HAN),
     ("CJK COMPATIBILITY IDEOGRAPH", HAN),
     ("IDEOGRAPHIC ", HAN),  # 〆 (closing mark), 〇 (number zero): written among kanji
+    ("MASU ", HIRAGANA),  # 〼
+    ("HENTAIGANA ", HIRAGANA),
+    ("COPTIC ", GREEK),  # Coptic letters of the Greek block, written among Greek ones
     ("HIRAGANA ", HIRAGANA),
     ("KATAKANA ", KATAKANA),
     ("HALFWIDTH KATAKANA ", KATAKANA),
 )
+
+#: Letters that are signs: the micro sign and the ordinal indicators, then the Letterlike
+#: Symbols (ℓ, Ω, K, Å, ℝ, ℏ) and the Mathematical Alphanumeric Symbols (𝑓, 𝒽, 𝔘, 𝕏).
+_SIGN_LETTERS = frozenset("\u00b5\u00aa\u00ba")
+_SIGN_BLOCKS = (("\u2100", "\u214f"), ("\U0001d400", "\U0001d7ff"))
 
 _LATIN_LANGUAGES = (
     "afr cat ces cym dan deu eng est eus fin fra gle glg hrv hun ind isl ita lav lit msa nld "
@@ -92,24 +100,30 @@ _OSD_SCRIPTS = {
 }
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=65536)
 def script_of(char: str) -> str | None:
     """The script of a letter, or None for any other character.
 
     Modifier letters (category Lm: the Japanese prolonged-sound mark, the Latin apostrophe-like
-    letters) belong to no one script and are treated like punctuation.
+    letters) belong to no one script and are treated like punctuation; so are the letters that
+    are signs (µ, Ω as the ohm, ℓ, ℝ, ª, º, the mathematical alphabets of 𝑓(𝑥)), which every
+    script's units, maths and abbreviations use.
 
     A letter of a script not named here is its name's first word ("THAI", "ARMENIAN"): enough to
     tell scripts apart, which is all the checks need.
     """
     category = unicodedata.category(char)
-    if not category.startswith("L") or category == "Lm":
+    if not category.startswith("L") or category == "Lm" or _is_sign(char):
         return None
     name = unicodedata.name(char, "")
     for prefix, script in _NAME_PREFIXES:
         if name.startswith(prefix):
             return script
     return name.split(" ", 1)[0] or "UNNAMED"
+
+
+def _is_sign(char: str) -> bool:
+    return char in _SIGN_LETTERS or any(low <= char <= high for low, high in _SIGN_BLOCKS)
 
 
 def family(script: str) -> str:

@@ -90,7 +90,7 @@ def test_mojibake_from_a_pdf_without_a_usable_font_map_is_refused(
         runner.run("text", "text/plain", mojibake, ParseLimits())
     reason = str(refused.value)
     assert "12% of characters are replacement, private-use or unassigned" in reason
-    assert "the script changes between 33% of adjacent letters" in reason
+    assert "the script changes between 29% of adjacent letters" in reason
 
 
 def test_hindi_ocrd_with_the_english_model_is_refused_for_its_confidence(
@@ -132,7 +132,7 @@ def test_utf8_read_as_latin1_is_refused(runner: SandboxRunner) -> None:
 def test_letters_changing_script_inside_words_are_refused(runner: SandboxRunner) -> None:
     """Glyphs mapped to the wrong characters: each letter lands in some other script."""
     soup = "".join("aбγאक"[i % 5] for i in range(300))
-    with pytest.raises(UnreadableText, match="the script changes between 100% of adjacent"):
+    with pytest.raises(UnreadableText, match="the script changes between 80% of adjacent"):
         runner.run("text", "text/plain", soup.encode(), ParseLimits())
 
 
@@ -173,7 +173,7 @@ def test_admitted_unreadable_text_carries_the_flag_first(
     text = runner.run("text", "text/plain", mojibake, ADMIT).text
     first, _, rest = text.partition("\n")
     assert first.startswith(quality.FLAG_PREFIX) and first.endswith("]")
-    assert "33% of adjacent letters" in first
+    assert "29% of adjacent letters" in first
     assert rest.strip()
     hindi = runner.run("image", "image/png", _corpus(HINDI), ADMIT).text
     assert hindi.startswith(f"{quality.FLAG_PREFIX}tesseract's mean word confidence is ")
@@ -290,6 +290,19 @@ NOT_MOJIBAKE = [
     "×²×³ ²×² ³×³ ×²×³ ²×² ³×³ ×²×³ ²×² ³×³ 2×3 m² cm³",
     "注ㄓㄨˋ音ㄧㄣ符ㄈㄨˊ號ㄏㄠˋ" * 5,
     "〆切は〆日の〆印で〆る。〆切〆切〆切",
+    # Second review: É® is valid UTF-8 for an IPA letter, "Téléphone" holds two GBK ideographs,
+    # µ Ω ℓ ª º were scripts of their own, Latin letters inside Cyrillic words, Korean endings
+    # on Russian words, kaomoji.
+    "Vevey - NESTLÉ® today announced that NESCAFÉ® will expand its range. NESCAFÉ® Gold and "
+    "NESCAFÉ® Azera are available in 40 countries. The NESCAFÉ® Plan supports farmers.",
+    "Téléchargez l'application pour votre téléphone, votre tablette et votre télévision. "
+    "Référence: Généralités, Définitions, Éléments. Téléphone: 01 23. Mme Hélène Lefèvre.",
+    "C1;100µF;16V;radial\nC2;4,7µF;50V;SMD\nR1;4,7kΩ;0,25W\nR2;10kΩ;0,25W\n" * 3,
+    "우유 200mℓ 24팩, 주스 1ℓ 6병, 물 500mℓ 20병, 생수 2ℓ 12병 " * 3,
+    "Фыдæлтæ æмæ хъæбултæ; Æфсымæртæ æмæ хæрæфыртæ æрцыдысты хæдзармæ. " * 3,
+    "Я는 나, Ты는 너, Он은 그, Она는 그녀, Мы는 우리, Вы는 당신, Они는 그들. " * 3,
+    "(ノಠ益ಠ)ノ彡┻━┻ ლ(ಠ益ಠლ) (╯°□°)╯︵ ┻━┻ ¯\\_(ツ)_/¯ (ノД`) " * 3,
+    "«Å» ER EN LITEN BY. «Ø» ER EN ØY. «Ærø» «BLÅ» «GRÅ» «PÅ» «SÅ» «NÅ» «FÅ» «GÅ»\n",
 ]
 
 
@@ -319,8 +332,9 @@ def test_no_real_text_of_any_script_is_refused() -> None:
 
 def test_the_classic_decoding_mistakes_are_refused() -> None:
     """What the real texts become through each classic mistake is refused: 95% in all, and at
-    least 80% of every mistake's samples (a sample with under 20 garbled characters cannot
-    be, by the minimum sample; see bench/text_quality.py for the rates)."""
+    least 70% of every mistake's samples (a sample with under 20 garbled characters cannot be,
+    by the minimum sample; the simulated CJK font without a ToUnicode map is the weakest, at
+    72%; see bench/text_quality.py for the rates)."""
     made: dict[str, list[bool]] = {}
     for mistake, sample in mojibake_samples():
         made.setdefault(mistake.name, []).append(bool(quality._text_problems(sample.text)))
@@ -328,7 +342,7 @@ def test_the_classic_decoding_mistakes_are_refused() -> None:
     rates = {name: sum(refused) / len(refused) for name, refused in made.items()}
     everything = [refused for outcomes in made.values() for refused in outcomes]
     assert sum(everything) / len(everything) >= 0.95, rates
-    assert min(rates.values()) >= 0.8, rates
+    assert min(rates.values()) >= 0.7, rates
 
 
 def _undone_by(encoding: str) -> str:
