@@ -27,12 +27,13 @@ _READERS = ("cp1252", "latin-1", "iso8859_2", "cp1250")
 #: found Thai in Polish capitals.
 _WESTERN_READERS = frozenset({"cp1252", "latin-1"})
 #: The legacy encodings of one byte per character: their garbling is a word of the reader's
-#: letters ("Ïðèâåò"), never of its symbols and digits ("×²×³" is maths, not Cyrillic).
+#: letters ("Ïðèâåò"), not of its symbols and digits ("×²×³" is maths, not Cyrillic), so at
+#: least this share of a run's bytes must show as letters.
+_SINGLE_BYTE = frozenset({"cp1251", "koi8_r", "cp1253", "cp1255", "cp1256", "tis_620"})
 _MIN_LETTER_BYTES = 0.5
 #: Letters a run that touches Latin letters must hold to count ("NESTLÉ®" read as TIS-620 is
 #: "NESTL" and two Thai letters; French "Téléphone" read as GBK "T", two ideographs, "phone").
 _MIN_TOUCHING_LETTERS = 4
-_SINGLE_BYTE = frozenset({"cp1251", "koi8_r", "cp1253", "cp1255", "cp1256", "tis_620"})
 #: What the bytes really were: UTF-8, and the legacy encodings of the scripts it would garble.
 _LEGACY_SOURCES = (
     "shift_jis",
@@ -46,7 +47,7 @@ _LEGACY_SOURCES = (
     "cp1256",
     "tis_620",
 )
-#: A text is called misdecoded when at least this share of its non-ASCII characters is undone.
+#: A text is called misdecoded when more than this share of its non-ASCII characters is undone.
 MIN_SHARE = 0.5
 #: Garbled text is the reader's characters through and through: a text of which more than this
 #: share of non-ASCII characters the reader has no byte for is real writing ("çé漢字").
@@ -200,14 +201,14 @@ def _credible(
 ) -> _Credibility:
     """How much of ``candidate`` (the bytes read back, decoded as ``source``) reads as writing.
 
-    A run of non-ASCII characters is credible when its letters outside Latin are two or more
-    different letters of one script, standing apart from Latin letters unless the script is
-    written without spaces, and (given ``letter_bytes``) read from bytes the reader shows as
-    letters; with ``any_letters`` (UTF-8, whose validity is evidence itself) a run of Latin
-    letters, punctuation or symbols is credible too. Not credible: a letter
-    repeated (a row of em dashes read as GBK is one Han character over and over), a lone
-    letter inside a Latin word (a real "informação" read as cp1251 is "informaзгo"), a run of
-    combining marks or controls, half-width katakana (real Shift-JIS text writes full-width).
+    A run of non-ASCII characters holding letters outside Latin is credible when they are of
+    one script, two or more different ones (:data:`_MIN_TOUCHING_LETTERS` when the run touches
+    a Latin letter, which only a script written without spaces may), and, given
+    ``letter_bytes``, read from bytes the reader mostly shows as letters. With ``any_letters``
+    (UTF-8, whose validity is evidence itself) a run of Latin letters, punctuation or symbols
+    is credible too. Not credible, so: a letter repeated (a row of em dashes read as GBK is one
+    Han character over and over), a lone letter inside a Latin word (a real "informação" read
+    as cp1251 is "informaзгo"), a run of combining marks, controls or :data:`_NOT_WRITING`.
     """
     undone = foreign = worded = 0
     for match in _RUN.finditer(candidate):

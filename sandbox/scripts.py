@@ -54,7 +54,7 @@ _JAPANESE = frozenset({HAN, HIRAGANA, KATAKANA})
 #: The family of the scripts East Asian writing mixes inside its words (:func:`family`).
 CJK = "CJK"
 _CJK_SCRIPTS = frozenset({HAN, HIRAGANA, KATAKANA, HANGUL, "BOPOMOFO"})
-#: Families written without spaces between words, so a Latin or Greek word touches them.
+#: Families written without spaces between words, so a word of another script touches them.
 UNSPACED = frozenset({CJK, "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
 
 #: The scripts documents in each tesseract language are written in, for the language packs an
