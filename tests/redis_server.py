@@ -10,6 +10,7 @@ touching anything else.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import shutil
 import signal
 import subprocess
@@ -20,6 +21,10 @@ from pathlib import Path
 from redis import Redis, RedisError
 
 from tests.metrics_scrape import free_port
+
+#: The port a deployment's Redis listens on (redis-py's default), for tests that read the
+#: deployment manifests; no test connects to it.
+DEPLOYED_REDIS_PORT: int = inspect.signature(Redis).parameters["port"].default
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 _START_SECONDS = 20.0

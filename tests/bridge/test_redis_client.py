@@ -96,7 +96,7 @@ def test_which_urls_are_redis(url: str, redis: bool) -> None:
         ("sentinel://s1;sentinel://a:x@s2?master_name=m", "the first address's"),
         ("sentinel://s1/zero?master_name=m", "number"),
         ("sentinel://s1:port?master_name=m", "port"),
-        ("sentinel://s1;redis://r:6379?master_name=m", "sentinel:// addresses only"),
+        ("sentinel://s1;redis://r:6390?master_name=m", "sentinel:// addresses only"),
         ("sentinel://:26379?master_name=m", "names a host"),
     ],
 )

@@ -29,6 +29,7 @@ from tests.deploy.conftest import (
     run_redis_start,
     run_tool,
 )
+from tests.redis_server import DEPLOYED_REDIS_PORT
 
 SCHEMA = SCHEMAS / "compose-spec.json"
 AIRLOCK_SERVICES = ("light-worker", "ocr-worker", "bridge")
@@ -224,7 +225,7 @@ def test_clients_reach_only_their_own_redis_and_the_bridge_both(compose: dict[st
         url = services[name]["environment"].get("AIRLOCK_CLIENT_REDIS_URL")
         if name == "bridge":
             assert url.startswith("redis://worker:${AIRLOCK_REDIS_PASSWORD:?")
-            assert url.endswith("@client-redis:6379/0")
+            assert url.endswith(f"@client-redis:{DEPLOYED_REDIS_PORT}/0")
             assert services[name]["depends_on"]["client-redis"]["condition"] == "service_healthy"
         else:
             assert url is None, name

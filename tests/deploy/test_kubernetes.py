@@ -32,6 +32,7 @@ from tests.deploy.conftest import (
     run_redis_start,
     run_tool,
 )
+from tests.redis_server import DEPLOYED_REDIS_PORT
 
 KEDA_SCHEMA = SCHEMAS / "keda-v1alpha1.json"
 #: Kinds kubernetes-validate has no schema for, and what validates them instead.
@@ -462,7 +463,8 @@ def test_redis_users_are_the_shipped_ones_with_their_passwords_in_memory_only(
         clients_url = env.get("AIRLOCK_CLIENT_REDIS_URL")
         if name == "airlock-bridge":
             assert clients_url == (
-                "redis://$(AIRLOCK_REDIS_USER):$(AIRLOCK_REDIS_PASSWORD)@airlock-client-redis:6379/0"
+                "redis://$(AIRLOCK_REDIS_USER):$(AIRLOCK_REDIS_PASSWORD)"
+                f"@airlock-client-redis:{DEPLOYED_REDIS_PORT}/0"
             )
         else:
             assert clients_url is None, name
@@ -537,7 +539,7 @@ def test_network_policies_let_workers_reach_only_redis_and_dns(
             peers = rule["to"]
             assert len(peers) == 1
             (peer,) = peers
-            if ports == {("TCP", 6379)}:
+            if ports == {("TCP", DEPLOYED_REDIS_PORT)}:
                 assert "namespaceSelector" not in peer
                 servers = {
                     "airlock-redis": redis_labels,
@@ -567,7 +569,7 @@ def test_network_policies_let_workers_reach_only_redis_and_dns(
 def _ingress_peers(applied: list[dict[str, Any]], policy_name: str) -> list[dict[str, Any]]:
     policy = by_kind(applied, "NetworkPolicy")[policy_name]["spec"]
     (rule,) = policy["ingress"]
-    assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": DEPLOYED_REDIS_PORT}]
     for peer in rule["from"]:
         assert "ipBlock" not in peer
         assert peer["podSelector"]["matchLabels"], "every peer names the pods it admits"

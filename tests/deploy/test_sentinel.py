@@ -36,10 +36,11 @@ from tests.deploy.conftest import (
     run_tool,
 )
 from tests.deploy.test_kubernetes import KUBERNETES_VERSIONS, WORKERS, assert_locked_down
+from tests.redis_server import DEPLOYED_REDIS_PORT
 
 MASTER = "airlock"
 QUORUM = 2
-REDIS_PORT = 6379
+REDIS_PORT = DEPLOYED_REDIS_PORT
 COMPOSE_NODES = ("redis-1", "redis-2")
 COMPOSE_SENTINELS = ("sentinel-1", "sentinel-2", "sentinel-3")
 #: Each single-Redis airlock service and its twin in the sentinel profile.
@@ -71,7 +72,9 @@ def _stub_sentinels(tmp_path: Path) -> None:
     stub = tmp_path / "bin" / "redis-cli"
     stub.parent.mkdir(parents=True, exist_ok=True)
     stub.write_text(
-        '#!/bin/sh\n[ -n "$STUB_PRIMARY" ] || exit 1\nprintf "%s\\n6379\\n" "$STUB_PRIMARY"\n'
+        '#!/bin/sh\n[ -n "$STUB_PRIMARY" ] || exit 1\nprintf "%s\\n'
+        + str(REDIS_PORT)
+        + '\\n" "$STUB_PRIMARY"\n'
     )
     stub.chmod(0o755)
 
@@ -190,7 +193,7 @@ def test_the_profiles_wiring_agrees(compose: dict[str, Any]) -> None:
     node_script = services["redis-1"]["command"][-1].replace("$$", "$")
     master, port, quorum = _monitor(sentinel_script)
     assert (master, port) == (MASTER, REDIS_PORT) and len(COMPOSE_SENTINELS) // 2 < quorum == QUORUM
-    assert "--port" not in node_script  # redis-server's default, 6379
+    assert "--port" not in node_script  # redis-server's default port
     assert f"get-master-addr-by-name {MASTER} " in node_script
     assert f"-p {SENTINEL_PORT} " in node_script and f'"port {SENTINEL_PORT}"' in sentinel_script
     for twin in COMPOSE_TWINS.values():
@@ -235,7 +238,7 @@ def test_a_compose_node_starts_as_the_sentinels_say(
     _assert_node_users(started)
     extra = started.argv[started.argv.index("/data") + 1 :]
     assert extra[:2] == ["--replica-announce-ip", node]
-    assert extra[2:] == ([] if replica_of is None else ["--replicaof", replica_of, "6379"])
+    assert extra[2:] == ([] if replica_of is None else ["--replicaof", replica_of, str(REDIS_PORT)])
     # CONFIG stays for the Sentinels' CONFIG REWRITE; the single Redis renames it away.
     assert "CONFIG" not in started.argv
 
@@ -434,7 +437,9 @@ def test_a_kubernetes_node_starts_as_the_sentinels_say(
     _assert_node_users(started)
     extra = started.argv[3:]  # past the config file and --include <auth.conf>
     assert extra[:2] == ["--replica-announce-ip", pod + suffix]
-    assert extra[2:] == ([] if replica_of is None else ["--replicaof", replica_of + suffix, "6379"])
+    assert extra[2:] == (
+        [] if replica_of is None else ["--replicaof", replica_of + suffix, str(REDIS_PORT)]
+    )
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = by_kind(sentinel_applied, "StatefulSet")["airlock-redis"]["spec"]["template"]
     secret = {v["name"]: v for v in volumes["spec"]["volumes"]}[mounts["/run/secrets/redis-ha"]]

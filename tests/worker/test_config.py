@@ -174,8 +174,8 @@ def test_derived_limits_follow_the_wall_clock() -> None:
         ({"AIRLOCK_PAYLOAD_TTL": "10"}, "AIRLOCK_PAYLOAD_TTL"),
         ({"AIRLOCK_RESULT_BACKEND": "rpc://"}, "redis://"),
         ({"AIRLOCK_CLIENT_REDIS_URL": "rpc://"}, "AIRLOCK_CLIENT_REDIS_URL"),
-        ({"AIRLOCK_BROKER_URL": "rediscluster://r:6379/0"}, "AIRLOCK_BROKER_URL: .*Cluster"),
-        ({"AIRLOCK_RESULT_BACKEND": "redis+cluster://r:6379"}, "RESULT_BACKEND: .*celery#2852"),
+        ({"AIRLOCK_BROKER_URL": "rediscluster://r:6390/0"}, "AIRLOCK_BROKER_URL: .*Cluster"),
+        ({"AIRLOCK_RESULT_BACKEND": "redis+cluster://r:6390"}, "RESULT_BACKEND: .*celery#2852"),
         ({"AIRLOCK_CLIENT_REDIS_URL": "redis-cluster://r"}, "CLIENT_REDIS_URL: .*Cluster"),
         ({"AIRLOCK_BROKER_URL": "sentinel://s1:26379;sentinel://s2"}, "BROKER_URL: .*master_name"),
         (
