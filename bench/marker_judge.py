@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import subprocess
 import sys
 import time
 import types
@@ -26,6 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.previous import module_at  # noqa: E402
 from bridge.knowledge import markers  # noqa: E402
 from tests.conftest import CORPUS_DIR  # noqa: E402
 
@@ -34,15 +34,7 @@ _PREVIOUS_COMMIT = "dce71e1"  # the last commit with the ASCII judge
 
 def previous_judge() -> types.ModuleType:
     """bridge/knowledge/markers.py as it was at :data:`_PREVIOUS_COMMIT`, as a module."""
-    source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{_PREVIOUS_COMMIT}:bridge/knowledge/markers.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    module = types.ModuleType("previous_markers")
-    exec(compile(source, "previous_markers.py", "exec"), module.__dict__)
-    return module
+    return module_at(_PREVIOUS_COMMIT, "bridge/knowledge/markers.py")
 
 
 def corpus_lines() -> list[tuple[str, str]]:

@@ -19,10 +19,8 @@ speed columns as a ratio between the two checks.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
-import types
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.previous import module_at  # noqa: E402
 from sandbox import quality  # noqa: E402
 from tests.mojibake import REAL_TEXT_DIR, mojibake_samples, read_as, real_samples  # noqa: E402
 from tests.sandbox.test_text_quality import MIXED_WRITING  # noqa: E402
@@ -40,25 +39,11 @@ _ALLOWANCE = 200_000
 Check = Callable[[str], list[str]]
 
 
-def _previous_module(path: str) -> types.ModuleType:
-    """``path`` of the repository as it was at :data:`_PREVIOUS_COMMIT`, as a module."""
-    source = subprocess.run(
-        ["git", "-C", str(REPO), "show", f"{_PREVIOUS_COMMIT}:{path}"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    module = types.ModuleType(f"previous_{Path(path).stem}")
-    sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, f"previous_{Path(path).name}", "exec"), module.__dict__)
-    return module
-
-
 def previous_check() -> Check:
     """sandbox/quality.py's text check as it was at :data:`_PREVIOUS_COMMIT`, with the script
     table (sandbox/scripts.py) of then."""
-    quality_then = _previous_module("sandbox/quality.py")
-    quality_then.scripts = _previous_module("sandbox/scripts.py")
+    quality_then = module_at(_PREVIOUS_COMMIT, "sandbox/quality.py")
+    quality_then.scripts = module_at(_PREVIOUS_COMMIT, "sandbox/scripts.py")
     check: Check = quality_then._text_problems
     return check
 

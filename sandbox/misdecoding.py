@@ -213,8 +213,9 @@ def _credible(
     undone = foreign = worded = 0
     for match in _RUN.finditer(candidate):
         run = match.group()
-        families = {_family_of(char) for char in run}
-        letters = [char for char in run if _family_of(char) not in _NOT_LETTERS]
+        kinds = [_family_of(char) for char in run]
+        families = set(kinds)
+        letters = [char for char, kind in zip(run, kinds, strict=True) if kind not in _NOT_LETTERS]
         others = families - _NOT_LETTERS - {scripts.LATIN}
         if others:
             foreign += len(letters)

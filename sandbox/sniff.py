@@ -33,7 +33,9 @@ _TEXT_LIKE_SIGNATURES = frozenset({b"%PDF-", b"GIF87a", b"GIF89a", b"BZh"})
 #: How much of the payload is looked at for binary bytes, and for a PDF's first object.
 _HEAD_BYTES = 1024
 _PDF_OBJECTS_BYTES = 1 << 20
-#: What zipfile raises, in one Python version or another, on a directory it cannot list.
+#: What zipfile raises, in one Python version or another, on a directory it cannot list. The
+#: bridge's archive guard holds the same list on purpose: sandbox imports nothing of bridge
+#: (docs/architecture.md), so each side of the boundary keeps its own.
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
