@@ -18,8 +18,8 @@ from typing import Any
 
 from bridge.redis_client import RIDE_OUT_SECONDS
 
-#: The pause before publishing again: kombu reconnects on the next acquire, so a bug that
-#: raises AttributeError at once is not spun on.
+#: The pause before publishing again on a fresh channel: its connection reconnects on the next
+#: acquire, and a Redis still restarting is not asked again at once.
 _AGAIN_PAUSE_SECONDS = 0.1
 
 _log = logging.getLogger(__name__)

@@ -107,15 +107,13 @@ def decode_text(payload: bytes) -> str:
     # several code pages equally ("Café crème brûlée" in Latin-1 came out as "crčme brűlée").
     # Windows-1252 (what browsers read Latin-1 as, the most common) is read instead of the
     # best guess when it is about as clean and its letters fit a language better, or as well
-    # when the detector finds no language in the best guess.
-    # The detector folds equivalent code pages into one guess: cp1252 may be one of several
-    # that "could be" a guess named cp1250.
+    # when the best guess fits none (a tie is the detector's order, which put Farsi, cp1006,
+    # first for "größte Straße"). The detector folds equivalent code pages into one guess:
+    # cp1252 may be one that "could be" a guess named cp1250.
     western = next((m for m in matches if _WESTERN in m.could_be_from_charset), None)
     if western is None or western.chaos > best.chaos + _MESS_SLACK:
         return str(best)
     fits_better = western.coherence > best.coherence
-    # A tie with no language fit at all is the detector's order, which put Farsi (cp1006) and
-    # Big5 before cp1252 for "größte Straße" and "Ça va très bien".
     as_well_unknown = western.coherence == best.coherence and (
         best.language == "Unknown" or not best.coherence
     )
