@@ -284,14 +284,16 @@ def _client(url: str, options: dict[str, Any], timeout: float, *, held: bool) ->
         if not held:
             return Redis.from_url(url, **options)
         return Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    # redis-py before 8.2 leaves Sentinel untyped; the ignore covers both.
+    sentinel = Sentinel(  # type: ignore[no-untyped-call,unused-ignore]
         list(address.sentinels), sentinel_kwargs=address.sentinel_login(timeout)
     )
     login = {"username": address.username, "password": address.password}
-    master: Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    connection: dict[str, Any] = {key: value for key, value in login.items() if value}
+    master: Redis = sentinel.master_for(  # type: ignore[no-untyped-call,unused-ignore]
         address.master_name,
         db=address.db,
-        **{key: value for key, value in login.items() if value},
+        **connection,
         **options,
         connection_pool_class=_HeldSentinelPool if held else _SentinelPool,
     )
