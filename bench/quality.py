@@ -44,6 +44,7 @@ from sandbox.extractors.registry import lookup  # noqa: E402
 from sandbox.limits import ParseLimits, SandboxLimits  # noqa: E402
 from sandbox.runner import SandboxRunner  # noqa: E402
 from tests.cer import cer  # noqa: E402
+from tests.in_process import rendered_by  # noqa: E402
 
 CORPUS = Path(os.environ.get("AIRLOCK_CORPUS_DIR", REPO.parent / "shared" / "corpus"))
 LIMITS = ParseLimits(max_pages=1000, max_text_chars=5_000_000)
@@ -118,7 +119,7 @@ def _airlock(in_process: bool) -> tuple[Callable[[str, Path], str], Callable[[],
         def direct(kind: str, path: Path) -> str:
             function = lookup(kind)
             assert function is not None
-            return function("application/octet-stream", path.read_bytes(), LIMITS)
+            return rendered_by(function)("application/octet-stream", path.read_bytes(), LIMITS)
 
         return direct, lambda: None
     runner = SandboxRunner(SandboxLimits(cpu_seconds=600, wall_seconds=900.0), warm_children=1)

@@ -32,10 +32,12 @@ from pathlib import Path
 
 from pypdf import PdfReader, PdfWriter
 
+from sandbox.document import Document
 from sandbox.errors import SandboxError
 from sandbox.extractors import all as extractors
 from sandbox.extractors.registry import lookup
 from sandbox.limits import ParseLimits, SandboxLimits
+from sandbox.render import render
 from sandbox.runner import SandboxRunner
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,8 +55,9 @@ import sys
 from sandbox.extractors import all
 from sandbox.extractors.registry import lookup
 from sandbox.limits import ParseLimits
+from sandbox.render import render
 kind, media_type = sys.argv[1], sys.argv[2]
-sys.stdout.write(lookup(kind)(media_type, sys.stdin.buffer.read(), ParseLimits()))
+sys.stdout.write(render(lookup(kind)(media_type, sys.stdin.buffer.read(), ParseLimits())))
 """
 
 
@@ -257,7 +260,9 @@ def bench_overhead(pdf: bytes) -> None:
 def _parse_pdf(payload: bytes) -> int:
     parse = lookup("pdf")
     assert parse is not None
-    return len(parse("application/pdf", payload, LIMITS))
+    document = parse("application/pdf", payload, LIMITS)
+    assert isinstance(document, Document)
+    return len(render(document))
 
 
 def bench_throughput(pdf: bytes) -> None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 from typing import NoReturn
 
-from sandbox import codes, protocol, quality, sniff
-from sandbox.extractors.registry import Refusal, answers_text, lookup, set_progress_sink
+from sandbox import codes, pages, protocol, quality, sniff
+from sandbox.document import Document, Notice, words
+from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
 # Built before any job: when the address-space limit is hit there may be no memory left to
@@ -71,13 +72,20 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         parse = lookup(how.kind)
         if parse is None:
             raise Refusal(codes.PARSER, f"no extractor is registered for kind {how.kind!r}")
-        text = parse(header.media_type, payload, how.limits)
-        if isinstance(text, str) and how.notice is not None:
-            text = f"{how.notice}\n{text}"  # under the quality flag, which stays first
-        if isinstance(text, str) and answers_text(how.kind):
-            # Every kind's text is judged here, after its extractor, so none can skip it (a
-            # document read in parts is judged whole, by the kind that merges them).
-            text = quality.judged(text, how.limits)
+        answer = parse(header.media_type, payload, how.limits)
+        shape = str if how.kind in pages.PARTS_KINDS else Document
+        if not isinstance(answer, shape):
+            return protocol.encode_error_answer(
+                codes.PARSER,
+                "TypeError",
+                f"the parser returned {type(answer).__name__}, not {shape.__name__}",
+            )
+        if isinstance(answer, str):
+            return protocol.encode_text_answer(answer, progress.total)
+        # Every kind's document is judged here, after its extractor, so none can skip it (a
+        # document read in parts is judged whole, by the kind that merges them).
+        notices = [quality.flag(words(answer), how.limits), how.notice]
+        blocks = [Notice(text) for text in notices if text is not None] + answer.blocks
     except Refusal as refusal:
         code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)
@@ -87,11 +95,7 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
     # this document, reported and not obeyed.
     except BaseException as exc:  # noqa: BLE001 - a parser is a hostile black box
         return protocol.encode_error_answer(codes.PARSER, type(exc).__name__, str(exc))
-    if not isinstance(text, str):
-        return protocol.encode_error_answer(
-            codes.PARSER, "TypeError", f"the parser returned {type(text).__name__}, not str"
-        )
-    return protocol.encode_text_answer(text, progress.total)
+    return protocol.encode_document_answer(Document(blocks), progress.total)
 
 
 def serve(mechanisms: frozenset[str]) -> NoReturn:

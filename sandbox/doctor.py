@@ -12,6 +12,7 @@ import subprocess
 from dataclasses import dataclass
 
 from sandbox import landlock, seccomp
+from sandbox.document import Document, Paragraph
 from sandbox.errors import SandboxError
 from sandbox.extractors.ocr import TESSERACT
 from sandbox.extractors.registry import extractor
@@ -26,11 +27,11 @@ _LIMITS = SandboxLimits(wall_seconds=10.0, cpu_seconds=5)
 
 
 @extractor(_CONNECT_KIND)
-def _connect(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+def _connect(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(5)
         sock.connect((b"127.0.0.1", int(payload)))
-    return "connected"
+    return Document([Paragraph("connected")])
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,10 @@ from sandbox.quality import OcrReading
 SPLIT_KIND = "pdf-split"
 PAGE_KIND = "pdf-page"
 MERGE_KIND = "pdf-merge"
+#: The kinds that answer parts of a document (their JSON, as text) for the parent to put
+#: together, not a document: the quality check judges the document once merged, never a part,
+#: and a child answering any other kind with text is malformed.
+PARTS_KINDS = frozenset({SPLIT_KIND, PAGE_KIND})
 PDF_MEDIA_TYPE = "application/pdf"
 #: Split a scanned PDF of more pages than this. Below it the split's fixed cost (one child to
 #: split, one to merge, a task per page) buys too little: docs/operations.md, "Fan-out OCR".
@@ -47,12 +51,14 @@ _MAX_LANGUAGE_CHARS = 200
 
 _Language = Annotated[str, msgspec.Meta(max_length=_MAX_LANGUAGE_CHARS)]
 _Count = Annotated[int, msgspec.Meta(ge=0)]
+_Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
 
 
 class TextPart(msgspec.Struct, tag="text", forbid_unknown_fields=True, frozen=True):
-    """A page whose text layer is read as it is."""
+    """A page whose text layer is read as it is; ``notice`` says when PDFium read it."""
 
     text: str
+    notice: str | None = None
 
 
 class ScanPart(msgspec.Struct, tag="scan", forbid_unknown_fields=True, frozen=True):
@@ -64,10 +70,11 @@ class ScanPart(msgspec.Struct, tag="scan", forbid_unknown_fields=True, frozen=Tr
 
 
 class ReadPart(msgspec.Struct, tag="read", forbid_unknown_fields=True, frozen=True):
-    """A scanned page after OCR, as the merge takes it."""
+    """A scanned page after OCR, as the merge takes it, with tesseract's mean confidence."""
 
     text: str
     fallback: str
+    confidence: _Confidence | None
 
 
 class Reading(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -122,10 +129,12 @@ class Plan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class PageReading(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """What a page job answers: the OCR'd text of its page and the run's counts."""
+    """What a page job answers: the OCR'd text of its page, the run's counts and its mean
+    word confidence."""
 
     text: str
     readings: Annotated[list[Reading], msgspec.Meta(max_length=_MAX_READINGS_PER_PAGE)]
+    confidence: _Confidence | None
 
 
 class Merge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -223,6 +232,6 @@ def merge_payload(parts: Sequence[TextPart | Scanned], read: Mapping[int, PageRe
             merged.append(part)
             continue
         page = read[index]
-        merged.append(ReadPart(page.text, part.fallback))
+        merged.append(ReadPart(page.text, part.fallback, page.confidence))
         readings.extend(page.readings)
     return msgspec.json.encode(Merge(merged, readings))

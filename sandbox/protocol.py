@@ -13,7 +13,10 @@ import struct
 from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 
-from sandbox import codes
+import msgspec
+
+from sandbox import codes, document
+from sandbox.document import Document
 from sandbox.errors import MalformedAnswer
 from sandbox.limits import ParseLimits
 
@@ -76,6 +79,12 @@ class TextAnswer:
 
 
 @dataclass(frozen=True)
+class DocumentAnswer:
+    document: Document
+    pages: int | None
+
+
+@dataclass(frozen=True)
 class ErrorAnswer:
     code: str
     type_name: str
@@ -100,11 +109,20 @@ _PROGRESS_FRAME = re.compile(rb'\{"progress": \[' + _COUNT + rb", " + _COUNT + r
 
 
 def encode_text_answer(text: str, pages: int | None) -> bytes:
+    """The answer of a kind that answers parts of a document (sandbox/pages.py), not one."""
+    return _success({"ok": True, "text": text, "pages": pages})
+
+
+def encode_document_answer(answer: Document, pages: int | None) -> bytes:
+    return _success({"ok": True, "document": msgspec.to_builtins(answer), "pages": pages})
+
+
+def _success(answer: dict[str, object]) -> bytes:
+    body = json.dumps(answer, ensure_ascii=False)
     # A lone surrogate from a broken font map is not encodable as UTF-8; replace it here so the
     # parent can insist on strict UTF-8 and reject everything else as malformed.
-    clean = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    body = json.dumps({"ok": True, "text": clean, "pages": pages}, ensure_ascii=False)
-    return frame(body.encode())
+    clean = body.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return frame(clean.encode())
 
 
 def encode_error_answer(code: str, type_name: str, reason: str) -> bytes:
@@ -168,8 +186,11 @@ def decode_progress(untrusted_body: bytes) -> Progress | None:
     return Progress(done, total)
 
 
-def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
-    """Validate the answer frame strictly: exact keys, exact types, strict UTF-8 and JSON.
+def decode_answer(
+    untrusted_body: bytes, *, parts: bool
+) -> TextAnswer | DocumentAnswer | ErrorAnswer:
+    """Validate the answer frame strictly: exact keys, exact types, strict UTF-8 and JSON; a
+    success is a document, or text for a job whose kind answers ``parts`` of one.
 
     Every way it can fail is ``MalformedAnswer``, including the ValueError paths inside
     ``json.loads`` (an integer too long to convert, for one).
@@ -190,10 +211,15 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
         _malformed('a progress frame must be exactly {"progress": [done, total]} as encoded')
     untrusted_ok = untrusted_answer.get("ok")
     if untrusted_ok is True:
-        if set(untrusted_answer) != {"ok", "text", "pages"}:
-            _malformed("a success answer must have exactly the keys ok, text, pages")
+        # A kind answers its one shape: text in place of a document would carry lines no
+        # renderer quoted (a forged page marker) past the schema.
+        body = "text" if parts else "document"
+        if set(untrusted_answer) != {"ok", body, "pages"}:
+            _malformed(f"a success answer must have exactly the keys ok, {body}, pages")
         untrusted_pages = untrusted_answer["pages"]
         pages = None if untrusted_pages is None else _count(untrusted_pages, "pages")
+        if body == "document":
+            return DocumentAnswer(_document(untrusted_answer["document"]), pages)
         return TextAnswer(_clean_string(untrusted_answer["text"], "text", None), pages)
     if untrusted_ok is False:
         if set(untrusted_answer) != {"ok", "code", "type", "reason"}:
@@ -207,6 +233,19 @@ def decode_answer(untrusted_body: bytes) -> TextAnswer | ErrorAnswer:
         reason = _clean_string(untrusted_answer["reason"], "reason", MAX_REASON_CHARS)
         return ErrorAnswer(code, type_name, printable(reason))
     _malformed("ok is neither true nor false")
+
+
+def _document(untrusted_value: object) -> Document:
+    """The answer's document, held to the schema: known blocks with exactly their fields, in
+    their bounds (sandbox/document.py), every string free of lone surrogates."""
+    try:
+        answer = msgspec.convert(untrusted_value, Document, strict=True)
+    except msgspec.ValidationError as exc:
+        _malformed(f"its document does not hold to the schema: {exc}")
+    for text in document.strings(answer):
+        if _SURROGATE.search(text):
+            _malformed("its document contains a lone surrogate")
+    return answer
 
 
 def printable(untrusted_reason: str) -> str:

@@ -77,6 +77,15 @@ def readings() -> tuple[OcrReading, ...]:
     return tuple(_readings)
 
 
+def last_confidence() -> int | None:
+    """The mean word confidence (0-100) of this job's latest tesseract run, None when it read
+    no word: what a page read by OCR says of itself."""
+    if not _readings or not _readings[-1].words:
+        return None
+    reading = _readings[-1]
+    return min(100, max(0, round(reading.confidence_sum / reading.words)))
+
+
 def add_readings(earlier: Iterable[OcrReading]) -> None:
     """Count tesseract runs made in other children (a document's pages read apart) as this
     job's own, so the assembled document is judged on every page's reading."""
@@ -116,8 +125,9 @@ def record_ocr(
     )
 
 
-def judged(text: str, limits: ParseLimits) -> str:
-    """``text`` when it is readable; otherwise refuse it, or flag it when the job admits it.
+def flag(text: str, limits: ParseLimits) -> str | None:
+    """None when ``text`` is readable; otherwise refuse it, or, when the job admits unreadable
+    text, the line that flags it, to stand first in the answer.
 
     Only the first :func:`allowance` characters are judged (~0.2 s here at the default): no
     extractor produces more, and a parser that returns 100 MB must meet the output cap, not
@@ -125,11 +135,11 @@ def judged(text: str, limits: ParseLimits) -> str:
     """
     problems = _text_problems(text[: allowance(limits)]) + _ocr_problems(_readings)
     if not problems:
-        return text
+        return None
     reasons = "; ".join(problems)
     if not limits.admit_unreadable:
         raise Refusal(codes.UNREADABLE_TEXT, reasons)
-    return f"{FLAG_PREFIX}{reasons}]\n{text}"
+    return f"{FLAG_PREFIX}{reasons}]"
 
 
 def _share(part: int, whole: int) -> float:

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from sandbox import protocol, verdict
+from sandbox import pages, protocol, verdict
+from sandbox.document import Document
 from sandbox.errors import (
     OutputTooLarge,
     SandboxUnavailable,
@@ -28,6 +29,7 @@ from sandbox.fork_server import ForkServer, WarmChild
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS, UID_DROP
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.progress import ProgressGate
+from sandbox.render import render
 
 DEFAULT_MODULES = ("sandbox.extractors.all",)
 # Importing and warming every parser can take seconds on a cold disk; a child, milliseconds.
@@ -44,12 +46,18 @@ class _Bounds:
     cap: int
     #: True when ``deadline`` is the caller's, earlier than the wall-clock limit.
     callers: bool
+    #: True when the job's kind answers parts of a document (text), not a document.
+    parts: bool
 
 
 @dataclass(frozen=True)
 class ExtractionResult:
+    """A child's answer: ``text`` as a model reads it (the ``document`` rendered, for a kind
+    that answers one; the parts' JSON for a kind that answers parts of one)."""
+
     text: str
     pages: int | None  # None when the extractor does not report a page count
+    document: Document | None = None
 
 
 def mechanism_names(value: str, source: str) -> frozenset[str]:
@@ -324,6 +332,7 @@ class SandboxRunner:
             min(wall, deadline) if deadline is not None else wall,
             max(self.limits.output_bytes, output_bytes or 0),
             deadline is not None and deadline < wall,
+            kind in pages.PARTS_KINDS,
         )
         try:
             return self._run_on(server, job, bounds, on_progress)
@@ -366,7 +375,9 @@ class SandboxRunner:
         limits = self.limits
         if exchange.untrusted_body is not None:
             child.kill()  # single use: nothing it does after answering may matter
-            answer = protocol.decode_answer(exchange.untrusted_body)
+            answer = protocol.decode_answer(exchange.untrusted_body, parts=bounds.parts)
+            if isinstance(answer, protocol.DocumentAnswer):
+                return ExtractionResult(render(answer.document), answer.pages, answer.document)
             if isinstance(answer, protocol.TextAnswer):
                 return ExtractionResult(answer.text, answer.pages)
             raise verdict.from_error_answer(answer, limits)

@@ -1,6 +1,7 @@
 """Character error rate of extracted text against a corpus ground truth.
 
-Normalisation follows the corpus's SOURCES.md ("How to score"): Markdown markup is stripped
+Normalisation follows the corpus's SOURCES.md ("How to score"), after airlock's own lines (page
+markers, notices) are left out: Markdown markup is stripped
 (heading marks, table pipes and rule rows, ``**``, HTML comments, backslash escapes), Unicode is
 normalised (NFC; NFKC where SOURCES.md asks for it) and whitespace runs collapse to one space.
 The distance is Levenshtein's, computed bit-parallel (Myers/Hyyrö) on Python integers: one pass
@@ -17,10 +18,13 @@ _HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 _TABLE_RULE_ROW = re.compile(r"^[ \t]*\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$", re.M)
 _HEADING_MARK = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+", re.M)
 _ESCAPE = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|])")
+# airlock's own lines: page markers and its notices (a page read by PDFium, the quality flag).
+_AIRLOCK_LINE = re.compile(r'^(\[page \d+(, printed "[^"]*")?\]|\[airlock: .*\])$', re.M)
 
 
 def normalise(text: str, form: str = "NFC") -> str:
     """Strip Markdown markup, apply Unicode normalisation ``form``, collapse whitespace."""
+    text = _AIRLOCK_LINE.sub(" ", text)
     text = _HTML_COMMENT.sub(" ", text)
     text = _TABLE_RULE_ROW.sub(" ", text)
     text = _HEADING_MARK.sub("", text)

@@ -19,6 +19,18 @@ from docx.package import Package
 from lxml import etree
 
 from sandbox import codes
+from sandbox.document import (
+    MAX_COLUMNS,
+    Block,
+    Document,
+    Furniture,
+    FurnitureRole,
+    Heading,
+    ListItem,
+    Paragraph,
+    Table,
+    words,
+)
 from sandbox.extractors.docx_numbering import Numbering
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget
@@ -42,7 +54,15 @@ _NOTE_PARTS = {RELATIONSHIP_TYPE.FOOTNOTES: "footnote", RELATIONSHIP_TYPE.ENDNOT
 # Separator "notes" hold the line drawn above the notes, not text.
 _SEPARATOR_NOTE_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
 # In the order a reader meets them: the first page's, then every page's, then even pages'.
-_HEADER_FOOTER_TYPES = {"first": "first-page ", "default": "", "even": "even-page "}
+_FURNITURE: dict[str, dict[str, FurnitureRole]] = {
+    "header": {"first": "first-page header", "default": "header", "even": "even-page header"},
+    "footer": {"first": "first-page footer", "default": "footer", "even": "even-page footer"},
+}
+_HEADING_NAME = re.compile(r"heading ([1-9])")
+_HEX = re.compile(r"[0-9A-Fa-f]{1,4}")
+_LOOK_FIRST_ROW = 0x20
+_COUNT_DIGITS = len(str(MAX_COLUMNS + 1))
+_OUTLINE_LEVELS = frozenset("012345678")
 # Every OOXML package has this member; an archive without it is some other kind of ZIP.
 _CONTENT_TYPES = "[Content_Types].xml"
 _MAX_MEDIA_TYPE = 100
@@ -51,15 +71,16 @@ _MEDIA_TYPE = re.compile(rb"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
 
 
 @extractor("docx")
-def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
     document_part = _main_part(payload)
-    walker = _Walker(TextBudget(limits), _numbering(document_part))
+    numbering, styles = _definitions(document_part)
+    walker = _Walker(TextBudget(limits), Numbering(numbering, styles), _heading_levels(styles))
     # Walked in reading order, so list counters and note numbers advance as a reader's would.
     body = walker.blocks(document_part.element.body)
-    headers = _header_footer_lines(document_part, walker, "header")
-    footers = _header_footer_lines(document_part, walker, "footer")
-    notes = _note_lines(document_part, walker)
-    return "\n".join(headers + body + notes + footers)
+    headers = _furniture(document_part, walker, "header")
+    footers = _furniture(document_part, walker, "footer")
+    notes = _notes(document_part, walker)
+    return Document(headers + body + notes + footers)
 
 
 def _main_part(payload: bytes) -> XmlPart:
@@ -117,44 +138,67 @@ def _archive_kind(archive: zipfile.ZipFile) -> str:
 
 
 class _Walker:
-    """Reads paragraphs and tables into lines: one line per paragraph, one per table row.
+    """Reads paragraphs and tables into blocks: headings, list items, paragraphs, tables.
 
     Every character is counted against the text budget where it enters the output: once where
     the XML holds it, and once more for each copy a vertically merged cell makes, which is the
     one way a DOCX can produce more text than its XML contains.
     """
 
-    def __init__(self, budget: TextBudget, numbering: Numbering) -> None:
+    def __init__(
+        self, budget: TextBudget, numbering: Numbering, heading_levels: dict[str, int]
+    ) -> None:
         self._budget = budget
         self._numbering = numbering
+        self._heading_levels = heading_levels
         self.note_numbers: dict[tuple[str, str], int] = {}
 
-    def blocks(self, container: etree._Element) -> list[str]:
-        """Lines of the paragraphs and tables directly inside ``container``, in order."""
-        lines: list[str] = []
+    def blocks(self, container: etree._Element) -> list[Block]:
+        """The paragraphs and tables directly inside ``container``, in order."""
+        blocks: list[Block] = []
         for child in container:
             if child.tag == _W + "p":
-                lines += self._paragraph(child)
+                blocks += self._paragraph(child)
             elif child.tag == _W + "tbl":
-                lines += self._table(child)
+                blocks += self._table(child)
             elif child.tag in _BLOCK_WRAPPERS:
-                lines += self.blocks(child)
-        return lines
+                blocks += self.blocks(child)
+        return blocks
 
-    def _paragraph(self, paragraph: etree._Element) -> list[str]:
-        """The paragraph's own text after its list number, then the paragraphs of any text
-        boxes anchored in it. A nested list item is indented two spaces per level."""
-        number, level = self._numbering.prefix(paragraph)
+    def _paragraph(self, paragraph: etree._Element) -> list[Block]:
+        """The paragraph (a heading at its level, a list item after its number), then the
+        paragraphs of any text boxes anchored in it."""
+        number, depth = self._numbering.prefix(paragraph)
         pieces: list[str] = []
         boxes: list[etree._Element] = []
         self._inline(paragraph, pieces, boxes)
-        text = "".join(pieces)
-        if number and text.strip():
-            text = self._budget.spend("  " * level + number) + text.lstrip()
-        lines = text.split("\n") if text.strip() else []
+        text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
+        blocks: list[Block] = []
+        level = self._heading_level(paragraph)
+        if not text:
+            pass
+        elif level is not None:
+            # A numbered heading ("2.1 Scope") is a heading that shows its number.
+            title = self._budget.spend(number) + text.lstrip() if number else text
+            blocks.append(Heading(level, title))
+        elif number:
+            blocks.append(ListItem(self._budget.spend(number), depth, text.lstrip()))
+        else:
+            blocks.append(Paragraph(text))
         for box in boxes:
-            lines += self.blocks(box)
-        return [line for line in lines if line.strip()]
+            blocks += self.blocks(box)
+        return blocks
+
+    def _heading_level(self, paragraph: etree._Element) -> int | None:
+        """The paragraph's heading level by its own outline level, else by its style's."""
+        properties = paragraph.find(_W + "pPr")
+        if properties is None:
+            return None
+        level = _outline_level(properties)
+        style = properties.find(_W + "pStyle")
+        if level is None and style is not None:
+            level = self._heading_levels.get(style.get(_W + "val", ""))
+        return level
 
     def _inline(
         self, element: etree._Element, pieces: list[str], boxes: list[etree._Element]
@@ -181,31 +225,58 @@ class _Walker:
         number = self.note_numbers.setdefault((kind, note_id), len(self.note_numbers) + 1)
         return f"[{number}]"
 
-    def _table(self, table: etree._Element) -> list[str]:
-        """One line per row, cells separated by a tab.
+    def _table(self, table: etree._Element) -> list[Block]:
+        """The table's rows of cells, rows without text left out; its first row is its header
+        when the document says so (see :func:`_first_row_is_header`).
 
-        A horizontally merged cell is one w:tc, so it appears once. A vertically merged cell
-        repeats its text on every row it spans, as Word shows it; it is resolved by grid
-        column in one pass, where python-docx walks up the rows for every continued cell.
+        A horizontally merged cell is one w:tc: its text appears once, followed by an empty
+        cell for each further column it spans, so the cells after it stay under their
+        columns. A vertically merged cell repeats its text on every row it spans, as Word shows
+        it; it is resolved by grid column in one pass, where python-docx walks up the rows for
+        every continued cell.
         """
-        lines = []
+        rows: list[list[str]] = []
         merged_above: dict[int, str] = {}
-        for row in _wrapped_children(table, _W + "tr"):
-            column = _grid_value(row.find(f"{_W}trPr/{_W}gridBefore"), 0)
+        header = False
+        for index, row in enumerate(_wrapped_children(table, _W + "tr")):
             # A row that starts late keeps its cells under their columns.
+            column = _columns(row.find(f"{_W}trPr/{_W}gridBefore"), 0)
             cells = [""] * column
             for cell in _wrapped_children(row, _W + "tc"):
                 merge = cell.find(f"{_W}tcPr/{_W}vMerge")
                 if merge is not None and merge.get(_W + "val") != "restart":
                     text = self._budget.spend(merged_above.get(column, ""))
                 else:
-                    text = " ".join(" ".join(self.blocks(cell)).split())
+                    text = " ".join(words(Document(self.blocks(cell))).split())
                     merged_above[column] = text
-                cells.append(text)
-                column += _grid_value(cell.find(f"{_W}tcPr/{_W}gridSpan"), 1)
+                span = _columns(cell.find(f"{_W}tcPr/{_W}gridSpan"), 1)
+                column += span
+                if column > MAX_COLUMNS:
+                    raise Refusal(
+                        codes.CEILING, f"a table row spans more than {MAX_COLUMNS} columns"
+                    )
+                cells += [text] + [""] * (span - 1)
             if any(cells):
-                lines.append("\t".join(cells))
-        return lines
+                header = header or (index == 0 and _first_row_is_header(table, row))
+                rows.append(cells)
+        return [Table(rows, header)] if rows else []
+
+
+def _first_row_is_header(table: etree._Element, row: etree._Element) -> bool:
+    """Whether Word shows the first row as the table's header: repeated on every page
+    (``w:tblHeader``), or formatted as the header by the table's style (``w:tblLook``, its
+    ``firstRow`` attribute or, in the 2007 form, bit 0x20 of its hexadecimal ``val``). Word sets
+    the latter on every table it inserts, and readers take such a first row for the header."""
+    if row.find(f"{_W}trPr/{_W}tblHeader") is not None:
+        return True
+    look = table.find(f"{_W}tblPr/{_W}tblLook")
+    if look is None:
+        return False
+    first_row = look.get(_W + "firstRow")
+    if first_row is not None:
+        return first_row in ("1", "true", "on")
+    value = look.get(_W + "val") or ""
+    return _HEX.fullmatch(value) is not None and bool(int(value, 16) & _LOOK_FIRST_ROW)
 
 
 def _wrapped_children(parent: etree._Element, tag: str) -> Iterator[etree._Element]:
@@ -218,20 +289,26 @@ def _wrapped_children(parent: etree._Element, tag: str) -> Iterator[etree._Eleme
             yield from _wrapped_children(child, tag)
 
 
-def _grid_value(element: etree._Element | None, default: int) -> int:
-    """A small non-negative grid count from w:gridBefore or w:gridSpan, ``default`` if absent."""
+def _columns(element: etree._Element | None, default: int) -> int:
+    """A grid count from w:gridBefore or w:gridSpan, ``default`` if absent or not a count; a
+    count above the column ceiling reads as just above it (a 5,000-digit count is never
+    converted, and one of a billion never pads a row)."""
     value = element.get(_W + "val") if element is not None else None
-    return int(value) if value is not None and value.isdigit() else default
+    if value is None or not value.isascii() or not value.isdigit():
+        return default
+    if len(value) > _COUNT_DIGITS:
+        return MAX_COLUMNS + 1
+    return min(int(value), MAX_COLUMNS + 1)
 
 
-def _header_footer_lines(document_part: XmlPart, walker: _Walker, role: str) -> list[str]:
+def _furniture(document_part: XmlPart, walker: _Walker, role: str) -> list[Block]:
     """Each section's headers (or footers), first-page, then default, then even-page, each
-    part once and under a marker line naming which it is, e.g. ``[first-page header]``.
+    part once and named by which it is (``first-page header``).
 
     A section that links to the previous one's header has no reference of its own; sections
     that reference the same part, or parts with identical text, contribute it once.
     """
-    lines: list[str] = []
+    blocks: list[Block] = []
     seen_parts: set[int] = set()
     seen_texts: set[str] = set()
     for section in document_part.element.body.iter(_W + "sectPr"):
@@ -239,20 +316,21 @@ def _header_footer_lines(document_part: XmlPart, walker: _Walker, role: str) -> 
             reference.get(_W + "type"): reference.get(_R + "id")
             for reference in section.iterchildren(f"{_W}{role}Reference")
         }
-        for kind, name in _HEADER_FOOTER_TYPES.items():
+        for kind, name in _FURNITURE[role].items():
             part = document_part.related_parts.get(references.get(kind))
             if not isinstance(part, XmlPart) or id(part) in seen_parts:
                 continue
             seen_parts.add(id(part))
-            block = walker.blocks(part.element)
-            if block and "\n".join(block) not in seen_texts:
-                seen_texts.add("\n".join(block))
-                lines += [f"[{name}{role}]", *block]
-    return lines
+            text = words(Document(walker.blocks(part.element)))
+            if text and text not in seen_texts:
+                seen_texts.add(text)
+                blocks.append(Furniture(name, text))
+    return blocks
 
 
-def _numbering(document_part: XmlPart) -> Numbering:
-    """The document's numbering definitions and the styles that point paragraphs at them.
+def _definitions(document_part: XmlPart) -> tuple[etree._Element | None, etree._Element | None]:
+    """The document's numbering definitions and its styles (which point paragraphs at
+    numbering and headings).
 
     Read through the relationships, not python-docx's ``numbering_part``, which invents an
     empty part from its template file when the package has none.
@@ -262,10 +340,41 @@ def _numbering(document_part: XmlPart) -> Numbering:
         kinds = (RELATIONSHIP_TYPE.NUMBERING, RELATIONSHIP_TYPE.STYLES)
         if relationship.reltype in kinds and not relationship.is_external:
             roots.setdefault(relationship.reltype, _part_root(relationship.target_part))
-    return Numbering(roots.get(RELATIONSHIP_TYPE.NUMBERING), roots.get(RELATIONSHIP_TYPE.STYLES))
+    return roots.get(RELATIONSHIP_TYPE.NUMBERING), roots.get(RELATIONSHIP_TYPE.STYLES)
 
 
-def _note_lines(document_part: XmlPart, walker: _Walker) -> list[str]:
+def _heading_levels(styles: etree._Element | None) -> dict[str, int]:
+    """The heading level of each paragraph style that is a heading: Word's built-in "heading
+    1" to "heading 9" and "Title" by their names (which stay English in every language's
+    documents, where the style ids do not), any other style by its outline level."""
+    levels: dict[str, int] = {}
+    if styles is None:
+        return levels
+    for style in styles.iterchildren(_W + "style"):
+        style_id = style.get(_W + "styleId")
+        if style_id is None or style.get(_W + "type") not in (None, "paragraph"):
+            continue
+        name_element = style.find(_W + "name")
+        name = "" if name_element is None else (name_element.get(_W + "val") or "").lower()
+        match = _HEADING_NAME.fullmatch(name)
+        properties = style.find(_W + "pPr")
+        if match is not None:
+            levels[style_id] = int(match.group(1))
+        elif name == "title":
+            levels[style_id] = 1
+        elif properties is not None and (level := _outline_level(properties)) is not None:
+            levels[style_id] = level
+    return levels
+
+
+def _outline_level(properties: etree._Element) -> int | None:
+    """A heading level (1-9) from ``w:outlineLvl`` (0-8; 9 and anything else: body text)."""
+    element = properties.find(_W + "outlineLvl")
+    value = None if element is None else element.get(_W + "val")
+    return int(value) + 1 if value is not None and value in _OUTLINE_LEVELS else None
+
+
+def _notes(document_part: XmlPart, walker: _Walker) -> list[Block]:
     """The notes the text referenced, in reference order, each marked ``[n]`` as in the text.
 
     Notes nobody references are never shown by Word and are left out.
@@ -278,12 +387,12 @@ def _note_lines(document_part: XmlPart, walker: _Walker) -> list[str]:
         for note in _part_root(relationship.target_part):
             if note.get(_W + "type") not in _SEPARATOR_NOTE_TYPES:
                 notes[(kind, note.get(_W + "id", ""))] = note
-    lines: list[str] = []
+    blocks: list[Block] = []
     for key, number in list(walker.note_numbers.items()):
-        note_lines = walker.blocks(notes[key]) if key in notes else []
-        if note_lines:
-            lines += [f"[{number}] {note_lines[0].lstrip()}", *note_lines[1:]]
-    return lines
+        text = words(Document(walker.blocks(notes[key]))) if key in notes else ""
+        if text:
+            blocks.append(Paragraph(f"[{number}] {text.lstrip()}"))
+    return blocks
 
 
 def _part_root(part: Part) -> etree._Element:

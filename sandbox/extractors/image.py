@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from sandbox import codes
+from sandbox import codes, quality
+from sandbox.document import Block, Document, OcrText, PageBreak
 from sandbox.extractors.ocr import (
     ACCEPTED_FORMATS,
     check_pixels,
@@ -37,16 +38,21 @@ _JPEG_MIN_BYTES_PER_BLOCK = 0.25
 
 
 @extractor("image")
-def extract_image(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+def extract_image(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    """Each frame's OCR; the frames of a multi-frame image (a TIFF's pages) each open with
+    their page marker."""
     if not limits.ocr:
         raise Refusal(codes.NEEDS_OCR, "an image can only be read by OCR")
     budget = TextBudget(limits)
-    texts = []
+    blocks: list[Block] = []
     with decoding_under(limits):
         for done, (frame, total) in enumerate(decoded_frames(payload, limits), start=1):
-            texts.append(budget.spend(ocr_image(frame, limits)))
+            if total > 1:
+                blocks.append(PageBreak(done))
+            text = budget.spend(ocr_image(frame, limits))
+            blocks.append(OcrText(text, quality.last_confidence()))
             report_progress(done, total)
-    return "\n\n".join(texts)
+    return Document(blocks)
 
 
 def decoded_frames(payload: bytes, limits: ParseLimits) -> Iterator[tuple[Image.Image, int]]:

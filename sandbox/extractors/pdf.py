@@ -18,6 +18,7 @@ from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import DictionaryObject, NameObject
 
 from sandbox import codes, pages, quality
+from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragraph
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
 from sandbox.extractors.pdf_forms import field_values, value_edits
@@ -47,22 +48,22 @@ BROKEN_SHARE = 0.01
 # rendering holds the stamp too.
 SCAN_STAMP_CHARS = 40
 SCAN_COVERAGE = 0.5
-# The line that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md). Both
+# The notice that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md). Both
 # counts are given because PDFium skips glyphs it cannot map: a reader must see when the page's
 # text is a fraction of what is drawn.
 PDFIUM_MARKER = (
-    "[page {page}: text read by PDFium, {pdfium} characters; pypdf read {pypdf}, "
+    "[airlock: text of page {page} read by PDFium, {pdfium} characters; pypdf read {pypdf}, "
     "{share:.0%} of them unmapped]"
 )
 
 
 @extractor("pdf")
-def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+def extract_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
     with _opened(payload, limits) as reader:
-        return _document_text(reader, limits)
+        return _document(reader, limits)
 
 
-@extractor(pages.SPLIT_KIND, parts=True)
+@extractor(pages.SPLIT_KIND)
 def split_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     """Each page's text, or the page as a one-page PDF where it needs OCR; no split at all
     for a document of ``limits.fan_out_pages`` pages or fewer (see sandbox/pages.py)."""
@@ -73,29 +74,34 @@ def split_pdf(media_type: str, payload: bytes, limits: ParseLimits) -> str:
         return pages.encode(pages.Plan(total, _parts(reader, payload, limits)))
 
 
-@extractor(pages.PAGE_KIND, parts=True)
+@extractor(pages.PAGE_KIND)
 def ocr_pdf_page(media_type: str, payload: bytes, limits: ParseLimits) -> str:
     """OCR of the one page of a one-page PDF a split made, with tesseract's counts."""
     with _opened(payload, limits) as reader, _Pages(reader) as document:
         if len(reader.pages) != 1:
             raise Refusal(codes.UNREADABLE, "a page job's PDF must hold exactly one page")
-        text = _ocr_page(document, 0, limits)
+        scan = _ocr_page(document, 0, limits)
     readings = [pages.reading_of(reading) for reading in quality.readings()]
-    return pages.encode(pages.PageReading(text, readings))
+    text, confidence = ("", None) if scan is None else (scan.text, scan.confidence)
+    return pages.encode(pages.PageReading(text, readings, confidence))
 
 
 @extractor(pages.MERGE_KIND)
-def merge_pdf_pages(media_type: str, payload: bytes, limits: ParseLimits) -> str:
-    """The pages of a document read in parts, joined as :func:`extract_pdf` joins them and
+def merge_pdf_pages(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    """The pages of a document read in parts, in the blocks :func:`extract_pdf` makes of them,
     judged (by the child, after this) on every page's OCR run."""
     merge = pages.read_merge(payload)
     quality.add_readings(reading.counted() for reading in merge.readings)
     budget = TextBudget(limits)
-    texts = []
-    for part in merge.parts:
-        text = part.text if isinstance(part, pages.TextPart) else _read_or(part.text, part.fallback)
-        texts.append(budget.spend(text))
-    return _joined(texts)
+    blocks: list[Block] = []
+    for number, part in enumerate(merge.parts, start=1):
+        blocks.append(PageBreak(number))
+        if isinstance(part, pages.TextPart):
+            blocks += _text_layer(_TextLayer(part.text, part.notice), budget)
+        else:
+            scan = OcrText(part.text, part.confidence) if part.text else None
+            blocks += _scanned(scan, part.fallback, budget)
+    return Document(blocks)
 
 
 @contextmanager
@@ -170,6 +176,14 @@ def _declared_page_count(reader: PdfReader) -> object:
 
 
 @dataclass(frozen=True)
+class _TextLayer:
+    """A page's text as its text layer reads; ``notice`` says when PDFium read it, not pypdf."""
+
+    text: str
+    notice: str | None = None
+
+
+@dataclass(frozen=True)
 class _NeedsOcr:
     """A page whose text is its rendering's OCR; ``fallback`` is kept when OCR reads nothing."""
 
@@ -197,7 +211,7 @@ class _Pages:
     def __exit__(self, *_: object) -> None:
         self._close_pdfium()
 
-    def __iter__(self) -> Iterator[tuple[int, PageObject, str | _NeedsOcr]]:
+    def __iter__(self) -> Iterator[tuple[int, PageObject, _TextLayer | _NeedsOcr]]:
         """Each page with its text, or with what OCR of it needs; progress said as it goes."""
         total = len(self.reader.pages)
         for index, page in enumerate(self.reader.pages):
@@ -226,8 +240,8 @@ class _Pages:
             self._pdfium = None
 
 
-def _document_text(reader: PdfReader, limits: ParseLimits) -> str:
-    """Join the pages' text in order, a blank line between pages.
+def _document(reader: PdfReader, limits: ParseLimits) -> Document:
+    """The pages in order, each opening with its page marker.
 
     A document long enough to be split is answered ``SplitRequired`` at its first page to OCR,
     unchecked and unrendered: read in pages, each page job checks and renders its page within a
@@ -237,30 +251,33 @@ def _document_text(reader: PdfReader, limits: ParseLimits) -> str:
     """
     budget = TextBudget(limits)
     hand_on_unread = pages.splits(len(reader.pages), limits)
-    texts = []
+    blocks: list[Block] = []
     with _Pages(reader) as document:
         for index, page, reading in document:
-            if isinstance(reading, str):
-                texts.append(budget.spend(reading))
+            blocks.append(PageBreak(index + 1))
+            if isinstance(reading, _TextLayer):
+                blocks += _text_layer(reading, budget)
                 continue
             if hand_on_unread and _draws(page):
                 raise Refusal(codes.NEEDS_SPLIT, "a page has no text layer and needs OCR")
-            ocr_text = _ocr_page(document, index, limits)
-            texts.append(budget.spend(_read_or(ocr_text, reading.fallback)))
-    return _joined(texts)
+            blocks += _scanned(_ocr_page(document, index, limits), reading.fallback, budget)
+    return Document(blocks)
 
 
-def _joined(texts: list[str]) -> str:
-    """A document's pages in order, a blank line between pages."""
-    return "\n\n".join(texts)
+def _text_layer(layer: _TextLayer, budget: TextBudget) -> list[Block]:
+    """A page's blocks as its text layer reads: the notice of who read it, then its text."""
+    notice: list[Block] = [] if layer.notice is None else [Notice(layer.notice)]
+    return notice + ([Paragraph(budget.spend(layer.text))] if layer.text else [])
 
 
-def _read_or(ocr_text: str, fallback: str) -> str:
-    """A scanned page's text: what OCR read, else its text layer's (a stamp on a scan)."""
-    return ocr_text or fallback
+def _scanned(scan: OcrText | None, fallback: str, budget: TextBudget) -> list[Block]:
+    """A scanned page's blocks: what OCR read, else its text layer's text (a stamp on a scan)."""
+    if scan is not None and scan.text:
+        return [OcrText(budget.spend(scan.text), scan.confidence)]
+    return [Paragraph(budget.spend(fallback))] if fallback else []
 
 
-def _read_page(document: _Pages, index: int, has_form: bool) -> str | _NeedsOcr:
+def _read_page(document: _Pages, index: int, has_form: bool) -> _TextLayer | _NeedsOcr:
     """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
     where pypdf's is broken; or, where there is none, that the page needs OCR."""
     page = document.reader.pages[index]
@@ -275,13 +292,13 @@ def _read_page(document: _Pages, index: int, has_form: bool) -> str | _NeedsOcr:
                 pypdf=_visible(text),
                 share=share,
             )
-            return f"{marker}\n{replacement}".strip()
+            return _TextLayer(replacement, marker)
     text = repair(text).strip()
     if not text:
         return _NeedsOcr("")
     if _visible(text) < SCAN_STAMP_CHARS and image_coverage(page) >= SCAN_COVERAGE:
         return _NeedsOcr(text)
-    return text
+    return _TextLayer(text)
 
 
 def _parts(
@@ -300,9 +317,11 @@ def _parts(
     pixels: list[int] = []
     with _Pages(reader) as document:
         for _, page, reading in document:
-            if isinstance(reading, str) or not _draws(page):
-                text = reading if isinstance(reading, str) else reading.fallback
-                parts.append(pages.TextPart(budget.spend(text)))
+            if isinstance(reading, _TextLayer):
+                parts.append(pages.TextPart(budget.spend(reading.text), reading.notice))
+                continue
+            if not _draws(page):
+                parts.append(pages.TextPart(budget.spend(reading.fallback)))
                 continue
             single = _written(_page_alone(reader, page))
             room -= len(single)
@@ -361,7 +380,7 @@ def _laid_out_text(page: PageObject, has_form: bool) -> str:
     return apply(text, edits)
 
 
-def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> str:
+def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> OcrText | None:
     """OCR a page without a text layer as one picture, rendered the way a reader sees it.
 
     Rendering the whole page counts everything it draws: text masks over a blank scanned
@@ -369,22 +388,23 @@ def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> str:
     JPEG 2000 and JBIG2 first, wherever it is drawn from (:meth:`_Pages.pdfium`), and the
     page's images are decoded by pypdf under the sandbox's decoders and pixel ceiling (see
     :func:`check_page_images`), so PDFium never draws an image the sandbox would refuse. A page
-    with no ink is empty, not a failure.
+    with no ink is empty (None), not a failure.
     """
     page = document.reader.pages[index]
     if not _draws(page):
-        return ""  # a blank page, without rendering it
+        return None  # a blank page, without rendering it
     pdfium = document.pdfium(index)
     check_page_images(page)
     picture = pdfium.render(limits)
     if not has_ink(picture):
-        return ""
+        return None
     if not limits.ocr:
         raise Refusal(codes.NEEDS_OCR, "a page has no text layer and needs OCR")
     try:
-        return ocr_image(picture, limits)
+        text = ocr_image(picture, limits)
     except EmptyPage:
-        return ""  # one page without writing must not fail the document
+        return None  # one page without writing must not fail the document
+    return OcrText(text, quality.last_confidence())
 
 
 def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:

@@ -9,11 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from sandbox.document import Document
 from sandbox.limits import ParseLimits
 
 
 class Extractor(Protocol):
-    def __call__(self, media_type: str, payload: bytes, limits: ParseLimits) -> str: ...
+    """A parser: the document it reads, or (a kind registered with ``parts``) the JSON of
+    parts of a document for the parent to put together."""
+
+    def __call__(self, media_type: str, payload: bytes, limits: ParseLimits) -> Document | str: ...
 
 
 class Refusal(Exception):
@@ -31,9 +35,6 @@ class Refusal(Exception):
 
 
 _REGISTRY: dict[str, Extractor] = {}
-#: Kinds whose output is parts of a document for the parent to put together, not text: the
-#: quality check judges the whole document once it is assembled (``pdf-merge``), never a part.
-_PARTS: set[str] = set()
 
 ProgressSink = Callable[[int, int], None]
 
@@ -60,16 +61,14 @@ def set_progress_sink(sink: ProgressSink) -> None:
     _progress_sink = sink
 
 
-def extractor(kind: str, *, parts: bool = False) -> Callable[[Extractor], Extractor]:
-    """Register the decorated function as the parser for ``kind``; with ``parts``, its output
-    is a JSON description of a document's parts rather than the document's text."""
+def extractor(kind: str) -> Callable[[Extractor], Extractor]:
+    """Register the decorated function as the parser for ``kind`` (one of
+    ``pages.PARTS_KINDS``: its output is a JSON description of a document's parts)."""
 
     def register(function: Extractor) -> Extractor:
         if kind in _REGISTRY and _REGISTRY[kind] is not function:
             raise ValueError(f"an extractor for kind {kind!r} is already registered")
         _REGISTRY[kind] = function
-        if parts:
-            _PARTS.add(kind)
         return function
 
     return register
@@ -77,8 +76,3 @@ def extractor(kind: str, *, parts: bool = False) -> Callable[[Extractor], Extrac
 
 def lookup(kind: str) -> Extractor | None:
     return _REGISTRY.get(kind)
-
-
-def answers_text(kind: str) -> bool:
-    """False for a kind that answers with parts of a document (judged once merged)."""
-    return kind not in _PARTS

@@ -12,6 +12,7 @@ import codecs
 from charset_normalizer import from_bytes
 
 from sandbox import codes
+from sandbox.document import Document, Paragraph
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.limits import ParseLimits
 
@@ -65,7 +66,7 @@ class TextBudget:
 
 
 @extractor("text")
-def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
     text = decode_text(payload)
     if "\x00" in text:
         # Text files never contain NUL; bytes full of them are binary that happens to be valid
@@ -73,7 +74,7 @@ def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> str:
         raise Refusal(
             codes.UNREADABLE, "the payload decodes to NUL characters: it is binary, not text"
         )
-    return TextBudget(limits).spend(text)
+    return Document([Paragraph(TextBudget(limits).spend(text))])
 
 
 def decode_text(payload: bytes) -> str:

@@ -21,13 +21,32 @@ import time
 import zlib
 from collections.abc import Callable
 
-from sandbox.extractors.registry import Refusal, extractor, lookup, report_progress
+from sandbox.document import Document, Paragraph
+from sandbox.extractors import registry
+from sandbox.extractors.registry import Refusal, lookup, report_progress
 from sandbox.jail import ANSWER_FD
 from sandbox.limits import ParseLimits
 
 # The fork servers in tests load the real parsers as well, so a probe runs in the same process
 # image (same imports, same warm-up) as a production job.
 PROBE_MODULES = ("sandbox.extractors.all", "tests.sandbox.probes")
+
+
+def extractor(kind: str) -> Callable[[Callable[..., object]], Callable[..., object]]:
+    """Register a probe whose answer is a string (what it saw) as a parser answering a
+    document of that one paragraph; a probe that returns something else answers it as is,
+    so the child's own checks of what a parser returns are exercised too."""
+
+    def register(probe: Callable[..., object]) -> Callable[..., object]:
+        def answer(media_type: str, payload: bytes, limits: ParseLimits) -> object:
+            said = probe(media_type, payload, limits)
+            return Document([Paragraph(said)]) if isinstance(said, str) else said
+
+        registry.extractor(kind)(answer)  # type: ignore[arg-type]  # a probe may answer anything
+        return probe
+
+    return register
+
 
 _PR_GET_NO_NEW_PRIVS = 39
 _CLONE_NEWUSER = 0x10000000
@@ -361,7 +380,7 @@ def fork_and_spin(media_type: str, payload: bytes, limits: ParseLimits) -> str:
 
 
 @extractor("probe-progress-then")
-def progress_then(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+def progress_then(media_type: str, payload: bytes, limits: ParseLimits) -> Document | str:
     """Payload 'KIND ARG': report page 1 of 2, then do what probe KIND does with ARG."""
     kind, _, argument = _arg(payload).partition(" ")
     report_progress(1, 2)

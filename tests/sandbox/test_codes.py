@@ -26,7 +26,7 @@ def test_every_code_is_carried_by_exactly_one_class() -> None:
 @pytest.mark.parametrize("code", sorted(codes.ALL))
 def test_each_code_round_trips_through_the_verdict_to_its_class(code: str) -> None:
     body = protocol.encode_error_answer(code, "Refusal", "why")[protocol.LENGTH.size :]
-    answer = protocol.decode_answer(body)
+    answer = protocol.decode_answer(body, parts=False)
     assert isinstance(answer, protocol.ErrorAnswer)
     error = verdict.from_error_answer(answer, LIMITS)
     assert type(error) is BY_CODE[code]
@@ -49,7 +49,7 @@ def test_the_verdict_keeps_its_reasons() -> None:
 def test_a_code_outside_the_table_is_a_malformed_answer() -> None:
     body = protocol.encode_error_answer("wall_clock", "Refusal", "lie")[protocol.LENGTH.size :]
     with pytest.raises(MalformedAnswer, match="unknown error code 'wall_clock'"):
-        protocol.decode_answer(body)
+        protocol.decode_answer(body, parts=False)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import functools
 import io
 import json
 import random
+import re
 import resource
 import struct
 import subprocess
@@ -29,16 +30,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import EpsImagePlugin, Image, UnidentifiedImageError
-from pypdf import PdfWriter
+from pypdf import PdfReader, PdfWriter
 from pypdf.errors import PdfReadError
 
 from sandbox.extractors import all as everything
+from sandbox.extractors import docx as docx_extractor
+from sandbox.extractors import image as image_extractor
 from sandbox.extractors import ocr
-from sandbox.extractors.docx import extract_docx
-from sandbox.extractors.image import decoded_frames, extract_image
-from sandbox.extractors.pdf import extract_pdf
+from sandbox.extractors import pdf as pdf_extractor
+from sandbox.extractors import text as text_extractor
+from sandbox.extractors.image import decoded_frames
 from sandbox.extractors.registry import Refusal, lookup
-from sandbox.extractors.text import extract_text
 from sandbox.limits import ParseLimits
 from tests.cer import cer, levenshtein, normalise
 from tests.conftest import CORPUS_DIR
@@ -53,6 +55,7 @@ from tests.image_builders import (
     png,
     tiff_with_looping_ifds,
 )
+from tests.in_process import rendered_by, words_of
 from tests.mojibake import real_samples
 from tests.pdf_builders import (
     CATALOG,
@@ -78,6 +81,11 @@ from tests.sandbox.docx_builders import (
     plain_zip,
     template_docx,
 )
+
+extract_docx = words_of(docx_extractor.extract_docx)
+extract_image = words_of(image_extractor.extract_image)
+extract_pdf = words_of(pdf_extractor.extract_pdf)
+extract_text = words_of(text_extractor.extract_text)
 
 LIMITS = ParseLimits()
 KIND_OF_CATEGORY = {
@@ -156,7 +164,8 @@ def extracted(corpus_dir: Path) -> Callable[[str, str], str]:
     def extract(name: str, category: str) -> str:
         function = lookup(KIND_OF_CATEGORY[category])
         assert function is not None
-        return function("application/octet-stream", (corpus_dir / name).read_bytes(), LIMITS)
+        read = rendered_by(function)
+        return read("application/octet-stream", (corpus_dir / name).read_bytes(), LIMITS)
 
     return extract
 
@@ -181,10 +190,34 @@ def test_corpus_documents_without_ground_truth_yield_text(
     assert extracted(name, category).strip()
 
 
-def test_pdf_pages_are_joined_by_a_blank_line(extracted: Callable[[str, str], str]) -> None:
-    text = extracted("docling_multi_page.pdf", "pdf-text")
-    assert text.count("\n\n") >= 4  # five pages
-    assert text.startswith("The Evolution of the Word Processor")
+PDFS = [
+    pytest.param(document["file"], document["category"], id=str(document["file"]))
+    for document in _manifest()
+    if KIND_OF_CATEGORY[str(document["category"])] == "pdf"
+]
+
+
+@pytest.mark.parametrize(("name", "category"), PDFS)
+def test_every_corpus_pdf_page_opens_with_its_marker(
+    name: str, category: str, corpus_dir: Path, extracted: Callable[[str, str], str]
+) -> None:
+    """Page n of the file is the text under ``[page n]``, in order, none missing or repeated,
+    each after a blank line: a citation can name the page a sentence is on."""
+    text = extracted(name, category)
+    count = len(PdfReader(corpus_dir / name).pages)
+    markers = re.findall(r"^\[page (\d+)\]$", text, re.MULTILINE)
+    assert markers == [str(number) for number in range(1, count + 1)]
+    assert text.startswith("[page 1]\n")
+    assert text.count("\n\n[page ") == count - 1
+
+
+def test_pdf_page_markers_stand_between_the_pages_text(
+    extracted: Callable[[str, str], str],
+) -> None:
+    pages = re.split(r"\n\n\[page \d+\]\n", extracted("docling_multi_page.pdf", "pdf-text"))
+    assert len(pages) == 5
+    assert pages[0].startswith("[page 1]\nThe Evolution of the Word Processor")
+    assert all(page.strip() for page in pages)
 
 
 def test_docx_reads_text_boxes_tables_and_notes_in_order(
@@ -195,23 +228,26 @@ def test_docx_reads_text_boxes_tables_and_notes_in_order(
     assert textbox.count("Student falls ill") == 1  # mc:Fallback does not repeat the box
     notes = extracted("pandoc_notes-footnote-endnote.docx", "docx")
     assert notes.splitlines() == [
-        "A footnote",
+        "## A footnote",
         "Test footnote.[1] Test endnote.[2]",
         "[1] My note.",
         "[2] This is an endnote at the end of the document.",
     ]
     sample = extracted("docling_word_sample.docx", "docx")
-    assert sample.index("Here are some interesting things") < sample.index("Leaves\tAsh, Elm")
-    assert sample.index("Leaves\tAsh, Elm") < sample.index("And let’s add another list")
+    row = "| Leaves | Ash, Elm, Maple | 50 |"
+    assert sample.index("Here are some interesting things") < sample.index(row)
+    assert sample.index(row) < sample.index("And let’s add another list")
 
 
 def test_docx_merged_cells(extracted: Callable[[str, str], str]) -> None:
     lines = extracted("docling_word_tables.docx", "docx").splitlines()
-    assert "Cell 1.0\tMerged Cell 1.1 1.2" in lines  # horizontal span: once
-    assert lines.count("Cell 2.0\tMerged Cell 1.1 2.1\tCell 2.2") == 1  # vertical: repeated
-    assert "\t\tMerged Cell 0.2 1.2" in lines  # a row starting late keeps its column
+    # A horizontal span: its text once, an empty cell under each further column it spans.
+    assert "| Cell 1.0 | Merged Cell 1.1 1.2 |  | Cell 1.3 |" in lines
+    assert lines.count("| Cell 2.0 | Merged Cell 1.1 2.1 | Cell 2.2 |") == 1  # vertical: repeated
+    assert "|  |  | Merged Cell 0.2 1.2 |" in lines  # a row starting late keeps its column
     merged = extracted("python-docx_tbl-cell-access-merged.docx", "docx").splitlines()
-    assert "4\t6" in merged
+    assert merged[:4] == ["| 1 | 2 | 3 |", "| --- | --- | --- |", "| 4 | 5 | 6 |", "| 7 | 8 | 9 |"]
+    assert "| 4 |  | 6 |" in merged
 
 
 def test_docx_headers_and_footers_once_each(extracted: Callable[[str, str], str]) -> None:
@@ -236,7 +272,7 @@ def test_docx_headers_open_and_footers_close_the_text_each_under_a_marker(
         "FIRST PAGE HEADER (page 1 only)",
         "[header]",
         "REGULAR HEADER (page 2 onward)",
-        "Page header/footer regression fixture",
+        "# Page header/footer regression fixture",
     ]
     assert lines[-5:] == [
         "This is body text on page 2.",
@@ -269,15 +305,16 @@ def test_docx_heading_numbers_from_styles_and_skipped_levels(
     extracted: Callable[[str, str], str],
 ) -> None:
     lines = extracted("docling_unit_test_headers_numbered.docx", "docx").splitlines()
-    # Heading 1 numbered by its numPr, Heading 2 and 3 by their styles' numPr.
-    headings = ["1. Section 1", "  1.1. Section 1.1", "  1.2. Section 1.2", "2. Section 2"]
-    assert [lines.index(heading) for heading in headings] == [1, 4, 7, 13]
+    # Heading 1 numbered by its numPr, Heading 2 and 3 by their styles' numPr: headings at
+    # their style's level (the Title a level 1), showing their numbers.
+    headings = ["# Test Document", "# 1. Section 1", "## 1.1. Section 1.1", "# 2. Section 2"]
+    assert [lines.index(heading) for heading in headings] == [0, 1, 4, 13]
     # A level skipped on the way down shows its start value and counts as used.
-    assert lines.index("    2.1.1. Section 2.1.1") + 3 == lines.index("  2.2. Section 2.1")
+    assert lines.index("### 2.1.1. Section 2.1.1") + 3 == lines.index("## 2.2. Section 2.1")
     # Start values of 2 and 3 on the shallower levels of another list: "2.3.1.".
     assert "    2.3.1. Hardware Constraints – Egde Case" in lines
     assert "      2.3.8.3. Third sub-item at this level" in lines
-    assert "REFERENCES" in lines  # numFmt "none": a numbered heading with nothing drawn
+    assert "## REFERENCES" in lines  # numFmt "none": a numbered heading with nothing drawn
 
 
 # --- the CER helper -------------------------------------------------------------------------
@@ -1106,8 +1143,10 @@ def test_text_far_past_the_ceiling_is_refused() -> None:
 
 
 def test_all_registers_the_four_kinds() -> None:
-    assert lookup("pdf") is extract_pdf and lookup("docx") is extract_docx
-    assert lookup("image") is extract_image and lookup("text") is extract_text
+    assert lookup("pdf") is pdf_extractor.extract_pdf
+    assert lookup("docx") is docx_extractor.extract_docx
+    assert lookup("image") is image_extractor.extract_image
+    assert lookup("text") is text_extractor.extract_text
 
 
 def test_warm_up_never_runs_tesseract(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -236,32 +236,62 @@ def _frame(body: bytes) -> bytes:
     return struct.pack("!I", len(body)) + body
 
 
+def _blocks(paragraph_fields: bytes) -> bytes:
+    """A forged document of one paragraph with these fields."""
+    return b'{"blocks": [{"block": "paragraph", %s}]}' % paragraph_fields
+
+
+NONE = b'{"blocks": []}'  # a document with no blocks
+
+
 @pytest.mark.parametrize(
     ("raw", "error", "message"),
     [
         (_frame(b"not json"), MalformedAnswer, "JSONDecodeError"),
         (_frame(b"\xff\xfe"), MalformedAnswer, "UnicodeDecodeError"),
         (_frame(b"[1, 2]"), MalformedAnswer, "not a JSON object"),
-        (_frame(b'{"ok": true, "text": "a", "pages": 1, "extra": 1}'), MalformedAnswer, "exactly"),
-        (_frame(b'{"ok": true, "text": 5, "pages": 1}'), MalformedAnswer, "text is not a string"),
-        (_frame(b'{"ok": true, "text": "a", "pages": true}'), MalformedAnswer, "pages"),
-        (_frame(b'{"ok": true, "text": "a", "ok": false}'), MalformedAnswer, "repeats a key"),
-        (_frame(b'{"ok": true, "text": "\\ud800", "pages": 1}'), MalformedAnswer, "surrogate"),
-        (_frame(b'{"ok": true, "text": NaN, "pages": 1}'), MalformedAnswer, "NaN"),
+        (
+            _frame(b'{"ok": true, "document": %s, "pages": 1, "x": 1}' % NONE),
+            MalformedAnswer,
+            "exactly",
+        ),
+        # Text where a document is due: lines no renderer quoted.
+        (_frame(b'{"ok": true, "text": "[page 9]", "pages": 1}'), MalformedAnswer, "exactly"),
+        (
+            _frame(b'{"ok": true, "document": %s, "pages": 1}' % _blocks(b'"text": 5')),
+            MalformedAnswer,
+            "schema",
+        ),
+        (_frame(b'{"ok": true, "document": %s, "pages": true}' % NONE), MalformedAnswer, "pages"),
+        (
+            _frame(b'{"ok": true, "document": %s, "ok": false}' % NONE),
+            MalformedAnswer,
+            "repeats a key",
+        ),
+        (
+            _frame(b'{"ok": true, "document": %s, "pages": 1}' % _blocks(b'"text": "\\ud800"')),
+            MalformedAnswer,
+            "surrogate",
+        ),
+        (_frame(b'{"ok": true, "document": %s, "pages": NaN}' % NONE), MalformedAnswer, "NaN"),
         # Past 4,300 digits json.loads raises a bare ValueError; below, the count is still a lie.
         (
-            _frame(b'{"ok": true, "text": "a", "pages": 1%s}' % (b"0" * 4999)),
+            _frame(b'{"ok": true, "document": %s, "pages": 1%s}' % (NONE, b"0" * 4999)),
             MalformedAnswer,
             "7 digits",
         ),
         (
-            _frame(b'{"ok": true, "text": "a", "pages": 1%s}' % (b"0" * 4000)),
+            _frame(b'{"ok": true, "document": %s, "pages": 1%s}' % (NONE, b"0" * 4000)),
             MalformedAnswer,
             "7 digits",
         ),
-        (_frame(b'{"ok": true, "text": "a", "pages": 1000001}'), MalformedAnswer, "0 to 1000000"),
-        (_frame(b'{"ok": true, "text": "a", "pages": -1}'), MalformedAnswer, "0 to 1000000"),
-        (_frame(b'{"ok": true, "text": "a", "pages": 1e999}'), MalformedAnswer, "pages is not"),
+        (_frame(b'{"ok": true, "document": %s, "pages": 1000001}' % NONE), MalformedAnswer, "0 to"),
+        (_frame(b'{"ok": true, "document": %s, "pages": -1}' % NONE), MalformedAnswer, "0 to"),
+        (
+            _frame(b'{"ok": true, "document": %s, "pages": 1e999}' % NONE),
+            MalformedAnswer,
+            "pages is",
+        ),
         (_frame(b'{"ok": false, "code": 1%s}' % (b"0" * 4999)), MalformedAnswer, "7 digits"),
         (
             _frame(b'{"ok": false, "code": "pwned", "type": "X", "reason": "r"}'),

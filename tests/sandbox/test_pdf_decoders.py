@@ -115,7 +115,9 @@ def test_the_control_drawn_on_each_road_is_read(
 ) -> None:
     """The road is live: PDFium draws what it leads to, and OCR reads it."""
     payload = build(image(flate(inverted)))
-    assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == CANARY
+    assert (
+        extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == f"[page 1]\n{CANARY}"
+    )
 
 
 @pytest.mark.parametrize("codec", [jpx, jbig2], ids=["jpx", "jbig2"])
@@ -151,7 +153,9 @@ INLINE: list[tuple[str, Callable[[], Codec], bytes, bytes, str]] = [
 @pytest.mark.timeout(120)
 def test_the_inline_control_is_read(extractor: SandboxExtractor) -> None:
     payload = inline(inline_image(flate(), b"[/AHx /Fl]"), b"/FlateDecode")
-    assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == CANARY
+    assert (
+        extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == f"[page 1]\n{CANARY}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -273,7 +277,7 @@ def test_an_image_only_pdfium_finds_in_the_upload_is_never_drawn(
     assert seen == [["JPXDecode"]]
     resources = PdfReader(io.BytesIO(payload)).pages[0]["/Resources"]
     assert isinstance(resources, DictionaryObject) and "/XObject" not in resources
-    assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == ""
+    assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == "[page 1]"
 
 
 @pytest.mark.timeout(120)
@@ -289,7 +293,7 @@ def test_an_image_the_document_replaced_is_not_its_business(extractor: SandboxEx
         assert list(upload[0].get_objects()) == []  # PDFium draws no image there either
     finally:
         upload.close()
-    assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == ""
+    assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == "[page 1]"
 
 
 def test_a_page_with_a_text_layer_never_opens_pdfium_and_is_read(
@@ -299,7 +303,7 @@ def test_a_page_with_a_text_layer_never_opens_pdfium_and_is_read(
     born-digital document with a JPEG 2000 logo reads as before."""
     payload = hidden_images.text_page(image(jpx()))
     assert extractor.extract("pdf", PDF, payload, max_pages=LIMITS.max_pages) == (
-        hidden_images.TEXT
+        f"[page 1]\n{hidden_images.TEXT}"
     )
 
 

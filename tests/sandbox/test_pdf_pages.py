@@ -16,13 +16,18 @@ import pytest
 from PIL import Image, ImageDraw, ImageFont, TiffImagePlugin
 from pypdf import PdfReader, PdfWriter
 
-from sandbox.extractors.pdf import PDFIUM_MARKER, extract_pdf
+from sandbox.extractors import pdf as pdf_extractor
+from sandbox.extractors.pdf import PDFIUM_MARKER
 from sandbox.extractors.pdf_text import repair, unmapped_share
 from sandbox.extractors.pdfium import render_scale
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 from tests.cer import cer
+from tests.in_process import rendered_by, words_of
 from tests.pdf_builders import CATALOG, FONT, pdf, stream
+
+extract_pdf = words_of(pdf_extractor.extract_pdf)
+rendered_pdf = rendered_by(pdf_extractor.extract_pdf)
 
 LIMITS = ParseLimits()
 WORDS = "Quarterly report on the harbour"
@@ -160,8 +165,8 @@ def test_page_whose_only_image_is_inline_is_read() -> None:
 
 @pytest.mark.timeout(180)
 def test_blank_page_of_a_scan_is_an_empty_page_not_a_failed_document() -> None:
-    text = extract_pdf("application/pdf", _scanned_pdf([True, False, True]), LIMITS)
-    assert text == f"{WORDS}\n\n\n\n{WORDS}"
+    text = rendered_pdf("application/pdf", _scanned_pdf([True, False, True]), LIMITS)
+    assert text == f"[page 1]\n{WORDS}\n\n[page 2]\n\n[page 3]\n{WORDS}"
 
 
 def test_blank_page_needs_no_ocr() -> None:
@@ -282,9 +287,10 @@ def test_page_pypdf_misreads_is_read_by_pdfium_and_says_so(corpus_dir: Path) -> 
     PDFium maps the glyphs it can (a third of them), its columns are read right to left as
     lines of the poem, and the page says whose text it is and how much of the page it holds."""
     payload = (corpus_dir / "pdfminer_jo-japanese.pdf").read_bytes()
-    text = extract_pdf("application/pdf", payload, LIMITS)
-    first, _, body = text.partition("\n")
-    assert first == PDFIUM_MARKER.format(page=1, pdfium=262, pypdf=898, share=0.12)
+    text = rendered_pdf("application/pdf", payload, LIMITS)
+    marker, notice, body = text.split("\n", 2)
+    assert marker == "[page 1]"
+    assert notice == PDFIUM_MARKER.format(page=1, pdfium=262, pypdf=898, share=0.12)
     lines = body.splitlines()
     first_line = lines.index("（あらゆる透明な幽霊の複合体）")
     assert lines[first_line + 1] == "風景やみんなといっしょに"

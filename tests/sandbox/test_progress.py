@@ -39,6 +39,12 @@ def _frame(body: object) -> bytes:
     return struct.pack("!I", len(encoded)) + encoded
 
 
+def _answer(text: str, pages: int | None) -> bytes:
+    """A child's answer of one paragraph, framed as the child frames it."""
+    paragraph = {"block": "paragraph", "text": text}
+    return _frame({"ok": True, "document": {"blocks": [paragraph]}, "pages": pages})
+
+
 def _moves_forward(heard: list[tuple[int, int]]) -> bool:
     return all(earlier[0] < later[0] for earlier, later in pairwise(heard))
 
@@ -78,7 +84,7 @@ def test_an_ocr_frame_is_reported(runner: SandboxRunner, corpus_dir: Path) -> No
     ],
 )
 def test_a_forged_progress_frame_is_malformed(runner: SandboxRunner, forged: object) -> None:
-    answer = _frame({"ok": True, "text": "after", "pages": None})
+    answer = _answer("after", None)
     with pytest.raises(MalformedAnswer):
         runner.run("probe-raw-answer", "x", _frame(forged) + answer)
 
@@ -96,7 +102,7 @@ def test_a_forged_progress_frame_is_malformed(runner: SandboxRunner, forged: obj
 def test_a_progress_frame_not_as_the_child_encodes_it_is_malformed(
     runner: SandboxRunner, body: bytes, message: str
 ) -> None:
-    answer = _frame({"ok": True, "text": "after", "pages": None})
+    answer = _answer("after", None)
     raw = struct.pack("!I", len(body)) + body + answer
     with pytest.raises(MalformedAnswer, match=re.escape(message)):
         runner.run("probe-raw-answer", "x", raw)
@@ -105,7 +111,7 @@ def test_a_progress_frame_not_as_the_child_encodes_it_is_malformed(
 def test_a_flood_of_progress_frames_hits_the_output_cap(runner: SandboxRunner) -> None:
     flood = _frame({"progress": [1, 2]}) * 2000
     with pytest.raises(OutputTooLarge, match="announced 20 bytes after 16368 bytes of progress"):
-        runner.run("probe-raw-answer", "x", flood + _frame({"ok": True, "text": "t", "pages": 1}))
+        runner.run("probe-raw-answer", "x", flood + _answer("t", 1))
 
 
 def test_progress_that_fills_the_cap_exactly_leaves_no_room_for_an_answer(
@@ -114,21 +120,22 @@ def test_progress_that_fills_the_cap_exactly_leaves_no_room_for_an_answer(
     exact = _frame({"progress": [1, 2]}) * 674 + _frame({"progress": [10, 20]}) * 8
     assert len(exact) == LIMITS.output_bytes
     with pytest.raises(OutputTooLarge, match="filled the 16384-byte output limit without an"):
-        runner.run("probe-raw-answer", "x", exact + _frame({"ok": True, "text": "t", "pages": 1}))
+        runner.run("probe-raw-answer", "x", exact + _answer("t", 1))
 
 
 def test_length_prefixes_count_against_the_output_cap(runner: SandboxRunner) -> None:
     """681 progress frames hold 13,620 bytes of bodies and 2,724 of prefixes: with the answer
     the bodies fit in 16,384 bytes, the frames do not."""
-    answer = _frame({"ok": True, "text": "t", "pages": 1})
+    answer = _answer("t", 1)
     flood = _frame({"progress": [1, 2]}) * 681
     assert 681 * 20 + len(answer) - 4 <= LIMITS.output_bytes < len(flood) + len(answer)
-    with pytest.raises(OutputTooLarge, match="announced 37 bytes after 16344 bytes of progress"):
+    announced = f"announced {len(answer) - 4} bytes after 16344 bytes of progress"
+    with pytest.raises(OutputTooLarge, match=announced):
         runner.run("probe-raw-answer", "x", flood + answer)
 
 
 def test_an_answer_that_fills_the_cap_with_its_prefix_is_too_large(runner: SandboxRunner) -> None:
-    text = "x" * (LIMITS.output_bytes - len(_frame({"ok": True, "text": "", "pages": None})) + 1)
+    text = "x" * (LIMITS.output_bytes - len(_answer("", None)) + 1)
     with pytest.raises(OutputTooLarge, match="the output limit is 16384 bytes"):
         runner.run("probe-echo", "x", text.encode())
     assert runner.run("probe-echo", "x", text[1:].encode()).text == text[1:]
@@ -137,7 +144,7 @@ def test_an_answer_that_fills_the_cap_with_its_prefix_is_too_large(runner: Sandb
 def test_repeated_or_backward_progress_is_not_heard_again(runner: SandboxRunner) -> None:
     heard: list[tuple[int, int]] = []
     frames = [_frame({"progress": [done, 5]}) for done in (2, 2, 1, 0, 2)]
-    answer = _frame({"ok": True, "text": "done", "pages": 5})
+    answer = _answer("done", 5)
     result = runner.run(
         "probe-raw-answer",
         "x",
@@ -171,7 +178,7 @@ def _progress_flood(room: int) -> bytes:
 def test_a_progress_flood_is_heard_at_most_once_a_second(roomy_runner: SandboxRunner) -> None:
     """Each frame moves forward, so only the interval holds them back; the job still answers,
     and the last progress is heard when it does."""
-    answer = _frame({"ok": True, "text": "after the flood", "pages": 3})
+    answer = _answer("after the flood", 3)
     flood = _progress_flood(roomy_runner.limits.output_bytes - len(answer))
     assert flood.count(b'{"progress"') > 100_000
     heard: list[tuple[int, int]] = []
@@ -188,7 +195,7 @@ def test_a_progress_flood_is_heard_at_most_once_a_second(roomy_runner: SandboxRu
 
 def test_valid_progress_before_a_raw_answer_is_heard(runner: SandboxRunner) -> None:
     heard: list[tuple[int, int]] = []
-    frames = _frame({"progress": [1, 2]}) + _frame({"ok": True, "text": "done", "pages": 2})
+    frames = _frame({"progress": [1, 2]}) + _answer("done", 2)
     result = runner.run(
         "probe-raw-answer", "x", frames, on_progress=lambda d, t: heard.append((d, t))
     )

@@ -18,6 +18,7 @@ import pytest
 
 import sandbox.errors as errors
 from sandbox import doctor
+from sandbox.document import Document, Paragraph
 from sandbox.errors import (
     CeilingExceeded,
     NoExtractor,
@@ -137,7 +138,8 @@ def _eventually(condition: Callable[[], bool], seconds: float = 5.0) -> bool:
 
 def test_text_comes_back(runner: SandboxRunner) -> None:
     result = runner.run("probe-echo", "text/plain", "héllo wörld ✓".encode())
-    assert result == ExtractionResult("héllo wörld ✓", None)
+    document = Document([Paragraph("héllo wörld ✓")])
+    assert result == ExtractionResult("héllo wörld ✓", None, document)
 
 
 def test_a_lone_surrogate_is_replaced_not_fatal(runner: SandboxRunner) -> None:

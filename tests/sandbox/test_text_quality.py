@@ -154,14 +154,14 @@ def test_ocr_letters_outside_the_languages_scripts_are_refused() -> None:
     quality.start_job()
     quality.record_ocr("hin", [(90.0, "Hello"), (91.0, "World"), (92.0, "नमस्ते"), (90.0, "again")])
     with pytest.raises(Refusal) as refused:
-        quality.judged("Hello World नमस्ते again", ParseLimits(ocr_language="hin"))
+        quality.flag("Hello World नमस्ते again", ParseLimits(ocr_language="hin"))
     assert refused.value.code == "unreadable_text"
     assert refused.value.reason == (
         "75% of OCR'd letters are not in any script of the document's language (hin)"
     )
     quality.start_job()
     quality.record_ocr("xyz", [(90.0, "Hello")])  # a language without a script entry
-    assert quality.judged("Hello", ParseLimits()) == "Hello"
+    assert quality.flag("Hello", ParseLimits()) is None
 
 
 # --- admitted flagged, end to end --------------------------------------------------------------

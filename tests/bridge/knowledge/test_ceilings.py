@@ -30,16 +30,20 @@ from bridge.knowledge.ceilings import (
 from bridge.knowledge.errors import IngestionRejected
 from bridge.knowledge.failures import Failure
 from sandbox.errors import ALL_ERRORS, OutputTooLarge
-from sandbox.extractors.image import extract_image
+from sandbox.extractors import image as image_extractor
+from sandbox.extractors import pdf as pdf_extractor
 from sandbox.extractors.ocr import check_pixels
-from sandbox.extractors.pdf import extract_pdf
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.image_builders import distinct_frames, encoded
+from tests.in_process import words_of
 from tests.pdf_builders import pdf_of_pages
 from tests.sandbox.probes import PROBE_MODULES
+
+extract_image = words_of(image_extractor.extract_image)
+extract_pdf = words_of(pdf_extractor.extract_pdf)
 
 LIMITS = ParseLimits(max_pages=20, max_text_chars=10, max_pixels=1000)
 

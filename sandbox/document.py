@@ -1,0 +1,149 @@
+"""The typed document a sandbox child answers: ordered blocks, each a kind the reader knows.
+
+A child that answered a string could only flatten what it read: pages ran together, tables
+became tab-separated cells, and a line inside a file could pass for a page boundary. Blocks
+keep headings, list items, tables and pages as what they are, and the parent renders them
+(sandbox/render.py), so every marker in the text comes from trusted code. One schema serves
+both sides: the child builds these values, the parent decodes its answer strictly into them.
+See docs/sandbox.md, "The typed document".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Annotated, Literal
+
+import msgspec
+
+#: Page numbers above this are lies: no page ceiling comes near it (protocol.MAX_COUNT).
+MAX_PAGE_NUMBER = 1_000_000
+#: Word allows 63 columns and LibreOffice 1,024 in a text table. The bound keeps a forged
+#: row from making the parent render one enormous separator line.
+MAX_COLUMNS = 1024
+#: A list's number or bullet as drawn ("1.", "(iv)", "•"), with the space or tab after it.
+MAX_MARKER_CHARS = 64
+#: Page labels are "iv", "A-12", "Annex 3": a label longer than this, or one holding a
+#: control character, a quote or a bracket (which could close the page marker it is printed
+#: in), is not kept.
+MAX_LABEL_CHARS = 32
+LABEL_PATTERN = r'^[^\x00-\x1f\x7f-\x9f\u2028\u2029"\[\]]+$'
+
+_Level = Annotated[int, msgspec.Meta(ge=1, le=9)]
+_Depth = Annotated[int, msgspec.Meta(ge=0, le=8)]
+_PageNumber = Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE_NUMBER)]
+_Marker = Annotated[str, msgspec.Meta(max_length=MAX_MARKER_CHARS)]
+_Label = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_CHARS, pattern=LABEL_PATTERN)]
+_Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
+_Row = Annotated[list[str], msgspec.Meta(max_length=MAX_COLUMNS)]
+
+
+class _Block(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="block"):
+    pass
+
+
+class Paragraph(_Block, tag="paragraph", frozen=True):
+    """Running text; its line breaks are the document's."""
+
+    text: str
+
+
+class Heading(_Block, tag="heading", frozen=True):
+    """A heading by the document's own say (a heading style or outline level), not a guess."""
+
+    level: _Level
+    text: str
+
+
+class ListItem(_Block, tag="item", frozen=True):
+    """A list entry with its number or bullet as the document draws it, nested ``depth`` deep."""
+
+    marker: _Marker
+    depth: _Depth
+    text: str
+
+
+class Table(_Block, tag="table", frozen=True):
+    """Rows of cells; ``header``: the first row is the table's header row."""
+
+    rows: list[_Row]
+    header: bool
+
+
+class PageBreak(_Block, tag="page", frozen=True):
+    """The start of a page: its index in the document, and the label it is printed with when
+    the document gives one that differs from the index."""
+
+    number: _PageNumber
+    label: _Label | None = None
+
+
+FurnitureRole = Literal[
+    "header",
+    "footer",
+    "first-page header",
+    "first-page footer",
+    "even-page header",
+    "even-page footer",
+]
+
+
+class Furniture(_Block, tag="furniture", frozen=True):
+    """Text repeated on pages rather than read once: a header or footer, named by where."""
+
+    role: FurnitureRole
+    text: str
+
+
+class Notice(_Block, tag="notice", frozen=True):
+    """airlock's own remark about what follows (the quality flag, a kind read as another, a
+    page read by another parser), kept apart from the document's words."""
+
+    text: str
+
+
+class OcrText(_Block, tag="ocr", frozen=True):
+    """Text tesseract read from a picture, with its mean word confidence when it read words."""
+
+    text: str
+    confidence: _Confidence | None
+
+
+Block = Paragraph | Heading | ListItem | Table | PageBreak | Furniture | Notice | OcrText
+
+
+class Document(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A document as read: its blocks in reading order."""
+
+    blocks: list[Block]
+
+
+def strings(document: Document) -> Iterator[str]:
+    """Every string the document holds, for checks that must see all of them."""
+    for block in document.blocks:
+        if isinstance(block, Table):
+            for row in block.rows:
+                yield from row
+        elif isinstance(block, ListItem):
+            yield block.marker
+            yield block.text
+        elif isinstance(block, PageBreak):
+            if block.label is not None:
+                yield block.label
+        else:
+            yield block.text
+
+
+def words(document: Document) -> str:
+    """The document's own text, a line per block or table row, without airlock's notices and
+    page markers: what the quality check judges."""
+    return "\n".join(text for text in map(_words_of, document.blocks) if text is not None)
+
+
+def _words_of(block: Block) -> str | None:
+    if isinstance(block, Notice | PageBreak):
+        return None
+    if isinstance(block, Table):
+        return "\n".join("\t".join(row) for row in block.rows)
+    if isinstance(block, ListItem):
+        return "  " * block.depth + block.marker + block.text
+    return block.text

@@ -1,0 +1,111 @@
+"""The text a model reads of a typed document: page markers, Markdown headings and tables.
+
+Rendered in the parent, from an answer decoded strictly, so every page marker, heading mark
+and table line is the renderer's: a cell cannot break out of its row, and a line of the
+document that reads as a page marker is quoted, so a file cannot forge the page a citation
+names. Linear in the answer: no row is padded to another's width. See docs/sandbox.md, "The
+typed document".
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from sandbox.document import (
+    Block,
+    Document,
+    Furniture,
+    Heading,
+    ListItem,
+    Notice,
+    PageBreak,
+    Table,
+    words,
+)
+
+#: Put before a document line that reads as a page marker: a quote mark, as the selection
+#: quotes a line that reads as a block heading (bridge/knowledge/markers.py).
+QUOTE = ">"
+# A line that opens, past spaces and quote marks, with a bracket, a word and a number
+# ("[page 3", "[Seite 3", "[pаge 3" with a Cyrillic a, "［page 3" in full width): a reader
+# takes it for a page marker whatever the word's script. Judged on the line's compatibility
+# form, so full-width and styled letters fold to what they show.
+_READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*[^\W\d_]{1,12}\.?\s*\d")
+# How much of a line's start is folded to judge it: the pattern never looks further.
+_JUDGED_CHARS = 40
+_CELL_BREAKS = re.compile(r"\s+")
+
+
+def page_marker(number: int, label: str | None) -> str:
+    """The line that opens page ``number``, naming the label it is printed with, if any."""
+    if label is None:
+        return f"[page {number}]"
+    return f'[page {number}, printed "{label}"]'
+
+
+def render(document: Document) -> str:
+    """The document as lines: blocks in order, a blank line before each page marker and
+    around each table (Markdown needs a table to stand apart), none under airlock's notices,
+    which speak of what follows them."""
+    lines: list[str] = []
+    apart = False  # the next block must follow a blank line
+    previous: Block | None = None
+    for block in document.blocks:
+        apart = apart or isinstance(block, PageBreak | Table)
+        if apart and lines and lines[-1] and not isinstance(previous, Notice):
+            lines.append("")
+        apart, previous = isinstance(block, Table), block
+        if isinstance(block, PageBreak):
+            lines.append(page_marker(block.number, block.label))
+        elif isinstance(block, Table):
+            lines += _table(block)
+        elif isinstance(block, Heading):
+            title = " ".join(block.text.split())
+            if title:
+                lines.append(f"{'#' * block.level} {_quoted(title)}")
+        elif isinstance(block, ListItem):
+            lines += _quoted_lines(words(Document([block])))
+        elif isinstance(block, Furniture):
+            lines += [f"[{block.role}]", *_quoted_lines(block.text)]
+        elif isinstance(block, Notice):
+            lines += block.text.split("\n")
+        else:
+            lines += _quoted_lines(block.text)
+    return "\n".join(lines)
+
+
+def _quoted_lines(text: str) -> list[str]:
+    return [_quoted(line) for line in text.split("\n")]
+
+
+def _quoted(line: str) -> str:
+    """``line``, with one more quote mark when it reads as a page marker (reversible, as the
+    selection's own quoting: a line that already has quote marks gets one more)."""
+    start = unicodedata.normalize("NFKC", line[:_JUDGED_CHARS])
+    return QUOTE + line if _READS_AS_PAGE_MARKER.match(start) else line
+
+
+def _table(table: Table) -> list[str]:
+    """GitHub-flavoured Markdown. Without a header row marked in the document, the header is
+    left blank rather than promoting a data row to it."""
+    if not table.rows:
+        return []
+    width = max(len(row) for row in table.rows) or 1
+    header = table.rows[0] if table.header else []
+    body = table.rows[1:] if table.header else table.rows
+    lines = [_row(header + [""] * (width - len(header))), _row(["---"] * width)]
+    lines += [_row(row) for row in body]
+    return lines
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(map(_cell, cells)) + " |"
+
+
+def _cell(text: str) -> str:
+    """A cell on one line, its backslashes and pipes escaped: neither a line break nor a ``|``
+    (nor a ``\\`` that would turn the escape of the next ``|`` into a backslash) can end its
+    row or open another."""
+    one_line = _CELL_BREAKS.sub(" ", text).strip()
+    return one_line.replace("\\", "\\\\").replace("|", "\\|")
