@@ -38,6 +38,7 @@ from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
 from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.errors import BridgeContractError
 from bridge.knowledge.kinds import guess_kind
+from bridge.knowledge.pages import selection_pages
 from bridge.logs import LogFormat, configure
 from bridge.metrics import QueueDepthCollector, serve_metrics
 from bridge.queue.celery_queue import CeleryQueue
@@ -276,7 +277,10 @@ def _outcomes(
 
 def _print_selection(selection: IngestSelection, as_json: bool) -> None:
     if as_json:
-        json.dump(asdict(selection), sys.stdout, ensure_ascii=False, indent=2)
+        # The page map rides beside the spec's fields: offsets into "text" of each page of
+        # each attachment block, for a caller that cites pages.
+        pages = [asdict(attachment) for attachment in selection_pages(selection.text)]
+        json.dump({**asdict(selection), "pages": pages}, sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")
     elif selection.text:
         sys.stdout.write(selection.text + "\n")

@@ -27,6 +27,7 @@ from bridge.knowledge.errors import BridgeContractError, ExtractionFailed, Inges
 from bridge.knowledge.failures import Failure
 from bridge.knowledge.labels import safe_label, strip_invisible
 from bridge.knowledge.markers import escape_markers
+from bridge.knowledge.pages import PageSpan, page_map
 
 #: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
 #: container is not handed to a parser "to find out what it is".
@@ -91,6 +92,11 @@ class ExtractedAttachment:
     media_type: str
     text: str
     byte_size: int
+
+    @property
+    def pages(self) -> tuple[PageSpan, ...]:
+        """Where each page of :attr:`text` lies (none for a document without pages)."""
+        return page_map(self.text)
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ def test_json_carries_the_whole_selection(files: tuple[Path, Path]) -> None:
         "text": "ATTACHMENT [notes.txt]\nfirst line\nsecond line\n",
         "revision": f"notes.txt:{good.stat().st_size}",
         "dropped": [],
+        "pages": [{"label": "notes.txt", "pages": []}],  # plain text has no pages
     }
     partial = airlock("extract", "--json", str(good), str(bad))
     assert partial.returncode == 1
