@@ -32,7 +32,7 @@ _Level = Annotated[int, msgspec.Meta(ge=1, le=9)]
 _Depth = Annotated[int, msgspec.Meta(ge=0, le=8)]
 _PageNumber = Annotated[int, msgspec.Meta(ge=1, le=MAX_PAGE_NUMBER)]
 _Marker = Annotated[str, msgspec.Meta(max_length=MAX_MARKER_CHARS)]
-_Label = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_CHARS, pattern=LABEL_PATTERN)]
+PageLabel = Annotated[str, msgspec.Meta(max_length=MAX_LABEL_CHARS, pattern=LABEL_PATTERN)]
 _Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
 _Row = Annotated[list[str], msgspec.Meta(max_length=MAX_COLUMNS)]
 
@@ -74,7 +74,7 @@ class PageBreak(_Block, tag="page", frozen=True):
     the document gives one that differs from the index."""
 
     number: _PageNumber
-    label: _Label | None = None
+    label: PageLabel | None = None
 
 
 FurnitureRole = Literal[

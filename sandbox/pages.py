@@ -17,6 +17,8 @@ from typing import Annotated, Protocol, TypeVar
 
 import msgspec
 
+from sandbox import quality
+from sandbox.document import PageLabel
 from sandbox.errors import MalformedAnswer
 from sandbox.limits import ParseLimits
 from sandbox.quality import OcrReading
@@ -54,19 +56,27 @@ _Count = Annotated[int, msgspec.Meta(ge=0)]
 _Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
 
 
-class TextPart(msgspec.Struct, tag="text", forbid_unknown_fields=True, frozen=True):
-    """A page whose text layer is read as it is; ``notice`` says when PDFium read it."""
+class TextPart(
+    msgspec.Struct, tag="text", forbid_unknown_fields=True, frozen=True, omit_defaults=True
+):
+    """A page whose text layer is read as it is; ``notice`` says when PDFium read it, ``label``
+    is the page's printed label. Fields left at their defaults are not written: a worker of
+    the release before them reads the plan while both run (docs/queue.md, "Upgrades")."""
 
     text: str
     notice: str | None = None
+    label: PageLabel | None = None
 
 
-class ScanPart(msgspec.Struct, tag="scan", forbid_unknown_fields=True, frozen=True):
+class ScanPart(
+    msgspec.Struct, tag="scan", forbid_unknown_fields=True, frozen=True, omit_defaults=True
+):
     """A page that needs OCR, as a one-page PDF; ``fallback`` is its text layer's text, kept
     when OCR reads nothing (a stamp such as "CONFIDENTIAL" on a scan)."""
 
     pdf: bytes
     fallback: str
+    label: PageLabel | None = None
 
 
 class ReadPart(msgspec.Struct, tag="read", forbid_unknown_fields=True, frozen=True):
@@ -75,6 +85,7 @@ class ReadPart(msgspec.Struct, tag="read", forbid_unknown_fields=True, frozen=Tr
     text: str
     fallback: str
     confidence: _Confidence | None
+    label: PageLabel | None
 
 
 class Reading(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -129,12 +140,10 @@ class Plan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class PageReading(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """What a page job answers: the OCR'd text of its page, the run's counts and its mean
-    word confidence."""
+    """What a page job answers: the OCR'd text of its page and the run's counts."""
 
     text: str
     readings: Annotated[list[Reading], msgspec.Meta(max_length=_MAX_READINGS_PER_PAGE)]
-    confidence: _Confidence | None
 
 
 class Merge(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -218,6 +227,9 @@ class Scanned(Protocol):
     @property
     def fallback(self) -> str: ...
 
+    @property
+    def label(self) -> str | None: ...
+
 
 def merge_payload(parts: Sequence[TextPart | Scanned], read: Mapping[int, PageReading]) -> bytes:
     """The merge job's payload: the pages in order, each scan replaced by its reading.
@@ -232,6 +244,8 @@ def merge_payload(parts: Sequence[TextPart | Scanned], read: Mapping[int, PageRe
             merged.append(part)
             continue
         page = read[index]
-        merged.append(ReadPart(page.text, part.fallback, page.confidence))
+        runs = page.readings
+        confidence = quality.mean_confidence(runs[-1].counted()) if page.text and runs else None
+        merged.append(ReadPart(page.text, part.fallback, confidence, part.label))
         readings.extend(page.readings)
     return msgspec.json.encode(Merge(merged, readings))

@@ -6,6 +6,7 @@ under a first line that says so (:data:`FLAG_PREFIX`). See docs/sandbox.md, "Tex
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -78,12 +79,16 @@ def readings() -> tuple[OcrReading, ...]:
 
 
 def last_confidence() -> int | None:
-    """The mean word confidence (0-100) of this job's latest tesseract run, None when it read
-    no word: what a page read by OCR says of itself."""
-    if not _readings or not _readings[-1].words:
-        return None
-    reading = _readings[-1]
-    return min(100, max(0, round(reading.confidence_sum / reading.words)))
+    """:func:`mean_confidence` of this job's latest tesseract run: what a page read by OCR
+    says of itself."""
+    return mean_confidence(_readings[-1]) if _readings else None
+
+
+def mean_confidence(reading: OcrReading) -> int | None:
+    """The run's mean word confidence, 0 to 100; None when it read no word. Counts a page job
+    reported are taken as given, so a sum that is no finite number gives None, not an error."""
+    mean = reading.confidence_sum / reading.words if reading.words else math.nan
+    return min(100, max(0, round(mean))) if math.isfinite(mean) else None
 
 
 def add_readings(earlier: Iterable[OcrReading]) -> None:

@@ -51,6 +51,7 @@ from bridge.queue.jobs import (
     payload_key,
 )
 from sandbox import pages
+from sandbox.document import PageLabel
 from worker import extraction, fanout_bounds, metrics
 from worker.deliveries import superseded
 from worker.metrics import TaskOutcome, TaskReport
@@ -66,12 +67,17 @@ _PROGRESS_SECONDS = 86400
 _PAGE_STAGE = "page"
 
 
-class _Scan(msgspec.Struct, tag="scan", forbid_unknown_fields=True, frozen=True):
-    """A page to OCR, as the plan in Redis holds it: the claim check of its one-page PDF."""
+class _Scan(
+    msgspec.Struct, tag="scan", forbid_unknown_fields=True, frozen=True, omit_defaults=True
+):
+    """A page to OCR, as the plan in Redis holds it: the claim check of its one-page PDF. A
+    label left at its default is not written, so a worker of the release before labels reads
+    the plan while both run (docs/queue.md, "Upgrades")."""
 
     sha256: str
     size: int
     fallback: str
+    label: PageLabel | None = None
 
 
 class _Plan(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -363,7 +369,7 @@ def fan_out(task: Any, job: ExtractionJob, plan: pages.Plan, runtime: Runtime) -
     scans = plan.scans  # largest first
     marked = {index: part.pdf + _mark(task.request.id) for index, part in scans}
     claims = {
-        index: _Scan(sha256_hex(marked[index]), len(marked[index]), part.fallback)
+        index: _Scan(sha256_hex(marked[index]), len(marked[index]), part.fallback, part.label)
         for index, part in scans
     }
     parts: list[pages.TextPart | _Scan] = [

@@ -22,6 +22,7 @@ from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragr
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
 from sandbox.extractors.pdf_forms import field_values, value_edits
+from sandbox.extractors.pdf_labels import page_labels
 from sandbox.extractors.pdf_layout import (
     apply,
     image_coverage,
@@ -82,8 +83,7 @@ def ocr_pdf_page(media_type: str, payload: bytes, limits: ParseLimits) -> str:
             raise Refusal(codes.UNREADABLE, "a page job's PDF must hold exactly one page")
         scan = _ocr_page(document, 0, limits)
     readings = [pages.reading_of(reading) for reading in quality.readings()]
-    text, confidence = ("", None) if scan is None else (scan.text, scan.confidence)
-    return pages.encode(pages.PageReading(text, readings, confidence))
+    return pages.encode(pages.PageReading("" if scan is None else scan.text, readings))
 
 
 @extractor(pages.MERGE_KIND)
@@ -95,7 +95,7 @@ def merge_pdf_pages(media_type: str, payload: bytes, limits: ParseLimits) -> Doc
     budget = TextBudget(limits)
     blocks: list[Block] = []
     for number, part in enumerate(merge.parts, start=1):
-        blocks.append(PageBreak(number))
+        blocks.append(PageBreak(number, part.label))
         if isinstance(part, pages.TextPart):
             blocks += _text_layer(_TextLayer(part.text, part.notice), budget)
         else:
@@ -204,6 +204,7 @@ class _Pages:
         # Field values live in the catalog's form; a document without one has none to place,
         # and skips resolving every link annotation of every page to find that out.
         self._has_form = "/AcroForm" in reader.root_object
+        self.labels = page_labels(reader.root_object, len(reader.pages))
 
     def __enter__(self) -> _Pages:
         return self
@@ -254,7 +255,7 @@ def _document(reader: PdfReader, limits: ParseLimits) -> Document:
     blocks: list[Block] = []
     with _Pages(reader) as document:
         for index, page, reading in document:
-            blocks.append(PageBreak(index + 1))
+            blocks.append(PageBreak(index + 1, document.labels[index]))
             if isinstance(reading, _TextLayer):
                 blocks += _text_layer(reading, budget)
                 continue
@@ -316,18 +317,19 @@ def _parts(
     parts: list[pages.TextPart | pages.ScanPart] = []
     pixels: list[int] = []
     with _Pages(reader) as document:
-        for _, page, reading in document:
+        for index, page, reading in document:
+            label = document.labels[index]
             if isinstance(reading, _TextLayer):
-                parts.append(pages.TextPart(budget.spend(reading.text), reading.notice))
+                parts.append(pages.TextPart(budget.spend(reading.text), reading.notice, label))
                 continue
             if not _draws(page):
-                parts.append(pages.TextPart(budget.spend(reading.fallback)))
+                parts.append(pages.TextPart(budget.spend(reading.fallback), label=label))
                 continue
             single = _written(_page_alone(reader, page))
             room -= len(single)
             if room < 0:
                 return None
-            parts.append(pages.ScanPart(single, reading.fallback))
+            parts.append(pages.ScanPart(single, reading.fallback, label))
             pixels.append(_pixels_to_read(page, limits))
     return parts if pages.worth_splitting(pixels) else None
 

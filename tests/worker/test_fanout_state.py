@@ -91,9 +91,9 @@ def test_a_page_is_recorded_once_a_redelivery_cannot_rewrite_it(redis: Redis, ba
     document = _document(redis, backend)
     document.store_plan(PLAN)
     try:
-        document.record(2, _Read(pages.PageReading("first reading", [], None)))
+        document.record(2, _Read(pages.PageReading("first reading", [])))
         document.record(2, _Failed("WorkerLost", "a redelivery that failed after all"))
-        assert document.records() == {2: _Read(pages.PageReading("first reading", [], None))}
+        assert document.records() == {2: _Read(pages.PageReading("first reading", []))}
         assert not _any_failed(document.records())
         redis.hset(f"airlock:fanout:{document.document_id}:read", "3", b"{forged")
         assert document.records()[3] == _Failed(
@@ -129,7 +129,7 @@ def test_a_page_whose_task_gave_up_fails_its_document_at_once_naming_it(
     )
     document = _document(redis, backend)
     document.store_plan(_Plan(job.to_wire(), PLAN.page_count, PLAN.parts))
-    document.record(2, _Read(pages.PageReading("page two", [], None)))
+    document.record(2, _Read(pages.PageReading("page two", [])))
     page = PageJob(document.document_id, 3, 3, "cd" * 32, 10, "5e" * 16)
     runtime = Runtime(settings_with())
     try:
@@ -164,7 +164,7 @@ class _Scripted:
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         if kind == pages.PAGE_KIND:
-            return pages.encode(pages.PageReading("page text", [], None))
+            return pages.encode(pages.PageReading("page text", []))
         if self.merge is not None:
             raise self.merge
         return "merged text"
@@ -271,7 +271,7 @@ class _WhileReading:
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         self.meanwhile()
-        return pages.encode(pages.PageReading("page text", [], None))
+        return pages.encode(pages.PageReading("page text", []))
 
 
 def test_a_page_read_while_another_worker_answered_its_document_writes_nothing(
@@ -434,6 +434,6 @@ def test_a_page_begun_as_its_document_was_abandoned_counts_and_records_nothing(
     task = _PageTask(backend, page_task_id(document.document_id, 1), retries=0)
     document.abandon(document.plan())
     assert document.count_delivery(_delivery_field(task, jobs[0]), 60) is None
-    assert document.record(1, _Read(pages.PageReading("late", [], None))) is None
+    assert document.record(1, _Read(pages.PageReading("late", []))) is None
     assert not _fanout_keys(redis, document)
     assert not redis.exists(backend.get_key_for_task(document.document_id))
