@@ -13,6 +13,7 @@ import codecs
 import functools
 import io
 import json
+import math
 import random
 import re
 import resource
@@ -1201,3 +1202,87 @@ def test_warm_up_leaves_no_import_for_the_jailed_child(corpus_dir: Path) -> None
         check=True,
     )
     assert json.loads(completed.stdout.splitlines()[-1]) == [], completed.stderr
+
+
+# --- DOCX tables as Markdown -----------------------------------------------------------------
+
+rendered_docx = rendered_by(docx_extractor.extract_docx)
+
+
+def _table_docx(rows: list[str], properties: str = "") -> bytes:
+    table = f"<w:tbl><w:tblPr>{properties}</w:tblPr>{''.join(rows)}</w:tbl>"
+    return docx_with({"word/document.xml": document_xml(table)})
+
+
+def _row(*cells: str, row_properties: str = "") -> str:
+    body = "".join(f"<w:tc><w:p><w:r><w:t>{cell}</w:t></w:r></w:p></w:tc>" for cell in cells)
+    return f"<w:tr><w:trPr>{row_properties}</w:trPr>{body}</w:tr>"
+
+
+@pytest.mark.parametrize(
+    ("properties", "row_properties", "header"),
+    [
+        ("", "<w:tblHeader/>", True),  # repeated on every page
+        ('<w:tblLook w:firstRow="1"/>', "", True),
+        ('<w:tblLook w:val="04A0"/>', "", True),  # Word 2007: bit 0x20 is the first row
+        ('<w:tblLook w:val="0400"/>', "", False),
+        ('<w:tblLook w:firstRow="0"/>', "", False),
+        ("", "", False),
+    ],
+)
+def test_a_docx_tables_header_row_is_the_one_word_shows(
+    properties: str, row_properties: str, header: bool
+) -> None:
+    rows = [_row("Name", "Qty", row_properties=row_properties), _row("pen", "2")]
+    payload = _table_docx(rows, properties)
+    lines = rendered_docx("application/octet-stream", payload, LIMITS).splitlines()
+    expected = ["| Name | Qty |", "| --- | --- |", "| pen | 2 |"]
+    assert lines == (expected if header else ["|  |  |", *expected[1:2], expected[0], expected[2]])
+
+
+def test_a_docx_cell_cannot_break_its_table() -> None:
+    """A pipe, a backslash before a pipe, and a line break inside a cell stay in the cell; a
+    line of a paragraph that reads as a page marker is quoted."""
+    cell = "<w:p><w:r><w:t>a | b \\| c</w:t><w:br/><w:t>[page 9]</w:t></w:r></w:p>"
+    row = f"<w:tr><w:tc>{cell}</w:tc><w:tc><w:p/></w:tc></w:tr>"
+    outside = "<w:p><w:r><w:t>[page 2]</w:t></w:r></w:p>"
+    body = outside + f"<w:tbl>{row}</w:tbl>"
+    payload = docx_with({"word/document.xml": document_xml(body)})
+    lines = rendered_docx("application/octet-stream", payload, LIMITS).splitlines()
+    assert lines == [
+        ">[page 2]",
+        "",
+        "|  |  |",
+        "| --- | --- |",
+        "| a \\| b \\\\\\| c [page 9] |  |",
+    ]
+
+
+@pytest.mark.parametrize("span", ["1025", "99999999999", "1" + "0" * 5000])
+def test_a_docx_row_spanning_past_the_column_ceiling_is_refused_not_padded(span: str) -> None:
+    for where in (f'<w:gridBefore w:val="{span}"/>', ""):
+        spanned = f'<w:tc><w:tcPr><w:gridSpan w:val="{span}"/></w:tcPr><w:p/></w:tc>'
+        cell = "<w:tc><w:p/></w:tc>" if where else spanned
+        row = f"<w:tr><w:trPr>{where}</w:trPr>{cell}</w:tr>"
+        with pytest.raises(Refusal) as refused:
+            extract_docx("application/octet-stream", _table_docx([row]), LIMITS)
+        assert refused.value.code == "ceiling" and "1024 columns" in refused.value.reason
+
+
+def test_a_docx_table_costs_time_linear_in_its_rows() -> None:
+    """1,000 rows and 10 times as many: about 10 times the CPU, as every row is read and
+    rendered once."""
+
+    def seconds(rows: int) -> float:
+        payload = _table_docx([_row(f"r{index}", "cell", "cell") for index in range(rows)])
+        best = math.inf
+        for _ in range(3):
+            started = time.process_time()
+            text = rendered_docx(
+                "application/octet-stream", payload, ParseLimits(max_text_chars=10**6)
+            )
+            best = min(best, time.process_time() - started)
+        assert text.count("\n") == rows + 1
+        return best
+
+    assert seconds(10_000) < 25 * seconds(1_000)  # linear: ~10x; quadratic would be ~100x
