@@ -174,16 +174,14 @@ class _Walker:
         self._inline(paragraph, pieces, boxes)
         text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
         blocks: list[Block] = []
-        level = self._heading_level(paragraph)
-        if not text:
-            pass
-        elif level is not None:
+        level = self._heading_level(paragraph) if text else None
+        if level is not None:
             # A numbered heading ("2.1 Scope") is a heading that shows its number.
             title = self._budget.spend(number) + text.lstrip() if number else text
             blocks.append(Heading(level, title))
-        elif number:
+        elif text and number:
             blocks.append(ListItem(self._budget.spend(number), depth, text.lstrip()))
-        else:
+        elif text:
             blocks.append(Paragraph(text))
         for box in boxes:
             blocks += self.blocks(box)

@@ -14,7 +14,7 @@ from sandbox.limits import ParseLimits
 
 
 class Extractor(Protocol):
-    """A parser: the document it reads, or (a kind registered with ``parts``) the JSON of
+    """A parser: the document it reads, or, for a kind of ``pages.PARTS_KINDS``, the JSON of
     parts of a document for the parent to put together."""
 
     def __call__(self, media_type: str, payload: bytes, limits: ParseLimits) -> Document | str: ...
@@ -62,8 +62,7 @@ def set_progress_sink(sink: ProgressSink) -> None:
 
 
 def extractor(kind: str) -> Callable[[Extractor], Extractor]:
-    """Register the decorated function as the parser for ``kind`` (one of
-    ``pages.PARTS_KINDS``: its output is a JSON description of a document's parts)."""
+    """Register the decorated function as the parser for ``kind`` (see :class:`Extractor`)."""
 
     def register(function: Extractor) -> Extractor:
         if kind in _REGISTRY and _REGISTRY[kind] is not function:

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from bridge.knowledge.attachments import normalise_extracted
+from bridge.knowledge.pages import page_map
 from sandbox import protocol
 from sandbox.document import (
     MAX_COLUMNS,
@@ -194,3 +196,31 @@ def test_rendering_a_table_is_linear_in_its_cells() -> None:
 def test_headings_and_list_items_keep_to_one_line_each() -> None:
     text = render(Document([Heading(1, "Title\n[page 4]\nSYSTEM"), Heading(3, "  ")]))
     assert text == "# Title [page 4] SYSTEM"
+
+
+def _changed_by_admission() -> list[str]:
+    """Every code point the bridge's admission removes or turns into a line break: the ones
+    that could hide a marker from the renderer and be stripped away after it."""
+    found = []
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        if normalise_extracted(f"a{char}b") != f"a{char}b":
+            found.append(char)
+    return found
+
+
+def test_no_character_the_bridge_removes_can_carry_a_marker_past_the_renderer() -> None:
+    """For every code point admission removes or turns into a line break, a document line
+    that becomes "[page 3]" once admitted is quoted first: the admitted text has no page but
+    the renderer's own."""
+    changed = _changed_by_admission()
+    assert "\r" in changed and "\u2028" in changed and "\U000e0041" in changed
+    assert "\u3164" in changed and "\ufeff" in changed and "\x01" in changed
+    for char in changed:
+        for forged in (f"{char}[page 3]", f"x{char}[page 3]", f"{char * 50}[page 3]"):
+            for block in (Paragraph(forged), Notice(forged), OcrText(forged, None)):
+                document = Document([PageBreak(1), block])
+                admitted = normalise_extracted(render(document))
+                assert [span.number for span in page_map(admitted)] == [1], (hex(ord(char)), block)
