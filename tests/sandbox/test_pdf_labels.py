@@ -13,6 +13,7 @@ from pathlib import Path
 import msgspec
 import pytest
 from pypdf import PdfReader, PdfWriter
+from pypdf.constants import PageLabelStyle
 
 from sandbox import pages
 from sandbox.errors import MalformedAnswer
@@ -122,8 +123,8 @@ def test_a_labelled_scan_read_in_pages_carries_its_labels_as_the_single_job_does
     runner: SandboxRunner, corpus_dir: Path
 ) -> None:
     writer = PdfWriter(clone_from=io.BytesIO(scanned_pdf(corpus_dir, 3, text_page="Preface text")))
-    writer.set_page_label(0, 1, style="/r")
-    writer.set_page_label(2, 2, style="/D", prefix="S-")
+    writer.set_page_label(0, 1, style=PageLabelStyle.LOWERCASE_ROMAN)
+    writer.set_page_label(2, 2, style=PageLabelStyle.DECIMAL, prefix="S-")
     buffer = io.BytesIO()
     writer.write(buffer)
     payload = buffer.getvalue()
