@@ -86,6 +86,7 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         # document read in parts is judged whole, by the kind that merges them).
         notices = [quality.flag(words(answer), how.limits), how.notice]
         blocks = [Notice(text) for text in notices if text is not None] + answer.blocks
+        return protocol.encode_document_answer(Document(blocks), progress.total)
     except Refusal as refusal:
         code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)
@@ -95,7 +96,6 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
     # this document, reported and not obeyed.
     except BaseException as exc:  # noqa: BLE001 - a parser is a hostile black box
         return protocol.encode_error_answer(codes.PARSER, type(exc).__name__, str(exc))
-    return protocol.encode_document_answer(Document(blocks), progress.total)
 
 
 def serve(mechanisms: frozenset[str]) -> NoReturn:

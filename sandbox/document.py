@@ -26,7 +26,18 @@ MAX_MARKER_CHARS = 64
 #: control character, a quote or a bracket (which could close the page marker it is printed
 #: in), is not kept.
 MAX_LABEL_CHARS = 32
-LABEL_PATTERN = r'^[^\x00-\x1f\x7f-\x9f\u2028\u2029"\[\]]+$'
+#: Characters no reader sees, which the trusted side removes from text before it reads page
+#: markers (bridge/knowledge/attachments.py: C0 and C1 controls, bidi controls, U+FEFF, tag
+#: characters, variation selectors, Hangul fillers), with the other zero-width format
+#: characters; and the braille blank, which it turns into a space. A regular-expression class.
+INVISIBLE = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u115f\u1160\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff"
+)
+#: A label is printed inside its page marker: nothing that ends the line or the marker, and
+#: nothing admission would remove or change (a label of fillers alone would vanish, and the
+#: marker with it).
+LABEL_PATTERN = f'^[^\n\r\u2028\u2029"\\[\\]{INVISIBLE}]+$'
 
 _Level = Annotated[int, msgspec.Meta(ge=1, le=9)]
 _Depth = Annotated[int, msgspec.Meta(ge=0, le=8)]

@@ -114,7 +114,12 @@ def encode_text_answer(text: str, pages: int | None) -> bytes:
 
 
 def encode_document_answer(answer: Document, pages: int | None) -> bytes:
-    return _success({"ok": True, "document": msgspec.to_builtins(answer), "pages": pages})
+    """The answer of a kind that answers a document, held to the schema the parent holds it
+    to first: a parser's value out of bounds is its error, not an answer the parent would
+    take for a compromised child's (``msgspec.ValidationError``, reported as a parser error)."""
+    plain = msgspec.to_builtins(answer)
+    msgspec.convert(plain, Document, strict=True)
+    return _success({"ok": True, "document": plain, "pages": pages})
 
 
 def _success(answer: dict[str, object]) -> bytes:
@@ -242,6 +247,8 @@ def _document(untrusted_value: object) -> Document:
         answer = msgspec.convert(untrusted_value, Document, strict=True)
     except msgspec.ValidationError as exc:
         _malformed(f"its document does not hold to the schema: {exc}")
+    except UnicodeError:  # a lone surrogate in a key or a tag, quoted in the error message
+        _malformed("its document contains a lone surrogate")
     for text in document.strings(answer):
         if _SURROGATE.search(text):
             _malformed("its document contains a lone surrogate")

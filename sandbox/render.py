@@ -13,6 +13,7 @@ import re
 import unicodedata
 
 from sandbox.document import (
+    INVISIBLE,
     Block,
     Document,
     Furniture,
@@ -34,14 +35,10 @@ QUOTE = ">"
 _READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*[^\W\d_]{1,12}\.?\s*\d")
 # How much of a line's start is folded to judge it: the pattern never looks further.
 _JUDGED_CHARS = 40
-# Characters no reader sees, which the trusted side removes before it reads page markers
-# (bridge/knowledge/attachments.py: C0 and C1 controls, bidi controls, U+FEFF, tag characters,
-# variation selectors, Hangul fillers), with the other zero-width format characters: a line
-# is judged without them, so none can hide a marker from this check and be stripped after it.
-_INVISIBLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u115f\u1160\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff]"
-)
+# A line is judged as admission leaves it: without the characters it removes, the braille
+# blank a space. None can hide a marker from this check and be stripped away after it.
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
+_BRAILLE_BLANK = "\u2800"
 # Every line break the trusted side reads as one (it turns \r and the Unicode line and
 # paragraph separators into \n): each piece is a line of its own here too.
 _LINE_BREAK = re.compile("\r\n|[\n\r\u2028\u2029]")
@@ -93,7 +90,8 @@ def _quoted_lines(text: str) -> list[str]:
 def _quoted(line: str) -> str:
     """``line``, with one more quote mark when it reads as a page marker (reversible, as the
     selection's own quoting: a line that already has quote marks gets one more)."""
-    start = unicodedata.normalize("NFKC", _INVISIBLE.sub("", line)[:_JUDGED_CHARS])
+    admitted = _INVISIBLE.sub("", line.replace(_BRAILLE_BLANK, " "))
+    start = unicodedata.normalize("NFKC", admitted[:_JUDGED_CHARS])
     return QUOTE + line if _READS_AS_PAGE_MARKER.match(start) else line
 
 

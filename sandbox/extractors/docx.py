@@ -21,6 +21,7 @@ from lxml import etree
 from sandbox import codes
 from sandbox.document import (
     MAX_COLUMNS,
+    MAX_MARKER_CHARS,
     Block,
     Document,
     Furniture,
@@ -180,7 +181,10 @@ class _Walker:
             title = self._budget.spend(number) + text.lstrip() if number else text
             blocks.append(Heading(level, title))
         elif text and number:
-            blocks.append(ListItem(self._budget.spend(number), depth, text.lstrip()))
+            # A number drawn longer than a marker may be ("Article 12 of the Agreement on …")
+            # is the start of the item's text.
+            marker = self._budget.spend(number) if len(number) <= MAX_MARKER_CHARS else ""
+            blocks.append(ListItem(marker, depth, number[len(marker) :] + text.lstrip()))
         elif text:
             blocks.append(Paragraph(text))
         for box in boxes:
@@ -239,7 +243,7 @@ class _Walker:
         for index, row in enumerate(_wrapped_children(table, _W + "tr")):
             # A row that starts late keeps its cells under their columns.
             column = _columns(row.find(f"{_W}trPr/{_W}gridBefore"), 0)
-            cells = [""] * column
+            cells = [""] * self._budget.charge(column)
             for cell in _wrapped_children(row, _W + "tc"):
                 merge = cell.find(f"{_W}tcPr/{_W}vMerge")
                 if merge is not None and merge.get(_W + "val") != "restart":
@@ -253,7 +257,9 @@ class _Walker:
                     raise Refusal(
                         codes.CEILING, f"a table row spans more than {MAX_COLUMNS} columns"
                     )
-                cells += [text] + [""] * (span - 1)
+                # An empty cell padding a span costs like a character: a row that starts late
+                # or spans 1,023 columns cannot fill 20,000 rows with 20 million cells.
+                cells += [text] + [""] * self._budget.charge(span - 1)
             if any(cells):
                 header = header or (index == 0 and _first_row_is_header(table, row))
                 rows.append(cells)

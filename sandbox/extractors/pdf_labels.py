@@ -12,15 +12,20 @@ See docs/sandbox.md, "The typed document".
 from __future__ import annotations
 
 import bisect
+import itertools
 import re
 from collections.abc import Iterator
 
+from pypdf.errors import PyPdfError
 from pypdf.generic import ArrayObject, DictionaryObject, PdfObject
 
 from sandbox.document import LABEL_PATTERN, MAX_LABEL_CHARS
 
-#: Nodes of the number tree read at most; real documents have one (a /Nums array).
+#: Nodes of the number tree read at most, and (start, style) pairs; real documents have one
+#: node (a /Nums array) of a few pairs. Nodes and arrays are each read once, however many
+#: nodes share them, so a tree cannot multiply one array into a million ranges.
 MAX_NODES = 1024
+MAX_PAIRS = 4096
 MAX_DEPTH = 16
 #: The largest number drawn as a roman numeral or in letters (4999 is MMMMCMXCIX).
 MAX_NUMERAL = 4999
@@ -32,9 +37,17 @@ _PRINTABLE = re.compile(LABEL_PATTERN)
 
 
 def page_labels(root: DictionaryObject, page_count: int) -> list[str | None]:
-    """Each page's label where the document gives one other than its page number."""
+    """Each page's label where the document gives one other than its page number; none at
+    all when the tree is damaged past reading (an object pypdf refuses, a nesting too deep)."""
+    try:
+        return _labels(root, page_count)
+    except (PyPdfError, ArithmeticError, LookupError, TypeError, ValueError, RecursionError):
+        return [None] * page_count
+
+
+def _labels(root: DictionaryObject, page_count: int) -> list[str | None]:
     tree = root.get("/PageLabels")
-    found = _ranges(tree.get_object()) if tree is not None else iter(())
+    found = itertools.islice(_ranges(tree.get_object()), MAX_PAIRS) if tree is not None else ()
     ranges = sorted(found, key=lambda pair: pair[0])
     starts = [start for start, _ in ranges]
     labels: list[str | None] = []
@@ -48,24 +61,32 @@ def page_labels(root: DictionaryObject, page_count: int) -> list[str | None]:
 
 def _ranges(tree: PdfObject) -> Iterator[tuple[int, DictionaryObject]]:
     """The (first page index, style) pairs of the number tree, each node read once."""
-    pending: list[tuple[PdfObject, int]] = [(tree, 0)]
+    pending: list[tuple[PdfObject | None, int]] = [(tree, 0)]
     seen: set[int] = set()
-    while pending and len(seen) < MAX_NODES:
+    nodes = 0
+    while pending and nodes < MAX_NODES:
         node, depth = pending.pop()
         if not isinstance(node, DictionaryObject) or id(node) in seen or depth > MAX_DEPTH:
             continue
         seen.add(id(node))
-        numbers = node.get("/Nums")
-        numbers = numbers.get_object() if numbers is not None else None
-        if isinstance(numbers, ArrayObject):
-            for key, value in zip(numbers[::2], numbers[1::2], strict=False):
-                style = value.get_object()
-                if isinstance(key, int) and key >= 0 and isinstance(style, DictionaryObject):
-                    yield int(key), style
-        kids = node.get("/Kids")
-        kids = kids.get_object() if kids is not None else None
-        if isinstance(kids, ArrayObject):
-            pending += [(kid.get_object(), depth + 1) for kid in kids[:MAX_NODES]]
+        nodes += 1
+        numbers = _unseen_array(node.get("/Nums"), seen)
+        pairs = numbers[: 2 * MAX_PAIRS]
+        for key, value in zip(pairs[::2], pairs[1::2], strict=False):
+            style = value.get_object()
+            if isinstance(key, int) and key >= 0 and isinstance(style, DictionaryObject):
+                yield int(key), style
+        kids = _unseen_array(node.get("/Kids"), seen)
+        pending += [(kid.get_object(), depth + 1) for kid in kids[: MAX_NODES - nodes]]
+
+
+def _unseen_array(entry: PdfObject | None, seen: set[int]) -> list[PdfObject]:
+    """The array ``entry`` refers to, or nothing when it is none or was read already."""
+    array = entry.get_object() if entry is not None else None
+    if not isinstance(array, ArrayObject) or id(array) in seen:
+        return []
+    seen.add(id(array))
+    return list(array)
 
 
 def _label(style: DictionaryObject, offset: int) -> str | None:

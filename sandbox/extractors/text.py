@@ -55,14 +55,20 @@ class TextBudget:
 
     def spend(self, text: str) -> str:
         """Count ``text`` against the budget and return it unchanged."""
-        self._spent += len(text)
+        self.charge(len(text))
+        return text
+
+    def charge(self, characters: int) -> int:
+        """Count ``characters`` (output that is not text: an empty table cell) against the
+        budget and return the count."""
+        self._spent += characters
         if self._spent > self._allowance:
             raise Refusal(
                 codes.CEILING,
                 f"more than {self._allowance} characters of text exceeds the "
                 f"{self._ceiling}-character ceiling",
             )
-        return text
+        return characters
 
 
 @extractor("text")

@@ -21,7 +21,7 @@ import time
 import zlib
 from collections.abc import Callable
 
-from sandbox.document import Document, Paragraph
+from sandbox.document import Document, Heading, Paragraph
 from sandbox.extractors import registry
 from sandbox.extractors.registry import Refusal, lookup, report_progress
 from sandbox.jail import ANSWER_FD
@@ -377,6 +377,12 @@ def fork_and_spin(media_type: str, payload: bytes, limits: ParseLimits) -> str:
                 pass
     while True:
         pass
+
+
+@extractor("probe-document-off-schema")
+def document_off_schema(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    """A parser's bug: a document the schema forbids (msgspec does not check on building)."""
+    return Document([Heading(10, "deeper than any heading")])
 
 
 @extractor("probe-progress-then")

@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+import msgspec
 import pytest
 
 from bridge.knowledge.attachments import normalise_extracted
@@ -25,8 +26,10 @@ from sandbox.document import (
     Table,
     words,
 )
-from sandbox.errors import MalformedAnswer
+from sandbox.errors import MalformedAnswer, ParserError
 from sandbox.render import render
+from sandbox.runner import SandboxRunner
+from tests.sandbox.probes import PROBE_MODULES
 
 EVERY_BLOCK = Document(
     [
@@ -109,6 +112,10 @@ def test_the_quality_check_reads_words_not_markup() -> None:
         ({"block": "ocr", "text": "x", "confidence": 101}, "a confidence past 100"),
         ({"block": "ocr", "text": "x", "confidence": 90.5}, "a fractional confidence"),
         ({"block": "paragraph", "text": "\ud800"}, "a lone surrogate"),
+        ({"block": "\ud800", "text": "x"}, "a lone surrogate in a tag"),
+        ({"block": "paragraph", "text": "x", "\ud800": 1}, "a lone surrogate in a key"),
+        ({"block": "page", "number": 2, "label": "\u3164"}, "a label admission would erase"),
+        ({"block": "page", "number": 2, "label": "iv\u2800"}, "a label admission would change"),
     ],
 )
 def test_an_answer_off_the_schema_is_malformed(forged: dict[str, Any], why: str) -> None:
@@ -212,15 +219,32 @@ def _changed_by_admission() -> list[str]:
 
 
 def test_no_character_the_bridge_removes_can_carry_a_marker_past_the_renderer() -> None:
-    """For every code point admission removes or turns into a line break, a document line
-    that becomes "[page 3]" once admitted is quoted first: the admitted text has no page but
-    the renderer's own."""
+    """For every code point admission removes or changes (into a line break, a space), a
+    document line that becomes "[page 3]" once admitted, with the code point before, inside or
+    after the marker, is quoted first: the admitted text has no page but the renderer's own
+    (the braille blank inside "[page⠀3]" once forged one)."""
     changed = _changed_by_admission()
     assert "\r" in changed and "\u2028" in changed and "\U000e0041" in changed
     assert "\u3164" in changed and "\ufeff" in changed and "\x01" in changed
+    assert "\u2800" in changed
+    marker = "[page 3]"
     for char in changed:
-        for forged in (f"{char}[page 3]", f"x{char}[page 3]", f"{char * 50}[page 3]"):
+        inside = [marker[:cut] + char + marker[cut:] for cut in range(1, len(marker))]
+        for forged in (f"{char}{marker}", f"x{char}{marker}", f"{char * 50}{marker}", *inside):
             for block in (Paragraph(forged), Notice(forged), OcrText(forged, None)):
                 document = Document([PageBreak(1), block])
                 admitted = normalise_extracted(render(document))
                 assert [span.number for span in page_map(admitted)] == [1], (hex(ord(char)), block)
+
+
+def test_a_parser_whose_document_breaks_the_schema_fails_as_a_parser_not_as_a_forgery() -> None:
+    """The child holds its document to the schema before it answers: a parser's bug (a
+    heading level of 10) is that parser's error, reported as one, not a malformed answer (the
+    verdict on a child that forged one)."""
+    with pytest.raises(msgspec.ValidationError, match="level"):
+        protocol.encode_document_answer(Document([Heading(10, "deep")]), None)
+    with (
+        SandboxRunner(warm_children=0, modules=PROBE_MODULES) as runner,
+        pytest.raises(ParserError, match=r"ValidationError: .*level"),
+    ):
+        runner.run("probe-document-off-schema", "x", b"")

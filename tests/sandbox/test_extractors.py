@@ -34,6 +34,8 @@ from PIL import EpsImagePlugin, Image, UnidentifiedImageError
 from pypdf import PdfReader, PdfWriter
 from pypdf.errors import PdfReadError
 
+from sandbox import protocol
+from sandbox.document import Document, ListItem
 from sandbox.extractors import all as everything
 from sandbox.extractors import docx as docx_extractor
 from sandbox.extractors import image as image_extractor
@@ -1286,3 +1288,40 @@ def test_a_docx_table_costs_time_linear_in_its_rows() -> None:
         return best
 
     assert seconds(10_000) < 25 * seconds(1_000)  # linear: ~10x; quadratic would be ~100x
+
+
+def test_a_docx_list_number_longer_than_a_marker_starts_the_items_text() -> None:
+    """A drawn number past 64 characters ("Article 1 of the Agreement on …:") is the start of
+    the item's text: the document still holds to the schema the parent holds it to, where a
+    marker that long once made the whole answer malformed."""
+    template = "Article %1 of the Agreement on the Conservation of Small Cetaceans:"
+    numbering = _numbering_xml(
+        {1: _level(0, "decimal", template)}, {1: '<w:abstractNumId w:val="1"/>'}
+    )
+    payload = docx_with(
+        {"word/numbering.xml": numbering, "word/document.xml": document_xml(_item("text", 1))}
+    )
+    document = docx_extractor.extract_docx("application/octet-stream", payload, LIMITS)
+    assert isinstance(document, Document)
+    framed = protocol.encode_document_answer(document, None)
+    answer = protocol.decode_answer(framed[protocol.LENGTH.size :], parts=False)
+    assert isinstance(answer, protocol.DocumentAnswer)
+    (item,) = answer.document.blocks
+    assert item == ListItem(
+        "", 0, "Article 1 of the Agreement on the Conservation of Small Cetaceans: text"
+    )
+
+
+def test_empty_cells_padding_spans_count_against_the_text_budget() -> None:
+    """One character and 1,023 empty cells a row: 300 such rows in a few kilobytes once made
+    300,000 cells; each padding cell now costs like a character, so the ceiling refuses it."""
+    late = _row("x", row_properties='<w:gridBefore w:val="1023"/>')
+    spanned = '<w:tr><w:tc><w:tcPr><w:gridSpan w:val="1024"/></w:tcPr><w:p/></w:tc></w:tr>'
+    for row in (late, spanned.replace("<w:p/>", "<w:p><w:r><w:t>x</w:t></w:r></w:p>")):
+        with pytest.raises(Refusal) as refused:
+            extract_docx(
+                "application/octet-stream",
+                _table_docx([row] * 300),
+                ParseLimits(max_text_chars=50_000),
+            )
+        assert refused.value.code == "ceiling"

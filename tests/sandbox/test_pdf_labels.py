@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from sandbox import pages
 from sandbox.errors import MalformedAnswer
 from sandbox.extractor import SandboxExtractor
 from sandbox.extractors import pdf as pdf_extractor
-from sandbox.extractors.pdf_labels import page_labels
+from sandbox.extractors.pdf_labels import _ranges, page_labels
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.in_process import rendered_by
@@ -94,15 +93,31 @@ def test_labels_in_a_tree_of_kids() -> None:
         (b"<< /Kids [6 0 R] >>", [b"<< /Kids [6 0 R] >>"]),  # a cycle
         (b"<< /Kids [6 0 R] >>", [b"<< /Kids [%s] >>" % (b"6 0 R " * 5000)]),  # a fan of itself
         (b"(not a tree)", []),
+        (b"<< /Nums [0 << /S /D >> 1 << /P <FEFF3164> >>] >>", []),  # a label of fillers
+        (b"<< /Nums [0 << /S /D >> 1 << /P <FEFF006900762800> >>] >>", []),  # braille blank
+        (b"<< /Nums [0 << /S /D /St 6 0 R >>] >>", [b"1" + b"0" * 70]),  # pypdf refuses it
+        (b"<< /Nums 6 0 R >>", [b"[" * 5000 + b"]" * 5000]),  # nested past recursion
     ],
 )
-def test_a_hostile_label_tree_costs_little_and_labels_nothing(
+def test_a_hostile_label_tree_labels_nothing_and_fails_nothing(
     labels: bytes, extra: list[bytes]
 ) -> None:
+    """Labels only decorate pages: a tree that is damaged, cyclic, or draws a label no reader
+    could take for one (too long, erased or changed by admission, closing its marker) costs
+    its labels, never the document."""
     payload = _labelled(labels, extra=extra)
-    started = time.process_time()
     assert _markers(payload) == [f"[page {number}]" for number in range(1, 6)]
-    assert time.process_time() - started < 5  # a generous bound: milliseconds are spent
+
+
+def test_nodes_sharing_one_array_read_it_once() -> None:
+    """1,024 nodes share one /Nums array of 4,000 ranges: read once, 4,000 ranges, where
+    reading it for each node made 4 million (5.5 s and 540 MB in a 120 KB file)."""
+    pairs = b" ".join(b"%d << /S /D >>" % index for index in range(4000))
+    kids = [b"<< /Nums 6 0 R >>"] * 1024
+    refs = b" ".join(b"%d 0 R" % number for number in range(7, 7 + len(kids)))
+    payload = _labelled(b"<< /Kids [%s] >>" % refs, extra=[b"[%s]" % pairs, *kids])
+    tree = PdfReader(io.BytesIO(payload)).root_object["/PageLabels"].get_object()
+    assert tree is not None and len(list(_ranges(tree))) == 4000
 
 
 def test_a_label_tree_of_many_nodes_is_read_only_so_far() -> None:
