@@ -28,11 +28,15 @@ from sandbox.document import (
 #: Put before a document line that reads as a page marker: a quote mark, as the selection
 #: quotes a line that reads as a block heading (bridge/knowledge/markers.py).
 QUOTE = ">"
-# A line that opens, past spaces and quote marks, with a bracket, a word and a number
-# ("[page 3", "[Seite 3", "[pаge 3" with a Cyrillic a, "［page 3" in full width): a reader
-# takes it for a page marker whatever the word's script. Judged on the line's compatibility
-# form, so full-width and styled letters fold to what they show.
-_READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*[^\W\d_]{1,12}\.?\s*\d")
+# A line that opens, past spaces and quote marks, with a bracket, a word and a number, the
+# word one a page is named by ("[page 3", "[Pages 3", "[p. 3", "[pg 3") or made to look like
+# one ("[pаge 3" with a Cyrillic a, "［page 3" in full width): a reader takes it for a page
+# marker. Judged on the line's compatibility form, so full-width and styled letters fold to
+# what they show, and with the Cyrillic and Greek letters drawn like those of "page" read as
+# them. A caption such as "[Table 1]" or "[표 1]" is left as it is.
+_READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*([^\W\d_]{1,12})\.?\s*\d")
+_PAGE_WORDS = frozenset({"page", "pages", "pg", "pgs", "p", "pp"})
+_DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερ", "aepsgaep")
 # How much of a line's start is folded to judge it: the pattern never looks further.
 _JUDGED_CHARS = 40
 # A line is judged as admission leaves it: without the characters it removes, the braille
@@ -92,7 +96,9 @@ def _quoted(line: str) -> str:
     selection's own quoting: a line that already has quote marks gets one more)."""
     admitted = _INVISIBLE.sub("", line.replace(_BRAILLE_BLANK, " "))
     start = unicodedata.normalize("NFKC", admitted[:_JUDGED_CHARS])
-    return QUOTE + line if _READS_AS_PAGE_MARKER.match(start) else line
+    match = _READS_AS_PAGE_MARKER.match(start)
+    word = match[1].casefold().translate(_DRAWN_LIKE_LATIN) if match else ""
+    return QUOTE + line if word in _PAGE_WORDS else line
 
 
 def _table(table: Table) -> list[str]:
