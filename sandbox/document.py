@@ -37,7 +37,7 @@ INVISIBLE = (
 #: A label is printed inside its page marker: nothing that ends the line or the marker, and
 #: nothing admission would remove or change (a label of fillers alone would vanish, and the
 #: marker with it).
-LABEL_PATTERN = f'^[^\n\r\u2028\u2029"\\[\\]{INVISIBLE}]+$'
+LABEL_PATTERN = f'^[^\t\n\r\u2028\u2029"\\[\\]{INVISIBLE}]+$'
 
 _Level = Annotated[int, msgspec.Meta(ge=1, le=9)]
 _Depth = Annotated[int, msgspec.Meta(ge=0, le=8)]
