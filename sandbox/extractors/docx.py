@@ -183,8 +183,9 @@ class _Walker:
         elif text and number:
             # A number drawn longer than a marker may be ("Article 12 of the Agreement on …")
             # is the start of the item's text.
-            marker = self._budget.spend(number) if len(number) <= MAX_MARKER_CHARS else ""
-            blocks.append(ListItem(marker, depth, number[len(marker) :] + text.lstrip()))
+            drawn = self._budget.spend(number)
+            marker = drawn if len(drawn) <= MAX_MARKER_CHARS else ""
+            blocks.append(ListItem(marker, depth, drawn[len(marker) :] + text.lstrip()))
         elif text:
             blocks.append(Paragraph(text))
         for box in boxes:
