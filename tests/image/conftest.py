@@ -121,6 +121,12 @@ def embedded_selection(paths: list[Path]) -> dict[str, Any]:
     return selection
 
 
+def as_streamed(selection: dict[str, Any]) -> dict[str, Any]:
+    """The CLI's selection as the bridge's stream result carries it: the spec's fields only
+    (result format 1 has no page map; the page markers are in the text)."""
+    return {key: value for key, value in selection.items() if key != "pages"}
+
+
 @pytest.fixture(scope="session")
 def embedded(corpus_dir: Path) -> dict[str, Any]:
     """The smoke job's selection by the embedded path, every file admitted."""

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from tests.image.conftest import HERE, SMOKE_FILES
+from tests.image.conftest import HERE, SMOKE_FILES, as_streamed
 from tests.image.pod import PODMAN, REPO, TENANT, podman, wait_until
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -152,7 +152,7 @@ def test_the_smoke_job_through_the_bridge_and_both_workers(
         timeout=600,
     )  # fmt: skip
     answer = json.loads(client.stdout)
-    assert answer["selection"] == embedded
+    assert answer["selection"] == as_streamed(embedded)
 
 
 def test_stop_lets_every_container_exit_cleanly(stack: Stack) -> None:

@@ -16,7 +16,7 @@ from PIL import Image
 
 from tests.deploy.conftest import by_kind
 from tests.image import bridge_client
-from tests.image.conftest import SMOKE_FILES, embedded_selection
+from tests.image.conftest import SMOKE_FILES, as_streamed, embedded_selection
 from tests.image.pod import TENANT, Pod, podman, wait_until
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -92,7 +92,7 @@ def test_a_job_through_the_bridge_and_a_worker_in_a_pod(
     )
     answer = bridge_client.answer(client, TENANT, "smoke", _ANSWER_SECONDS)
     assert answer is not None, pod.logs(bridge)[-3000:]
-    assert answer["selection"] == embedded
+    assert answer["selection"] == as_streamed(embedded)
     # Every probe of the manifests passes in the containers they are written for.
     for container, name in ((worker, "airlock-ocr-worker"), (bridge, "airlock-bridge")):
         spec = pod.workload(name)
@@ -174,7 +174,7 @@ def test_sigterm_of_the_worker_mid_job_loses_nothing(
     assert exit_code == "0", pod.logs(worker)[-3000:]
     long = bridge_client.answer(client, TENANT, "long", _ANSWER_SECONDS)
     assert long is not None, pod.logs(bridge)[-3000:]
-    assert long["selection"] == embedded_selection([scan])
+    assert long["selection"] == as_streamed(embedded_selection([scan]))
     assert bridge_client.answer(client, TENANT, "queued", 0) is None, pod.logs(worker)[-3000:]
     assert redis.llen("airlock.ocr") == 1 and redis.hlen("unacked") == 0
 
@@ -182,7 +182,7 @@ def test_sigterm_of_the_worker_mid_job_loses_nothing(
     restarted_worker.append(pod.start(spec, "worker-2", args=BOTH_QUEUES))
     queued = bridge_client.answer(client, TENANT, "queued", _ANSWER_SECONDS)
     assert queued is not None, pod.logs(restarted_worker[0])[-3000:]
-    assert queued["selection"] == embedded_selection([scan])
+    assert queued["selection"] == as_streamed(embedded_selection([scan]))
     # Nothing left: every request answered once, none pending, no task waiting.
     streams = pod.clients_redis()  # the request stream lives beside the clients' slots
     assert streams.xlen(bridge_client.REQUEST_STREAM) == 0
