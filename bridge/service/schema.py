@@ -20,6 +20,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from bridge.knowledge.attachments import DEFAULT_LIMITS, AttachmentRef, ExtractionLimits
 from bridge.knowledge.contracts import IngestSelection
+from bridge.knowledge.pages import selection_pages
 from bridge.queue.source import DEFAULT_DEADLINE_SECONDS
 from bridge.wire import (
     MAX_DECLARED_CHARS,
@@ -135,6 +136,30 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             "request up. Files without an answer by then are dropped with a reason.",
         ),
     ] = DEFAULT_DEADLINE_SECONDS
+    pages: Annotated[
+        bool,
+        Meta(
+            description="true: the result's selection also carries its page map (pages). Off "
+            "by default, so a client that validates results as version 1 first published "
+            "them sees no field it does not know."
+        ),
+    ] = False
+
+
+class PageSpan(msgspec.Struct, forbid_unknown_fields=True):
+    """One page of an attachment's block: its text is text[start:end] of the selection."""
+
+    number: Annotated[int, Meta(ge=1, description="The page's index in its document, from 1.")]
+    printed: Annotated[
+        str | None, Meta(description="The label the document prints on it, when another.")
+    ]
+    start: Annotated[int, Meta(ge=0)]
+    end: Annotated[int, Meta(ge=0)]
+
+
+class AttachmentPages(msgspec.Struct, forbid_unknown_fields=True):
+    label: str
+    pages: list[PageSpan]
 
 
 class Selection(msgspec.Struct, forbid_unknown_fields=True):
@@ -148,6 +173,17 @@ class Selection(msgspec.Struct, forbid_unknown_fields=True):
         list[tuple[str, str]],
         Meta(description="[label, reason] for every file left out, in input order."),
     ]
+    pages: (
+        Annotated[
+            list[AttachmentPages],
+            Meta(
+                description="Only when the request asked for it: each attachment block of text, "
+                "in order, with where each of its pages lies in text (none for a document "
+                "without pages)."
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
 
 
 class ResultError(msgspec.Struct, forbid_unknown_fields=True):
@@ -220,6 +256,8 @@ class ServiceRequest:
     limits: ExtractionLimits = DEFAULT_LIMITS
     on_rejection: Literal["omit", "raise"] = "omit"
     deadline_seconds: float = DEFAULT_DEADLINE_SECONDS
+    #: Whether the result carries the selection's page map.
+    pages: bool = False
 
 
 def request_bytes(untrusted_fields: Mapping[bytes, bytes], max_bytes: int) -> bytes:
@@ -323,7 +361,12 @@ def _validated(untrusted_doc: dict[str, object], ceilings: ExtractionLimits) -> 
     attachments = tuple(_attachment(item, i) for i, item in enumerate(request.attachments))
     limits = ceilings if request.limits is UNSET else _limits(request.limits, ceilings)
     return ServiceRequest(
-        request.request_id, attachments, limits, request.on_rejection, request.deadline_seconds
+        request.request_id,
+        attachments,
+        limits,
+        request.on_rejection,
+        request.deadline_seconds,
+        request.pages,
     )
 
 
@@ -361,13 +404,23 @@ def _encoded(result: Result) -> str:
     return json.dumps(msgspec.to_builtins(result), ensure_ascii=True, separators=(",", ":"))
 
 
-def selection_result(request_id: str, selection: IngestSelection) -> str:
+def selection_result(request_id: str, selection: IngestSelection, *, pages: bool) -> str:
+    """The result of an answered request; with ``pages``, the selection's page map too."""
     dropped = [(label, reason) for label, reason in selection.dropped]
+    page_map: list[AttachmentPages] | UnsetType = UNSET
+    if pages:
+        page_map = [
+            AttachmentPages(
+                block.label,
+                [PageSpan(span.number, span.printed, span.start, span.end) for span in block.pages],
+            )
+            for block in selection_pages(selection.text)
+        ]
     return _encoded(
         Result(
             v=SCHEMA_VERSION,
             request_id=request_id,
-            selection=Selection(selection.text, selection.revision, dropped),
+            selection=Selection(selection.text, selection.revision, dropped, page_map),
         )
     )
 

@@ -253,7 +253,7 @@ class BridgeService:
             )
             error_type, reason = "InternalError", "the bridge failed on this request; see its log"
         else:
-            return selection_result(request_id, selection), "selection"
+            return selection_result(request_id, selection, pages=request.pages), "selection"
         return error_result(request_id, error_type, reason), error_type
 
     def _publish(

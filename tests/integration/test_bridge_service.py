@@ -22,6 +22,7 @@ from redis import Redis
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.knowledge.kinds import guess_kind
+from bridge.knowledge.pages import selection_pages
 from bridge.queue.claim_check import sha256_hex, store_payloads
 from bridge.service import tenants
 from tests.bridge.service.schema_check import RESULT_SCHEMA, schema_errors
@@ -137,14 +138,19 @@ def test_requests_sent_while_the_bridge_is_down_equal_the_local_selection_byte_f
         for r in refs
         if r.payload
     ]
-    send(redis, {"v": 1, "request_id": "claimed", "attachments": checks})
+    send(redis, {"v": 1, "request_id": "claimed", "attachments": checks, "pages": True})
     start_bridge()
     answers = wait_for_answers(redis, 2)
     assert answers["inline"]["selection"] == selection_as_json(local_selection(refs, limits))
     stored_refs = [r for r in refs if r.payload]
-    assert answers["claimed"]["selection"] == selection_as_json(
-        local_selection(stored_refs, ExtractionLimits())
-    )
+    claimed = local_selection(stored_refs, ExtractionLimits())
+    # Asked for, the page map rides beside the spec's fields, as selection_pages reads it.
+    page_map = [
+        {"label": block.label, "pages": [asdict(span) for span in block.pages]}
+        for block in selection_pages(claimed.text)
+    ]
+    assert any(block["pages"] for block in page_map)
+    assert answers["claimed"]["selection"] == {**selection_as_json(claimed), "pages": page_map}
     for name in CORPUS_FILES:
         assert f"ATTACHMENT [{name}]" in answers["inline"]["selection"]["text"]
     assert json.loads(redis.get("airlock:selection:inline") or b"") == answers["inline"]
