@@ -122,8 +122,8 @@ def embedded_selection(paths: list[Path]) -> dict[str, Any]:
 
 
 def as_streamed(selection: dict[str, Any]) -> dict[str, Any]:
-    """The CLI's selection as the bridge's stream result carries it: the spec's fields only
-    (result format 1 has no page map; the page markers are in the text)."""
+    """The CLI's selection as the bridge's stream result carries it to a request that does not
+    ask for the page map: the spec's fields only (the page markers are in the text)."""
     return {key: value for key, value in selection.items() if key != "pages"}
 
 
