@@ -8,8 +8,9 @@ the manifests say, not a copy of it. What a cluster adds and podman does not is 
 the Service names ``airlock-redis`` and ``airlock-client-redis`` are ``/etc/hosts`` entries of
 the pod, and probes are run when the test asks (podman runs health checks from systemd timers,
 which these hosts lack). Both Redis servers share the pod's loopback, so the clients' listens
-on :data:`CLIENT_REDIS_PORT` rather than 6379, and the bridge is pointed at that port (the
-clients' Redis's own probes, which name no port, reach the workers' Redis here).
+on :data:`CLIENT_REDIS_PORT` rather than the deployed port (redis-py's default), and the
+bridge is pointed at that port (the clients' Redis's own probes, which name no port, reach the
+workers' Redis here).
 
 A pod has no network but its loopback (``--network none``): its containers reach each other
 on 127.0.0.1 and nothing else, and the test reaches each Redis through a Unix socket in a
@@ -33,12 +34,14 @@ from typing import Any
 from redis import Redis
 
 from tests.deploy.conftest import KUBERNETES, by_kind, load_yaml
+from tests.redis_server import DEPLOYED_REDIS_PORT
 
 REPO = Path(__file__).resolve().parents[2]
 PODMAN = REPO / "scripts" / "podman"
 SOCKET = "redis.sock"
 CLIENT_SOCKET = "client-redis.sock"
-#: The clients' Redis's port in a pod, beside the workers' on 6379.
+#: The clients' Redis's port in a pod, beside the workers' on the deployed port (the pod's own
+#: network, never the host's).
 CLIENT_REDIS_PORT = 6380
 #: The client tenant the image tests send as (Redis user client-smoke).
 TENANT = "smoke"
@@ -219,7 +222,9 @@ class Pod:
         )
         if name != "airlock-bridge":
             return spec
-        url = spec.env["AIRLOCK_CLIENT_REDIS_URL"].replace(":6379/", f":{CLIENT_REDIS_PORT}/")
+        # The manifest names the deployed Redis's port; in the pod the client Redis has its own.
+        deployed = f":{DEPLOYED_REDIS_PORT}/"
+        url = spec.env["AIRLOCK_CLIENT_REDIS_URL"].replace(deployed, f":{CLIENT_REDIS_PORT}/")
         return replace(spec, env={**spec.env, "AIRLOCK_CLIENT_REDIS_URL": url})
 
     def start(
