@@ -147,10 +147,12 @@ def strings(document: Document) -> Iterator[str]:
 def words(document: Document) -> str:
     """The document's own text, a line per block or table row, without airlock's notices and
     page markers: what the quality check judges."""
-    return "\n".join(text for text in map(_words_of, document.blocks) if text is not None)
+    return "\n".join(text for text in map(block_text, document.blocks) if text is not None)
 
 
-def _words_of(block: Block) -> str | None:
+def block_text(block: Block) -> str | None:
+    """A block's own text as lines (a list item indented and after its marker, a table's rows
+    tab-separated); None for a notice or a page break, which are airlock's."""
     if isinstance(block, Notice | PageBreak):
         return None
     if isinstance(block, Table):

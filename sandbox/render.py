@@ -3,8 +3,8 @@
 Rendered in the parent, from an answer decoded strictly, so every page marker, heading mark
 and table line is the renderer's: a cell cannot break out of its row, and a line of the
 document that reads as a page marker is quoted, so a file cannot forge the page a citation
-names. Linear in the answer: no row is padded to another's width. See docs/sandbox.md, "The
-typed document".
+names. Linear in the answer: only a table's header and separator rows are as wide as its
+widest row. See docs/sandbox.md, "The typed document".
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from sandbox.document import (
     Notice,
     PageBreak,
     Table,
-    words,
+    block_text,
 )
 
 #: Put before a document line that reads as a page marker: a quote mark, as the selection
@@ -77,12 +77,10 @@ def render(document: Document) -> str:
             if title:
                 lines.append(f"{'#' * block.level} {_quoted(title)}")
         elif isinstance(block, ListItem):
-            lines += _quoted_lines(words(Document([block])))
+            lines += _quoted_lines(block_text(block) or "")
         elif isinstance(block, Furniture):
             lines += [f"[{block.role}]", *_quoted_lines(block.text)]
-        elif isinstance(block, Notice):
-            lines += _quoted_lines(block.text)  # a child's notice is quoted like its text
-        else:
+        else:  # paragraphs, OCR text, and notices: a child writes those too
             lines += _quoted_lines(block.text)
     return "\n".join(lines)
 

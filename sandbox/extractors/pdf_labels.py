@@ -4,7 +4,8 @@ Read here rather than through pypdf's ``page_labels``, which turns a range's sta
 roman numeral of that many "M"s: a label range starting at 10^12 is a memory bomb there. The
 tree is walked with a bound on its nodes and depth, a numeral past :data:`MAX_NUMERAL` is not
 drawn in letters, and a label a reader could not take for one (too long, a control character,
-a quote or a bracket that could close the page marker it is printed in) is left out: labels
+a quote or a bracket that could close the page marker it is printed in, anything admission
+would remove or change) is left out: labels
 only decorate pages, so a damaged tree never fails the document.
 See docs/sandbox.md, "The typed document".
 """
