@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import re
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -21,13 +22,38 @@ from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
 #: The kinds an upload may be declared as and read as (the bridge's kinds).
-PDF, DOCX, IMAGE, TEXT = "pdf", "docx", "image", "text"
-_NOUNS = {PDF: "a PDF", DOCX: "a DOCX package", IMAGE: "an image", TEXT: "text"}
+PDF, DOCX, SPREADSHEET, IMAGE, TEXT = "pdf", "docx", "spreadsheet", "image", "text"
+_NOUNS = {
+    PDF: "a PDF",
+    DOCX: "a DOCX package",
+    SPREADSHEET: "a spreadsheet",
+    IMAGE: "an image",
+    TEXT: "text",
+}
+#: What a refusal of an unsupported format offers instead.
+SUPPORTED = (
+    "PDF, DOCX, spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, "
+    "BMP) and plain text"
+)
 #: The first line of a text read as another kind than the one declared; the rest follows, "]".
 NOTICE_PREFIX = "[airlock: declared as "
 
 _DOCX_MAIN = "word/document.xml"
-_ZIP = b"PK\x03\x04"
+#: An Excel package's workbook part, as XML (XLSX, XLSM) or binary records (XLSB).
+_WORKBOOK_PARTS = frozenset({"xl/workbook.xml", "xl/workbook.bin"})
+_ODF_SPREADSHEETS = frozenset(
+    {
+        "application/vnd.oasis.opendocument.spreadsheet",
+        "application/vnd.oasis.opendocument.spreadsheet-template",
+    }
+)
+ZIP = b"PK\x03\x04"
+OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+# OpenDocument and EPUB packages name their media type in a "mimetype" member, stored: read
+# only when it is that short, stored, unencrypted and shaped like a media type.
+_MAX_MEDIA_TYPE = 100
+_ENCRYPTED = 0x1  # general-purpose flag bit 0
+_MEDIA_TYPE = re.compile(rb"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
 #: Signatures made of printable ASCII, which a text may start with too.
 _TEXT_LIKE_SIGNATURES = frozenset({b"%PDF-", b"GIF87a", b"GIF89a", b"BZh"})
 #: How much of the payload is looked at for binary bytes, and for a PDF's first object.
@@ -66,8 +92,12 @@ _SIGNATURES: tuple[tuple[bytes, Sniffed], ...] = (
     (b"II*\x00", Sniffed(IMAGE, "a TIFF image")),
     (b"MM\x00*", Sniffed(IMAGE, "a TIFF image")),
     (
-        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-        Sniffed("", "an OLE2 compound file (a Word 97-2003 .doc, an Excel .xls, an Outlook .msg)"),
+        OLE2,
+        Sniffed(
+            "",
+            "an OLE2 compound file (a Word 97-2003 .doc or an Outlook .msg; an Excel .xls is "
+            "read when declared a spreadsheet)",
+        ),
     ),
     (b"\x7fELF", Sniffed("", "an ELF executable")),
     (b"\x1f\x8b", Sniffed("", "a gzip stream")),
@@ -95,15 +125,20 @@ def reading(declared: str, payload: bytes, limits: ParseLimits) -> Reading:
     A PDF found under another kind is read in one child (``fan_out_pages`` 0): only a job
     declared a PDF is split into pages by its caller.
     """
-    if declared not in _NOUNS or (declared == DOCX and payload.startswith(_ZIP)):
-        return Reading(declared, limits)  # the DOCX extractor names other packages itself
+    if declared not in _NOUNS or (declared == SPREADSHEET and payload.startswith(OLE2)):
+        # An OLE2 file declared a spreadsheet is an XLS as far as its signature can tell (a
+        # Word 97 .doc has the same one): the spreadsheet reader says which.
+        return Reading(declared, limits)
     found = sniffed(payload)
     if found is None or found.kind == declared:
         return Reading(declared, limits)
     if not found.kind:
+        if declared in (DOCX, SPREADSHEET) and payload.startswith(ZIP):
+            return Reading(declared, limits)  # the package's own reader names what it lacks
         raise Refusal(
             codes.UNREADABLE,
-            f"the payload is {found.name}, a format airlock does not read, not {_NOUNS[declared]}",
+            f"the payload is {found.name}, a format airlock does not read, not "
+            f"{_NOUNS[declared]}; airlock reads {SUPPORTED}",
         )
     whole = dataclasses.replace(limits, fan_out_pages=0) if found.kind == PDF else limits
     notice = f"{NOTICE_PREFIX}{_NOUNS[declared]}, read as {found.name}]"
@@ -120,8 +155,8 @@ def sniffed(payload: bytes) -> Sniffed | None:
         return Sniffed(IMAGE, "a WebP image")
     if _is_bmp(payload):
         return Sniffed(IMAGE, "a BMP image")
-    if payload.startswith(_ZIP):
-        return _zip_kind(payload)
+    if payload.startswith(ZIP):
+        return zip_kind(payload)
     return None
 
 
@@ -145,12 +180,49 @@ def _is_bmp(payload: bytes) -> bool:
     return bool(magic == b"BM" and size == len(payload))
 
 
-def _zip_kind(payload: bytes) -> Sniffed:
-    """A DOCX package when its main document is listed; any other ZIP is named as one (the
-    DOCX extractor names OpenDocument and EPUB packages itself). Only the central directory is
-    read, never a member."""
+def zip_kind(payload: bytes) -> Sniffed:
+    """What a ZIP package is by the members it lists: a DOCX by its main document, an Excel
+    workbook by its workbook part, an OpenDocument spreadsheet by its stored media type; any
+    other is named, not read. Only the central directory and a stored "mimetype" member of at
+    most :data:`_MAX_MEDIA_TYPE` bytes are read."""
     try:
-        names = zipfile.ZipFile(io.BytesIO(payload)).namelist()
+        archive = zipfile.ZipFile(io.BytesIO(payload))
+        names = frozenset(archive.namelist())
     except _ZIP_ERRORS:
         return Sniffed("", "a damaged ZIP archive")
-    return Sniffed(DOCX, "a DOCX package") if _DOCX_MAIN in names else Sniffed("", "a ZIP archive")
+    if _DOCX_MAIN in names:
+        return Sniffed(DOCX, "a DOCX package")
+    if names & _WORKBOOK_PARTS:
+        return Sniffed(SPREADSHEET, "an Excel workbook")
+    if _declared_media_type(archive) in _ODF_SPREADSHEETS:
+        return Sniffed(SPREADSHEET, "an OpenDocument spreadsheet")
+    return Sniffed("", package_name(archive))
+
+
+def package_name(archive: zipfile.ZipFile) -> str:
+    """A ZIP that is not an Office package, named by the media type OpenDocument and EPUB
+    files store in their "mimetype" member; an upload labelled .docx is often one."""
+    declared = _declared_media_type(archive)
+    if declared is None:
+        return "a ZIP archive"
+    if declared.startswith("application/vnd.oasis.opendocument."):
+        return f"an OpenDocument file ({declared})"
+    return f"a ZIP archive of type {declared}"
+
+
+def _declared_media_type(archive: zipfile.ZipFile) -> str | None:
+    try:
+        info = archive.getinfo("mimetype")
+    except KeyError:
+        return None
+    if (
+        info.compress_type != zipfile.ZIP_STORED
+        or info.flag_bits & _ENCRYPTED
+        or max(info.file_size, info.compress_size) > _MAX_MEDIA_TYPE
+    ):
+        return None
+    try:
+        declared = archive.read(info)
+    except _ZIP_ERRORS:  # headers that disagree or point outside
+        return None
+    return declared.decode() if _MEDIA_TYPE.fullmatch(declared) else None

@@ -31,10 +31,12 @@ from bridge.knowledge.pages import PageSpan, page_map
 
 #: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
 #: container is not handed to a parser "to find out what it is".
-EXTRACTABLE_KINDS = frozenset({"pdf", "docx", "image", "text"})
+EXTRACTABLE_KINDS = frozenset({"pdf", "docx", "spreadsheet", "image", "text"})
 
-# Kinds whose parser opens the payload with zipfile.
-_ZIP_PARSED_KINDS = frozenset({"docx"})
+# Kinds whose parser opens the payload as a ZIP package (a spreadsheet unless it is an XLS,
+# an OLE2 compound file).
+_ZIP_PARSED_KINDS = frozenset({"docx", "spreadsheet"})
+_OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 # C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in
 # extracted text reach a model (and an operator's terminal) as instructions, not as content.
@@ -202,9 +204,10 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
         )
     if len(ref.payload) > limits.max_bytes:
         raise over_byte_ceiling(label, len(ref.payload), limits)
-    # A docx is opened by zipfile whatever its declared media type says, so it is inspected
-    # even when the type and the leading bytes hide that it is an archive.
-    if ref.kind in _ZIP_PARSED_KINDS or is_zip_container(ref.media_type, ref.payload):
+    # A docx or an XLSX is opened as a ZIP whatever its declared media type says, so it is
+    # inspected even when the type and the leading bytes hide that it is an archive.
+    zip_parsed = ref.kind in _ZIP_PARSED_KINDS and not ref.payload.startswith(_OLE2)
+    if zip_parsed or is_zip_container(ref.media_type, ref.payload):
         try:
             inspect_zip_limits(
                 ref.payload,

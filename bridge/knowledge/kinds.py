@@ -12,6 +12,11 @@ from pathlib import PurePath
 _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".pdf": ("pdf", "application/pdf"),
     ".docx": ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+    ".xlsx": ("spreadsheet", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+    ".xlsm": ("spreadsheet", "application/vnd.ms-excel.sheet.macroEnabled.12"),
+    ".xlsb": ("spreadsheet", "application/vnd.ms-excel.sheet.binary.macroEnabled.12"),
+    ".xls": ("spreadsheet", "application/vnd.ms-excel"),
+    ".ods": ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet"),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
     ".jpeg": ("image", "image/jpeg"),

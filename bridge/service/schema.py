@@ -68,7 +68,11 @@ class Attachment(msgspec.Struct, forbid_unknown_fields=True):
     label: Declared
     kind: Annotated[
         Declared,
-        Meta(description="pdf, docx, image or text; any other kind is dropped with a reason."),
+        Meta(
+            description=(
+                "pdf, docx, spreadsheet, image or text; any other kind is dropped with a reason."
+            )
+        ),
     ]
     media_type: Declared
     # The pattern is shown, not matched: strict base64 decoding is the check, and a regular

@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the four kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the five kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -11,6 +11,7 @@ import encodings
 import importlib
 import io
 import pkgutil
+import zipfile
 from typing import Any
 
 import docx as python_docx
@@ -18,10 +19,10 @@ from PIL import Image, ImageDraw
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, pdf, text
+from sandbox.extractors import docx, image, ocr, pdf, spreadsheet, text
 from sandbox.limits import ParseLimits
 
-__all__ = ["docx", "image", "pdf", "text", "warm_up"]
+__all__ = ["docx", "image", "pdf", "spreadsheet", "text", "warm_up"]
 
 
 def warm_up() -> None:
@@ -31,6 +32,7 @@ def warm_up() -> None:
     _warm_images(limits)
     _warm_pdf(limits)
     _warm_docx(limits)
+    _warm_spreadsheet(limits)
     _warm_text(limits)
 
 
@@ -109,6 +111,44 @@ def _warm_docx(limits: ParseLimits) -> None:
     buffer = io.BytesIO()
     document.save(buffer)
     docx.extract_docx("application/octet-stream", buffer.getvalue(), limits)
+
+
+_SPREADSHEET_NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+_RELATIONSHIPS_NS = 'xmlns="http://schemas.openxmlformats.org/package/2006/relationships"'
+_WARM_XLSX = {
+    "[Content_Types].xml": (
+        '<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+        '<Default Extension="xml" ContentType="application/xml"/></Types>'
+    ),
+    "_rels/.rels": (
+        f'<Relationships {_RELATIONSHIPS_NS}><Relationship Id="rId1" Target="xl/workbook.xml" '
+        'Type="http://schemas.openxmlformats.org/officeDocument/2006/relationships/'
+        'officeDocument"/></Relationships>'
+    ),
+    "xl/workbook.xml": (
+        f'<workbook {_SPREADSHEET_NS} xmlns:r="http://schemas.openxmlformats.org/'
+        'officeDocument/2006/relationships"><sheets><sheet name="warm" sheetId="1" '
+        'r:id="rId1"/></sheets></workbook>'
+    ),
+    "xl/_rels/workbook.xml.rels": (
+        f'<Relationships {_RELATIONSHIPS_NS}><Relationship Id="rId1" '
+        'Target="worksheets/sheet1.xml" Type="http://schemas.openxmlformats.org/'
+        'officeDocument/2006/relationships/worksheet"/></Relationships>'
+    ),
+    "xl/worksheets/sheet1.xml": (
+        f'<worksheet {_SPREADSHEET_NS}><sheetData><row r="1"><c r="A1" t="inlineStr"><is>'
+        '<t>warm</t></is></c><c r="B1"><v>1.5</v></c></row></sheetData></worksheet>'
+    ),
+}
+
+
+def _warm_spreadsheet(limits: ParseLimits) -> None:
+    """Read a one-sheet XLSX with a string and a number cell."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as package:
+        for name, part in _WARM_XLSX.items():
+            package.writestr(name, part)
+    spreadsheet.extract_spreadsheet("application/octet-stream", buffer.getvalue(), limits)
 
 
 def _warm_codecs() -> None:

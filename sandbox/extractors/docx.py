@@ -18,7 +18,7 @@ from docx.oxml.parser import parse_xml
 from docx.package import Package
 from lxml import etree
 
-from sandbox import codes
+from sandbox import codes, sniff
 from sandbox.document import (
     MAX_COLUMNS,
     MAX_MARKER_CHARS,
@@ -66,9 +66,6 @@ _COUNT_DIGITS = len(str(MAX_COLUMNS + 1))
 _OUTLINE_LEVELS = frozenset("012345678")
 # Every OOXML package has this member; an archive without it is some other kind of ZIP.
 _CONTENT_TYPES = "[Content_Types].xml"
-_MAX_MEDIA_TYPE = 100
-_ENCRYPTED = 0x1  # general-purpose flag bit 0
-_MEDIA_TYPE = re.compile(rb"[a-z0-9][a-z0-9.+-]*/[a-z0-9][a-z0-9.+-]*")
 
 
 @extractor("docx")
@@ -94,7 +91,7 @@ def _main_part(payload: bytes) -> XmlPart:
     if _CONTENT_TYPES not in archive.namelist():
         raise Refusal(
             codes.UNREADABLE,
-            f"the payload is {_archive_kind(archive)}, not a DOCX package "
+            f"the payload is {sniff.package_name(archive)}, not a DOCX package "
             f"(it has no {_CONTENT_TYPES})",
         )
     try:
@@ -112,30 +109,6 @@ def _main_part(payload: bytes) -> XmlPart:
             f"the package is not a Word document (main part is {part.content_type})",
         )
     return part
-
-
-def _archive_kind(archive: zipfile.ZipFile) -> str:
-    """Name a ZIP that is not an Office package by the media type OpenDocument and EPUB files
-    store, uncompressed, in their "mimetype" member; an upload labelled .docx is often one."""
-    try:
-        info = archive.getinfo("mimetype")
-    except KeyError:
-        return "a ZIP archive"
-    if (
-        info.compress_type != zipfile.ZIP_STORED
-        or info.flag_bits & _ENCRYPTED
-        or max(info.file_size, info.compress_size) > _MAX_MEDIA_TYPE
-    ):
-        return "a ZIP archive"
-    try:
-        declared = archive.read(info)
-    except (zipfile.BadZipFile, EOFError, ValueError):  # headers that disagree or point outside
-        return "a ZIP archive"
-    if not _MEDIA_TYPE.fullmatch(declared):
-        return "a ZIP archive"
-    if declared.startswith(b"application/vnd.oasis.opendocument."):
-        return f"an OpenDocument file ({declared.decode()})"
-    return f"a ZIP archive of type {declared.decode()}"
 
 
 class _Walker:

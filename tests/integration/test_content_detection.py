@@ -44,11 +44,18 @@ def test_misdeclared_uploads_are_read_as_what_they_are_on_the_queue_as_embedded(
             (corpus_dir / "tesseract_phototest.tif").read_bytes(),
         ),
         AttachmentRef(
+            "budget.docx",
+            "docx",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            (corpus_dir / "xlsx2csv_utf8.xlsx").read_bytes(),
+        ),
+        AttachmentRef(
             "old.txt", "text", "text/plain", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(504)
         ),
     ]
     queued = gather(refs, client, limits=LIMITS, deadline=120, use_cache=False)
     assert queued == local_selection(refs, LIMITS)
+    assert "[airlock: declared as a DOCX package, read as an Excel workbook]" in queued.text
     assert "[airlock: declared as text, read as a PDF]" in queued.text
     assert "[airlock: declared as a PDF, read as a TIFF image]" in queued.text
     assert "[airlock: declared as a PDF, read as a DOCX package]" in queued.text

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sandbox.errors import CeilingExceeded, ParserError, SandboxError, UnreadableInput
+from sandbox.errors import (
+    CeilingExceeded,
+    ChildCrashed,
+    ParserError,
+    SandboxError,
+    UnreadableInput,
+)
 from sandbox.limits import MIB, SandboxLimits
 from tests.image_builders import distinct_frames, encoded, photo, png
 from tests.pdf_builders import CATALOG, FONT, ONE_PAGE, TEXT_CONTENT, flate_bomb, page, pdf, stream
 from tests.sandbox.docx_builders import document_xml, docx_with
 from tests.sandbox.hidden_images import annotation, image, inline, inline_image, jpx, tiling_pattern
+from tests.sandbox.spreadsheet_builders import MAIN, inline_row, ods, sheet, xlsx
 
 WALL_SECONDS = 20.0
 LIMITS = SandboxLimits(memory_bytes=1024 * MIB, cpu_seconds=15, wall_seconds=WALL_SECONDS)
@@ -40,6 +47,34 @@ def _tiff_over_the_page_ceiling() -> bytes:
 
 def _eps_as_png() -> bytes:
     return b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n%%EOF\n"
+
+
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+
+
+def _far_corners() -> bytes:
+    """Two cells, at A1 and at the last cell a sheet has: calamine lays out every cell between."""
+    far = '<row r="1048576"><c r="XFD1048576"><v>1</v></c></row>'
+    return xlsx({"S": sheet(inline_row(1, "a") + far)})
+
+
+def _shared_strings_claiming_billions() -> bytes:
+    """A shared-strings table whose declared count calamine reserves room for."""
+    table = (
+        f'<sst xmlns="{MAIN}" count="2000000000" uniqueCount="2000000000"><si><t>a</t></si></sst>'
+    )
+    return xlsx({"S": sheet('<row r="1"><c r="A1" t="s"><v>0</v></c></row>')}, shared_strings=table)
+
+
+def _repeated_cells() -> bytes:
+    """One written cell repeated into 100,000 rows of 1,000 columns: 4 KB for 10^8 cells."""
+    cell = (
+        '<table:table-cell table:number-columns-repeated="1000" office:value-type="string">'
+        "<text:p>x</text:p></table:table-cell>"
+    )
+    return ods(
+        {"T": f'<table:table-row table:number-rows-repeated="100000">{cell}</table:table-row>'}
+    )
 
 
 # (label, kind, media type, payload builder, expected sandbox outcome)
@@ -108,4 +143,8 @@ HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
     ("cut.jpg", "image", "image/jpeg", _truncated_jpeg, UnreadableInput),
     ("pages.tif", "image", "image/tiff", _tiff_over_the_page_ceiling, CeilingExceeded),
     ("eps.png", "image", "image/png", _eps_as_png, UnreadableInput),
+    # calamine allocates what these ask for and aborts when the allocation fails: SIGABRT.
+    ("corners.xlsx", "spreadsheet", XLSX, _far_corners, ChildCrashed),
+    ("strings.xlsx", "spreadsheet", XLSX, _shared_strings_claiming_billions, ChildCrashed),
+    ("repeated.ods", "spreadsheet", XLSX, _repeated_cells, ChildCrashed),
 ]

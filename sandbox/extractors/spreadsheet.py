@@ -1,0 +1,153 @@
+"""Spreadsheets (XLSX, XLSM, XLSB, XLS, ODS): each sheet's name, then its cells as a table.
+
+python-calamine reads all five formats in Rust: no XML entity is ever expanded (its XML reader
+has no DTD support, so a billion-laughs or an external entity is a parse error), macros are
+never run and formulas never evaluated (a cell's cached value is what is read), and external
+links are never followed. See docs/sandbox.md, "Spreadsheets".
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import math
+
+import python_calamine
+
+from sandbox import codes, sniff
+from sandbox.document import MAX_COLUMNS, Block, Document, Heading, Notice, Table
+from sandbox.extractors.registry import Refusal, extractor, report_progress
+from sandbox.extractors.text import TextBudget
+from sandbox.limits import ParseLimits
+
+#: Sheets that hold cells. Chart sheets hold none; a VBA module is code, never read.
+_CELL_SHEETS = (python_calamine.SheetTypeEnum.WorkSheet, python_calamine.SheetTypeEnum.MacroSheet)
+#: A sheet name is at most 31 characters in Excel; a forged one is cut to this in a notice.
+_MAX_NAME_CHARS = 100
+#: Quotes and brackets of a sheet's name would end the notice that names it, for the reader.
+_NOT_IN_A_NOTICE = str.maketrans("", "", '"[]')
+#: Floats at or beyond this are shown as floats: an int() of them would print digits the
+#: double does not hold.
+_EXACT_INTEGERS = 2.0**53
+
+
+@extractor("spreadsheet")
+def extract_spreadsheet(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    workbook = _opened(payload)
+    sheets = workbook.sheets_metadata
+    if len(sheets) > limits.max_pages:
+        raise Refusal(
+            codes.CEILING,
+            f"{len(sheets)} sheets exceeds the {limits.max_pages}-page ceiling "
+            "(each sheet counts as a page)",
+        )
+    budget = TextBudget(limits)
+    blocks: list[Block] = []
+    for index, sheet in enumerate(sheets):
+        name = budget.spend(" ".join(sheet.name.split())[:_MAX_NAME_CHARS])
+        if sheet.visible != python_calamine.SheetVisibleEnum.Visible:
+            # A hidden sheet is what a hidden PDF layer is: text its author kept from readers,
+            # the place a planted instruction would sit. Said, never read.
+            shown = name.translate(_NOT_IN_A_NOTICE)
+            blocks.append(Notice(f'[airlock: sheet "{shown}" is hidden in the workbook; left out]'))
+        elif sheet.typ in _CELL_SHEETS:
+            blocks.append(Heading(1, name))
+            blocks += _table(_loaded(workbook, index), name, budget)
+        report_progress(index + 1, len(sheets))
+    return Document(blocks)
+
+
+def _opened(payload: bytes) -> python_calamine.CalamineWorkbook:
+    """The workbook, or a refusal naming what the payload is when it is none."""
+    if payload.startswith(sniff.OLE2):
+        what = "an OLE2 compound file (an XLS workbook by its signature)"
+    else:
+        found = sniff.zip_kind(payload) if payload.startswith(sniff.ZIP) else None
+        if found is None or found.kind != sniff.SPREADSHEET:
+            named = (
+                "neither a ZIP package nor an OLE2 file (a CSV or an HTML table saved as .xls "
+                "is text: send it as text)"
+                if found is None
+                else found.name
+            )
+            raise Refusal(
+                codes.UNREADABLE,
+                f"the payload is {named}, not a spreadsheet; airlock reads {sniff.SUPPORTED}",
+            )
+        what = found.name
+    try:
+        return python_calamine.CalamineWorkbook.from_filelike(io.BytesIO(payload))
+    except python_calamine.PasswordError as exc:
+        raise Refusal(codes.UNREADABLE, f"the payload is {what} encrypted with a password") from exc
+    except (python_calamine.CalamineError, ValueError) as exc:
+        # calamine tries each of its readers in turn and, when none opens the file, reports
+        # only that: "Cannot detect file format" also stands for a damaged part or a DTD.
+        raise Refusal(
+            codes.UNREADABLE, f"the payload is {what} that cannot be read: {exc}"
+        ) from exc
+
+
+def _loaded(
+    workbook: python_calamine.CalamineWorkbook, index: int
+) -> python_calamine.CalamineSheet:
+    try:
+        return workbook.get_sheet_by_index(index)
+    except (python_calamine.CalamineError, ValueError) as exc:
+        raise Refusal(codes.UNREADABLE, f"a sheet of the workbook cannot be read: {exc}") from exc
+
+
+def _table(sheet: python_calamine.CalamineSheet, name: str, budget: TextBudget) -> list[Block]:
+    """The sheet's used range as one table: rows without a value left out, columns after the
+    last value trimmed.
+
+    The used range is the cells the sheet holds, never its declared ``<dimension>``. Each of
+    its cells costs one character of the text budget before a row is read, empty or not (as a
+    DOCX table's padding cells do): walking a sparse range of a billion empty cells is refused
+    as the work it is, not done for nothing.
+    """
+    if sheet.width > MAX_COLUMNS:
+        raise Refusal(
+            codes.CEILING,
+            f'sheet "{name}" spans {sheet.width:,} columns, over the {MAX_COLUMNS} a table may '
+            "have",
+        )
+    budget.charge(sheet.height * sheet.width)
+    rows: list[list[str]] = []
+    for row in sheet.iter_rows():
+        cells = [budget.spend(_shown(value)) for value in row]
+        if any(cells):
+            rows.append(cells)
+    used = max((_last_filled(row) for row in rows), default=0)
+    return [Table([row[:used] for row in rows], header=False)] if rows else []
+
+
+def _last_filled(cells: list[str]) -> int:
+    """How many of ``cells`` remain when the empty ones after the last value are dropped."""
+    return max((index + 1 for index, cell in enumerate(cells) if cell), default=0)
+
+
+def _shown(value: object) -> str:
+    """A cell's cached value as text: whole numbers without ".0", dates and times in ISO form
+    to the second (ODS stores times as fractions of a day, whose rounding shows as
+    microseconds no sheet displays), booleans as Excel writes them."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, float):
+        if value.is_integer() and abs(value) < _EXACT_INTEGERS:
+            return str(int(value))
+        return repr(value) if math.isfinite(value) else str(value)
+    if isinstance(value, datetime.datetime):
+        return _to_second(value).isoformat(sep=" ")
+    if isinstance(value, datetime.time):
+        moment = datetime.datetime.combine(datetime.date.min, value)
+        return _to_second(moment).time().isoformat()
+    if isinstance(value, datetime.date | datetime.timedelta | int | str):
+        return str(value)
+    return ""
+
+
+def _to_second(moment: datetime.datetime) -> datetime.datetime:
+    rounded = moment.replace(microsecond=0)
+    if moment.microsecond >= 500_000 and rounded < datetime.datetime.max - datetime.timedelta(1):
+        rounded += datetime.timedelta(seconds=1)
+    return rounded

@@ -1,0 +1,42 @@
+"""The corpus's workbooks through real workers: every format calamine reads gives the selection
+the embedded path gives, byte for byte, each sheet a heading over its table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from bridge.knowledge.kinds import guess_kind
+from bridge.queue.celery_queue import CeleryQueue
+from bridge.queue.source import gather
+from tests.integration.conftest import WorkerFactory
+from tests.integration.refs import local_selection
+
+pytestmark = [pytest.mark.integration, pytest.mark.redis]
+
+WORKBOOKS = (
+    "xlsx2csv_sheets.xlsx",
+    "xlsx2csv_hyperlinks_continous.xlsm",
+    "tika_test-columnar-biff8.xls",
+    "tika_test-columnar-odf.ods",
+)
+LIMITS = ExtractionLimits(max_total_chars=500_000)
+
+
+def test_workbooks_on_the_queue_read_as_embedded(
+    start_worker: WorkerFactory, client: CeleryQueue, corpus_dir: Path
+) -> None:
+    start_worker()
+    refs = []
+    for name in WORKBOOKS:
+        payload = (corpus_dir / name).read_bytes()
+        kind, media_type = guess_kind(name, payload[:16])
+        assert kind == "spreadsheet"
+        refs.append(AttachmentRef(name, kind, media_type, payload))
+    queued = gather(refs, client, limits=LIMITS, deadline=120, use_cache=False)
+    assert queued == local_selection(refs, LIMITS)
+    assert queued.dropped == ()
+    assert "# Вариант использования" in queued.text
+    assert queued.text.count("| 0 | 0 | This is row 0 of 10 |") == 2
