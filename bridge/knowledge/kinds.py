@@ -29,6 +29,7 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".text": ("text", "text/plain"),
     ".md": ("text", "text/markdown"),
     ".csv": ("text", "text/csv"),
+    ".tsv": ("text", "text/tab-separated-values"),
     ".log": ("text", "text/plain"),
 }
 

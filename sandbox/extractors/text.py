@@ -13,6 +13,7 @@ from charset_normalizer import from_bytes
 
 from sandbox import codes
 from sandbox.document import Document, Paragraph
+from sandbox.extractors import delimited
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.limits import ParseLimits
 
@@ -58,17 +59,26 @@ class TextBudget:
         self.charge(len(text))
         return text
 
+    @property
+    def allowance(self) -> int:
+        """The most characters the extractor may produce."""
+        return self._allowance
+
     def charge(self, characters: int) -> int:
         """Count ``characters`` (output that is not text: an empty table cell) against the
         budget and return the count."""
         self._spent += characters
         if self._spent > self._allowance:
-            raise Refusal(
-                codes.CEILING,
-                f"more than {self._allowance} characters of text exceeds the "
-                f"{self._ceiling}-character ceiling",
-            )
+            raise self.exceeded()
         return characters
+
+    def exceeded(self, where: str = "") -> Refusal:
+        """The refusal of text over the allowance; ``where`` says where, when known."""
+        return Refusal(
+            codes.CEILING,
+            f"more than {self._allowance} characters of text exceeds the "
+            f"{self._ceiling}-character ceiling{where}",
+        )
 
 
 @extractor("text")
@@ -80,7 +90,10 @@ def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
         raise Refusal(
             codes.UNREADABLE, "the payload decodes to NUL characters: it is binary, not text"
         )
-    return Document([Paragraph(TextBudget(limits).spend(text))])
+    budget = TextBudget(limits)
+    if delimited.is_delimited(media_type):
+        return Document(delimited.table(media_type, text, budget))
+    return Document([Paragraph(budget.spend(text))])
 
 
 def decode_text(payload: bytes) -> str:
