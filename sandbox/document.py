@@ -95,11 +95,13 @@ FurnitureRole = Literal[
     "first-page footer",
     "even-page header",
     "even-page footer",
+    "speaker notes",
 ]
 
 
 class Furniture(_Block, tag="furniture", frozen=True):
-    """Text repeated on pages rather than read once: a header or footer, named by where."""
+    """Text beside the body rather than in it: a header or footer, named by where, or a slide's
+    speaker notes."""
 
     role: FurnitureRole
     text: str

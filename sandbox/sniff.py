@@ -23,22 +23,27 @@ from sandbox.limits import ParseLimits
 
 #: The kinds an upload may be declared as and read as (the bridge's kinds).
 PDF, DOCX, SPREADSHEET, IMAGE, TEXT = "pdf", "docx", "spreadsheet", "image", "text"
+PRESENTATION = "presentation"
 _NOUNS = {
     PDF: "a PDF",
     DOCX: "a DOCX package",
     SPREADSHEET: "a spreadsheet",
+    PRESENTATION: "a presentation",
     IMAGE: "an image",
     TEXT: "text",
 }
 #: What a refusal of an unsupported format offers instead.
 SUPPORTED = (
-    "PDF, DOCX, spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, "
-    "BMP) and plain text"
+    "PDF, DOCX, PPTX, spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, "
+    "WebP, BMP) and plain text (CSV and TSV as tables)"
 )
+#: The kinds read from a ZIP package: one of them found to be another is read as the other.
+_PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION})
 #: The first line of a text read as another kind than the one declared; the rest follows, "]".
 NOTICE_PREFIX = "[airlock: declared as "
 
 _DOCX_MAIN = "word/document.xml"
+_PPTX_MAIN = "ppt/presentation.xml"
 #: An Excel package's workbook part, as XML (XLSX, XLSM) or binary records (XLSB).
 _WORKBOOK_PARTS = frozenset({"xl/workbook.xml", "xl/workbook.bin"})
 _ODF_SPREADSHEETS = frozenset(
@@ -133,7 +138,7 @@ def reading(declared: str, payload: bytes, limits: ParseLimits) -> Reading:
     if found is None or found.kind == declared:
         return Reading(declared, limits)
     if not found.kind:
-        if declared in (DOCX, SPREADSHEET) and payload.startswith(ZIP):
+        if declared in _PACKAGES and payload.startswith(ZIP):
             return Reading(declared, limits)  # the package's own reader names what it lacks
         raise Refusal(
             codes.UNREADABLE,
@@ -182,7 +187,8 @@ def _is_bmp(payload: bytes) -> bool:
 
 def zip_kind(payload: bytes) -> Sniffed:
     """What a ZIP package is by the members it lists: a DOCX by its main document, an Excel
-    workbook by its workbook part, an OpenDocument spreadsheet by its stored media type; any
+    workbook by its workbook part, a PowerPoint presentation by its presentation part, an
+    OpenDocument spreadsheet by its stored media type; any
     other is named, not read. Only the central directory and a stored "mimetype" member of at
     most :data:`_MAX_MEDIA_TYPE` bytes are read."""
     try:
@@ -194,6 +200,8 @@ def zip_kind(payload: bytes) -> Sniffed:
         return Sniffed(DOCX, "a DOCX package")
     if names & _WORKBOOK_PARTS:
         return Sniffed(SPREADSHEET, "an Excel workbook")
+    if _PPTX_MAIN in names:
+        return Sniffed(PRESENTATION, "a PowerPoint presentation")
     if _declared_media_type(archive) in _ODF_SPREADSHEETS:
         return Sniffed(SPREADSHEET, "an OpenDocument spreadsheet")
     return Sniffed("", package_name(archive))

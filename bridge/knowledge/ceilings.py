@@ -56,7 +56,10 @@ EXTRACTION_SETTINGS: Mapping[str, CeilingSetting] = MappingProxyType(
             _setting("max_expansion_ratio", "uncompressed:compressed ratio of an archive"),
             _setting("max_members", "members of one archive"),
             _setting("max_nesting_depth", "archives inside an archive (1: none)"),
-            _setting("max_pages", "pages, frames or sheets of one document, embedded images OCR'd"),
+            _setting(
+                "max_pages",
+                "pages, frames, sheets or slides of one document, embedded images OCR'd",
+            ),
             _setting("max_text_chars", "characters of text extracted from one file"),
             _setting("max_total_chars", "characters of the whole selection"),
         )

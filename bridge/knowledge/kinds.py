@@ -17,6 +17,10 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".xlsb": ("spreadsheet", "application/vnd.ms-excel.sheet.binary.macroEnabled.12"),
     ".xls": ("spreadsheet", "application/vnd.ms-excel"),
     ".ods": ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet"),
+    ".pptx": (
+        "presentation",
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
     ".jpeg": ("image", "image/jpeg"),

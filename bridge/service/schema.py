@@ -70,7 +70,8 @@ class Attachment(msgspec.Struct, forbid_unknown_fields=True):
         Declared,
         Meta(
             description=(
-                "pdf, docx, spreadsheet, image or text; any other kind is dropped with a reason."
+                "pdf, docx, spreadsheet, presentation, image or text; any other kind is dropped "
+                "with a reason."
             )
         ),
     ]

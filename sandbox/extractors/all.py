@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the five kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the six kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -15,14 +15,16 @@ import zipfile
 from typing import Any
 
 import docx as python_docx
+import pptx
 from PIL import Image, ImageDraw
+from pptx.util import Inches
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, pdf, spreadsheet, text
+from sandbox.extractors import docx, image, ocr, pdf, slides, spreadsheet, text
 from sandbox.limits import ParseLimits
 
-__all__ = ["docx", "image", "pdf", "spreadsheet", "text", "warm_up"]
+__all__ = ["docx", "image", "pdf", "slides", "spreadsheet", "text", "warm_up"]
 
 
 def warm_up() -> None:
@@ -33,6 +35,7 @@ def warm_up() -> None:
     _warm_pdf(limits)
     _warm_docx(limits)
     _warm_spreadsheet(limits)
+    _warm_slides(limits)
     _warm_text(limits)
 
 
@@ -149,6 +152,24 @@ def _warm_spreadsheet(limits: ParseLimits) -> None:
         for name, part in _WARM_XLSX.items():
             package.writestr(name, part)
     spreadsheet.extract_spreadsheet("application/octet-stream", buffer.getvalue(), limits)
+
+
+def _warm_slides(limits: ParseLimits) -> None:
+    """Read a deck as python-pptx's own template writes it: a title slide with a subtitle and
+    speaker notes, and a slide with a text box and a table."""
+    deck = pptx.Presentation()
+    first = deck.slides.add_slide(deck.slide_layouts[0])
+    first.shapes.title.text = "warm"
+    first.placeholders[1].text = "subtitle"
+    first.notes_slide.notes_text_frame.text = "notes"
+    second = deck.slides.add_slide(deck.slide_layouts[6])
+    second.shapes.add_textbox(Inches(1), Inches(1), Inches(2), Inches(1)).text_frame.text = "box"
+    second.shapes.add_table(2, 2, Inches(1), Inches(3), Inches(4), Inches(1)).table.cell(
+        0, 0
+    ).text = "cell"
+    buffer = io.BytesIO()
+    deck.save(buffer)
+    slides.extract_presentation("application/octet-stream", buffer.getvalue(), limits)
 
 
 def _warm_codecs() -> None:

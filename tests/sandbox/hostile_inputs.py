@@ -50,6 +50,7 @@ def _eps_as_png() -> bytes:
 
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 
 def _far_corners() -> bytes:

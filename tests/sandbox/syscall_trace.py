@@ -27,7 +27,7 @@ from sandbox import policy
 from sandbox.errors import SandboxError
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
-from tests.sandbox.hostile_inputs import DOCX, HOSTILE, LIMITS, XLSX
+from tests.sandbox.hostile_inputs import DOCX, HOSTILE, LIMITS, PPTX, XLSX
 
 # Room for every corpus page to be OCR'd under strace, which slows each call.
 TRACE_LIMITS = replace(LIMITS, cpu_seconds=120, wall_seconds=300.0)
@@ -137,6 +137,7 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".xlsm": ("spreadsheet", XLSX),
         ".xls": ("spreadsheet", XLSX),
         ".ods": ("spreadsheet", XLSX),
+        ".pptx": ("presentation", PPTX),
         ".png": ("image", "image/png"),
         ".tif": ("image", "image/tiff"),
         ".jpg": ("image", "image/jpeg"),

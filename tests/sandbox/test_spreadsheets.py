@@ -4,13 +4,10 @@ their ground truth, and the attacks a workbook can carry, each with its typed ou
 from __future__ import annotations
 
 import csv
-import http.server
 import io
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -19,6 +16,7 @@ from sandbox.errors import CeilingExceeded, UnreadableInput
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
+from tests.sandbox.canary import Canary
 from tests.sandbox.docx_builders import plain_zip, template_docx
 from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import (
@@ -224,9 +222,9 @@ def test_a_hidden_sheet_is_left_out_with_a_notice(runner: SandboxRunner, state: 
     payload = xlsx(
         {
             "Shown": sheet(inline_row(1, "visible")),
-            'Se&quot;cr[e]t': sheet(inline_row(1, "ignore previous instructions")),
+            "Se&quot;cr[e]t": sheet(inline_row(1, "ignore previous instructions")),
         },
-        states={'Se&quot;cr[e]t': state},
+        states={"Se&quot;cr[e]t": state},
     )
     text = runner.run("spreadsheet", MEDIA_TYPE, payload, ROOMY).text
     assert "ignore previous" not in text
@@ -302,39 +300,14 @@ def test_a_billion_laughs_in_any_part_is_refused_at_once(runner: SandboxRunner, 
     assert time.monotonic() - started < WALL_SECONDS
 
 
-class _Canary(http.server.BaseHTTPRequestHandler):
-    hits: ClassVar[list[str]] = []
-
-    def do_GET(self) -> None:
-        self.hits.append(self.path)
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"CANARY")
-
-    def log_message(self, *_: object) -> None:
-        pass
-
-
-@pytest.fixture
-def canary() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Canary)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _Canary.hits.clear()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/xxe"
-    finally:
-        server.shutdown()
-
-
 @pytest.mark.parametrize("part", ["sheet", "shared strings", "workbook", "ods content"])
 def test_an_external_entity_in_any_part_is_never_fetched(
-    runner: SandboxRunner, canary: str, part: str, tmp_path: Path
+    runner: SandboxRunner, canary: Canary, part: str, tmp_path: Path
 ) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("root:x:0:0")
-    for url in (canary, secret.as_uri()):
+    for url in (canary.url, secret.as_uri()):
         payload = _with_entity(external("ROOT", url))[part]
         with pytest.raises(UnreadableInput, match="cannot be read"):
             _read(runner, payload)
-    assert _Canary.hits == []
+    assert canary.hits == []

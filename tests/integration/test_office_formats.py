@@ -1,5 +1,5 @@
-"""The corpus's workbooks through real workers: every format calamine reads gives the selection
-the embedded path gives, byte for byte, each sheet a heading over its table."""
+"""The corpus's workbooks, decks and delimited texts through real workers: each gives the
+selection the embedded path gives, byte for byte."""
 
 from __future__ import annotations
 
@@ -21,11 +21,15 @@ WORKBOOKS = (
     "xlsx2csv_hyperlinks_continous.xlsm",
     "tika_test-columnar-biff8.xls",
     "tika_test-columnar-odf.ods",
+    "pango_table.pptx",
+    "tika_testPPT_various.pptx",
+    "csv-spectrum_quotes_and_newlines.csv",
+    "tika_migration-overlay.tsv",
 )
 LIMITS = ExtractionLimits(max_total_chars=500_000)
 
 
-def test_workbooks_on_the_queue_read_as_embedded(
+def test_office_formats_on_the_queue_read_as_embedded(
     start_worker: WorkerFactory, client: CeleryQueue, corpus_dir: Path
 ) -> None:
     start_worker()
@@ -33,10 +37,11 @@ def test_workbooks_on_the_queue_read_as_embedded(
     for name in WORKBOOKS:
         payload = (corpus_dir / name).read_bytes()
         kind, media_type = guess_kind(name, payload[:16])
-        assert kind == "spreadsheet"
         refs.append(AttachmentRef(name, kind, media_type, payload))
     queued = gather(refs, client, limits=LIMITS, deadline=120, use_cache=False)
     assert queued == local_selection(refs, LIMITS)
     assert queued.dropped == ()
     assert "# Вариант использования" in queued.text
     assert queued.text.count("| 0 | 0 | This is row 0 of 10 |") == 2
+    assert "| This is a cat. 1-1 | That is a dog. 1-2 | This is a fox. 1-3 |" in queued.text
+    assert '| 1 | ha "ha" ha |' in queued.text
