@@ -23,22 +23,23 @@ from sandbox.limits import ParseLimits
 
 #: The kinds an upload may be declared as and read as (the bridge's kinds).
 PDF, DOCX, SPREADSHEET, IMAGE, TEXT = "pdf", "docx", "spreadsheet", "image", "text"
-PRESENTATION = "presentation"
+PRESENTATION, ODT = "presentation", "odt"
 _NOUNS = {
     PDF: "a PDF",
     DOCX: "a DOCX package",
     SPREADSHEET: "a spreadsheet",
     PRESENTATION: "a presentation",
+    ODT: "an OpenDocument text",
     IMAGE: "an image",
     TEXT: "text",
 }
 #: What a refusal of an unsupported format offers instead.
 SUPPORTED = (
-    "PDF, DOCX, PPTX, spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, "
-    "WebP, BMP) and plain text (CSV and TSV as tables)"
+    "PDF, DOCX, ODT, presentations (PPTX, ODP), spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), "
+    "images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV and TSV as tables)"
 )
 #: The kinds read from a ZIP package: one of them found to be another is read as the other.
-_PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION})
+_PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION, ODT})
 #: The first line of a text read as another kind than the one declared; the rest follows, "]".
 NOTICE_PREFIX = "[airlock: declared as "
 
@@ -46,12 +47,6 @@ _DOCX_MAIN = "word/document.xml"
 _PPTX_MAIN = "ppt/presentation.xml"
 #: An Excel package's workbook part, as XML (XLSX, XLSM) or binary records (XLSB).
 _WORKBOOK_PARTS = frozenset({"xl/workbook.xml", "xl/workbook.bin"})
-_ODF_SPREADSHEETS = frozenset(
-    {
-        "application/vnd.oasis.opendocument.spreadsheet",
-        "application/vnd.oasis.opendocument.spreadsheet-template",
-    }
-)
 ZIP = b"PK\x03\x04"
 OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 # OpenDocument and EPUB packages name their media type in a "mimetype" member, stored: read
@@ -86,6 +81,18 @@ class Sniffed:
     kind: str
     name: str
 
+
+#: OpenDocument packages by the media type their "mimetype" member stores (templates alike).
+ODP_PACKAGE = Sniffed(PRESENTATION, "an OpenDocument presentation")
+_ODF_KINDS = {
+    f"application/vnd.oasis.opendocument.{name}{template}": found
+    for name, found in (
+        ("spreadsheet", Sniffed(SPREADSHEET, "an OpenDocument spreadsheet")),
+        ("presentation", ODP_PACKAGE),
+        ("text", Sniffed(ODT, "an OpenDocument text")),
+    )
+    for template in ("", "-template")
+}
 
 #: Signatures at offset 0 of formats read here, and of formats named in a refusal.
 _SIGNATURES: tuple[tuple[bytes, Sniffed], ...] = (
@@ -188,7 +195,7 @@ def _is_bmp(payload: bytes) -> bool:
 def zip_kind(payload: bytes) -> Sniffed:
     """What a ZIP package is by the members it lists: a DOCX by its main document, an Excel
     workbook by its workbook part, a PowerPoint presentation by its presentation part, an
-    OpenDocument spreadsheet by its stored media type; any
+    OpenDocument text, spreadsheet or presentation by its stored media type; any
     other is named, not read. Only the central directory and a stored "mimetype" member of at
     most :data:`_MAX_MEDIA_TYPE` bytes are read."""
     try:
@@ -202,8 +209,9 @@ def zip_kind(payload: bytes) -> Sniffed:
         return Sniffed(SPREADSHEET, "an Excel workbook")
     if _PPTX_MAIN in names:
         return Sniffed(PRESENTATION, "a PowerPoint presentation")
-    if _declared_media_type(archive) in _ODF_SPREADSHEETS:
-        return Sniffed(SPREADSHEET, "an OpenDocument spreadsheet")
+    declared = _declared_media_type(archive)
+    if declared in _ODF_KINDS:
+        return _ODF_KINDS[declared]
     return Sniffed("", package_name(archive))
 
 

@@ -21,6 +21,8 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
         "presentation",
         "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     ),
+    ".odt": ("odt", "application/vnd.oasis.opendocument.text"),
+    ".odp": ("presentation", "application/vnd.oasis.opendocument.presentation"),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
     ".jpeg": ("image", "image/jpeg"),

@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the six kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the seven kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -21,10 +21,10 @@ from pptx.util import Inches
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, pdf, slides, spreadsheet, text
+from sandbox.extractors import docx, image, ocr, odf, pdf, slides, spreadsheet, text
 from sandbox.limits import ParseLimits
 
-__all__ = ["docx", "image", "pdf", "slides", "spreadsheet", "text", "warm_up"]
+__all__ = ["docx", "image", "odf", "pdf", "slides", "spreadsheet", "text", "warm_up"]
 
 
 def warm_up() -> None:
@@ -36,6 +36,7 @@ def warm_up() -> None:
     _warm_docx(limits)
     _warm_spreadsheet(limits)
     _warm_slides(limits)
+    _warm_odf(limits)
     _warm_text(limits)
 
 
@@ -170,6 +171,46 @@ def _warm_slides(limits: ParseLimits) -> None:
     buffer = io.BytesIO()
     deck.save(buffer)
     slides.extract_presentation("application/octet-stream", buffer.getvalue(), limits)
+
+
+_ODF_NAMESPACES = " ".join(
+    f'xmlns:{prefix}="urn:oasis:names:tc:opendocument:xmlns:{name}"'
+    for prefix, name in (
+        ("office", "office:1.0"),
+        ("text", "text:1.0"),
+        ("table", "table:1.0"),
+        ("draw", "drawing:1.0"),
+        ("presentation", "presentation:1.0"),
+    )
+)
+_WARM_ODF_BODIES = {
+    "text": (
+        "<office:text><text:h text:outline-level='1'>warm</text:h><text:p>a<text:s text:c='2'/>b"
+        "</text:p><text:list><text:list-item><text:p>item</text:p></text:list-item></text:list>"
+        "<table:table><table:table-row><table:table-cell><text:p>cell</text:p>"
+        "</table:table-cell></table:table-row></table:table></office:text>"
+    ),
+    "presentation": (
+        "<office:presentation><draw:page><draw:frame presentation:class='title'><draw:text-box>"
+        "<text:p>warm</text:p></draw:text-box></draw:frame></draw:page></office:presentation>"
+    ),
+}
+
+
+def _warm_odf(limits: ParseLimits) -> None:
+    """Read an OpenDocument text with a heading, spaces, a list and a table, and a one-slide
+    OpenDocument presentation."""
+    for name, body in _WARM_ODF_BODIES.items():
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w") as package:
+            package.writestr("mimetype", f"application/vnd.oasis.opendocument.{name}")
+            package.writestr(
+                "content.xml",
+                f"<office:document-content {_ODF_NAMESPACES}><office:body>{body}</office:body>"
+                "</office:document-content>",
+            )
+        kind = odf.extract_odt if name == "text" else slides.extract_presentation
+        kind("application/octet-stream", buffer.getvalue(), limits)
 
 
 def _warm_codecs() -> None:

@@ -1,5 +1,5 @@
-"""Slides (PPTX): per slide in order, its page marker, title, text in reading order, tables, and
-its speaker notes.
+"""Slides (PPTX, and ODP through sandbox/extractors/odf.py): per slide in order, its page
+marker, title, text in reading order, tables, and its speaker notes.
 
 python-pptx parses every part with lxml and ``resolve_entities=False`` (as python-docx does);
 no macro is run, no linked file or picture is fetched. See docs/sandbox.md, "Parsers".
@@ -33,6 +33,7 @@ from sandbox.document import (
     Paragraph,
     Table,
 )
+from sandbox.extractors import odf
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -46,6 +47,15 @@ _LINE_BREAK = "\v"
 
 @extractor("presentation")
 def extract_presentation(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    found = sniff.zip_kind(payload) if payload.startswith(sniff.ZIP) else None
+    if found == sniff.ODP_PACKAGE:
+        return odf.read_odp(payload, limits)
+    if found is None or found.kind != sniff.PRESENTATION:
+        named = "not a ZIP package" if found is None else found.name
+        raise Refusal(
+            codes.UNREADABLE,
+            f"the payload is {named}, not a presentation; airlock reads {sniff.SUPPORTED}",
+        )
     presentation = _opened(payload)
     # Counted in the slide list itself: python-pptx's slide collection resolves (and renames
     # the part of) every entry when it is first touched, 100,000 of them for a forged list.
@@ -71,14 +81,7 @@ def extract_presentation(media_type: str, payload: bytes, limits: ParseLimits) -
 
 
 def _opened(payload: bytes) -> PresentationType:
-    """The presentation, or a refusal naming what the payload is when it is none."""
-    found = sniff.zip_kind(payload) if payload.startswith(sniff.ZIP) else None
-    if found is None or found.kind != sniff.PRESENTATION:
-        named = "not a ZIP package" if found is None else found.name
-        raise Refusal(
-            codes.UNREADABLE,
-            f"the payload is {named}, not a PPTX presentation; airlock reads {sniff.SUPPORTED}",
-        )
+    """The PPTX presentation, or a refusal naming what is wrong with the package."""
     try:
         return Presentation(io.BytesIO(payload))
     except (KeyError, ValueError, PackageNotFoundError, zipfile.BadZipFile) as exc:

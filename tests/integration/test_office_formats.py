@@ -23,6 +23,8 @@ WORKBOOKS = (
     "tika_test-columnar-odf.ods",
     "pango_table.pptx",
     "tika_testPPT_various.pptx",
+    "tika_LibreOfficeImpress_odp_1.3.odp",
+    "tika_testODFwithOOo3.odt",
     "csv-spectrum_quotes_and_newlines.csv",
     "tika_migration-overlay.tsv",
 )
@@ -45,3 +47,4 @@ def test_office_formats_on_the_queue_read_as_embedded(
     assert queued.text.count("| 0 | 0 | This is row 0 of 10 |") == 2
     assert "| This is a cat. 1-1 | That is a dog. 1-2 | This is a fox. 1-3 |" in queued.text
     assert '| 1 | ha "ha" ha |' in queued.text
+    assert "# Apache Tika Test Document" in queued.text and "# This is" in queued.text

@@ -1,4 +1,5 @@
-"""Spreadsheet packages built part by part, so a test can put an attack in any one part."""
+"""Office packages (XLSX, OpenDocument) built part by part, so a test can put an attack in any
+one part."""
 
 from __future__ import annotations
 
@@ -13,10 +14,17 @@ _SHEET_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.works
 _BOOK_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml"
 _STRINGS_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sharedStrings+xml"
 ODS_TYPE = "application/vnd.oasis.opendocument.spreadsheet"
-_ODF_NAMESPACES = (
-    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
-    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"'
+_ODF_NAMESPACES = " ".join(
+    f'xmlns:{prefix}="urn:oasis:names:tc:opendocument:xmlns:{name}"'
+    for prefix, name in (
+        ("office", "office:1.0"),
+        ("table", "table:1.0"),
+        ("text", "text:1.0"),
+        ("draw", "drawing:1.0"),
+        ("presentation", "presentation:1.0"),
+        ("style", "style:1.0"),
+        ("svg", "svg-compatible:1.0"),
+    )
 )
 
 
@@ -105,6 +113,14 @@ def ods(tables: dict[str, str], *, prologue: str = "", media_type: str = ODS_TYP
     body = "".join(
         f'<table:table table:name="{name}">{rows}</table:table>' for name, rows in tables.items()
     )
+    return odf(
+        f"<office:spreadsheet>{body}</office:spreadsheet>", prologue=prologue, media_type=media_type
+    )
+
+
+def odf(body: str, *, media_type: str, prologue: str = "", styles: str = "") -> bytes:
+    """An OpenDocument package whose content.xml holds ``body`` in its office:body, after the
+    automatic ``styles``."""
     return package(
         {
             "mimetype": media_type,
@@ -117,8 +133,8 @@ def ods(tables: dict[str, str], *, prologue: str = "", media_type: str = ODS_TYP
             ),
             "content.xml": (
                 f'<?xml version="1.0"?>{prologue}<office:document-content {_ODF_NAMESPACES}>'
-                f"<office:body><office:spreadsheet>{body}</office:spreadsheet></office:body>"
-                "</office:document-content>"
+                f"<office:automatic-styles>{styles}</office:automatic-styles>"
+                f"<office:body>{body}</office:body></office:document-content>"
             ),
         }
     )

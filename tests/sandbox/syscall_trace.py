@@ -138,6 +138,8 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".xls": ("spreadsheet", XLSX),
         ".ods": ("spreadsheet", XLSX),
         ".pptx": ("presentation", PPTX),
+        ".odp": ("presentation", PPTX),
+        ".odt": ("odt", "application/vnd.oasis.opendocument.text"),
         ".png": ("image", "image/png"),
         ".tif": ("image", "image/tiff"),
         ".jpg": ("image", "image/jpeg"),

@@ -1,0 +1,388 @@
+"""OpenDocument text (ODT) and presentations (ODP), read from their content.xml with lxml.
+
+One parser setting for every part read: no DTD loaded, no entity resolved, no network, no huge
+tree (libxml2's depth and size limits stay on), and a part that declares a DOCTYPE at all is
+refused (OpenDocument never has one). Repeated spaces, cells and rows, which cost a few bytes
+for any count, are charged to the text budget before they are written out.
+See docs/sandbox.md, "Parsers".
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from lxml import etree
+
+from sandbox import codes, sniff
+from sandbox.document import (
+    MAX_COLUMNS,
+    Block,
+    Document,
+    Furniture,
+    Heading,
+    ListItem,
+    Notice,
+    PageBreak,
+    Paragraph,
+    Table,
+)
+from sandbox.extractors.registry import Refusal, extractor, report_progress
+from sandbox.extractors.text import TextBudget
+from sandbox.limits import ParseLimits
+
+_TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+_TABLE = "{urn:oasis:names:tc:opendocument:xmlns:table:1.0}"
+_DRAW = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
+_OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
+_STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
+_SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
+_PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
+_CONTENT = "content.xml"
+#: content.xml is read up to this size: the archive guard bounds the package before dispatch,
+#: and this bounds a child that is handed a package without it.
+_MAX_PART_BYTES = 64 << 20
+_PARSER_OPTIONS = {
+    "resolve_entities": False,
+    "load_dtd": False,
+    "no_network": True,
+    "huge_tree": False,
+    "remove_comments": True,
+    "remove_pis": True,
+}
+#: Elements whose text is not the document's reading: tracked deletions, comments, the
+#: declarations of sequences and forms, and a slide's thumbnail of itself.
+_SKIPPED = frozenset(
+    {
+        f"{_TEXT}tracked-changes",
+        f"{_OFFICE}annotation",
+        f"{_OFFICE}annotation-end",
+        f"{_TEXT}sequence-decls",
+        f"{_OFFICE}forms",
+        f"{_DRAW}page-thumbnail",
+    }
+)
+_LIST_MARKER = "- "
+_MAX_DEPTH = 8
+#: Lengths in svg:x and svg:y, in millimetres per unit, for reading a slide's shapes in order.
+_UNITS = {"cm": 10.0, "mm": 1.0, "in": 25.4, "pt": 25.4 / 72, "pc": 25.4 / 6, "px": 25.4 / 96}
+_LENGTH = re.compile(r"(-?\d+(?:\.\d+)?)(cm|mm|in|pt|pc|px)")
+#: Shapes whose tops lie within 2.5 mm are read as one row, left to right.
+_ROW_MM = 2.5
+
+
+def read_odt(payload: bytes, limits: ParseLimits) -> Document:
+    """An OpenDocument text: headings, paragraphs, lists and tables in order, text boxes after
+    the paragraph that anchors them, then footnotes and endnotes."""
+    body = _content(payload).find(f"{_OFFICE}body/{_OFFICE}text")
+    if body is None:
+        raise Refusal(codes.UNREADABLE, "the OpenDocument text has no office:text body")
+    walker = _Walker(TextBudget(limits))
+    blocks = walker.blocks(body, depth=0)
+    return Document(blocks + [Paragraph(note) for note in walker.notes])
+
+
+def read_odp(payload: bytes, limits: ParseLimits) -> Document:
+    """An OpenDocument presentation, slide by slide, as a PPTX is read (sandbox/extractors/
+    slides.py): a page marker, the title, the shapes in reading order, the speaker notes."""
+    content = _content(payload)
+    slides = content.findall(f"{_OFFICE}body/{_OFFICE}presentation/{_DRAW}page")
+    if len(slides) > limits.max_pages:
+        raise Refusal(
+            codes.CEILING,
+            f"{len(slides)} slides exceeds the {limits.max_pages}-page ceiling "
+            "(each slide counts as a page)",
+        )
+    hidden = _hidden_page_styles(content)
+    walker = _Walker(TextBudget(limits))
+    blocks: list[Block] = []
+    for number, slide in enumerate(slides, start=1):
+        blocks.append(PageBreak(number))
+        if slide.get(f"{_DRAW}style-name") in hidden:
+            blocks.append(Notice(f"[airlock: slide {number} is hidden in the deck; left out]"))
+        else:
+            blocks += _slide(slide, walker)
+        report_progress(number, len(slides))
+    return Document(blocks + [Paragraph(note) for note in walker.notes])
+
+
+def _content(payload: bytes) -> etree._Element:
+    """content.xml of the package, parsed under the one policy."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(payload))
+        with archive.open(_CONTENT) as member:
+            data = member.read(_MAX_PART_BYTES + 1)
+    except KeyError as exc:
+        raise Refusal(codes.UNREADABLE, "the OpenDocument package has no content.xml") from exc
+    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, OSError) as exc:
+        raise Refusal(codes.UNREADABLE, f"content.xml cannot be read: {exc}") from exc
+    if len(data) > _MAX_PART_BYTES:
+        raise Refusal(codes.CEILING, f"content.xml is over {_MAX_PART_BYTES >> 20} MiB")
+    try:
+        tree = etree.parse(io.BytesIO(data), etree.XMLParser(**_PARSER_OPTIONS))
+    except etree.XMLSyntaxError as exc:
+        raise Refusal(codes.UNREADABLE, f"content.xml is not well-formed: {exc}") from exc
+    if tree.docinfo.doctype:
+        # Entities are never resolved, so a DTD could only hide text from the reader.
+        raise Refusal(codes.UNREADABLE, "content.xml declares a DTD, which OpenDocument never has")
+    return tree.getroot()
+
+
+@dataclass
+class _Walker:
+    """Blocks out of ODF body elements, every character charged where it is written."""
+
+    budget: TextBudget
+    notes: list[str] = field(default_factory=list)
+
+    def blocks(self, container: etree._Element, depth: int) -> list[Block]:
+        blocks: list[Block] = []
+        for child in _elements(container):
+            tag = child.tag
+            if tag == f"{_TEXT}h":
+                text = self.inline(child)
+                if text.strip():
+                    blocks.append(Heading(_level(child), text))
+                blocks += self.frames(child)
+            elif tag == f"{_TEXT}p":
+                text = self.inline(child)
+                if text.strip():
+                    blocks.append(Paragraph(text))
+                blocks += self.frames(child)
+            elif tag == f"{_TEXT}list":
+                blocks += self.list_items(child, depth)
+            elif tag == f"{_TABLE}table":
+                blocks += self.table(child)
+            elif tag not in _SKIPPED:  # sections, index bodies, change spans: their contents
+                blocks += self.blocks(child, depth)
+        return blocks
+
+    def list_items(self, listing: etree._Element, depth: int) -> list[Block]:
+        """Items with a plain marker: the numbers a list style would draw are not computed."""
+        blocks: list[Block] = []
+        for item in _elements(listing):
+            for child in _elements(item):
+                if child.tag == f"{_TEXT}list":
+                    blocks += self.list_items(child, min(depth + 1, _MAX_DEPTH))
+                elif child.tag in (f"{_TEXT}p", f"{_TEXT}h"):
+                    text = self.inline(child)
+                    if text.strip():
+                        blocks.append(ListItem(_LIST_MARKER, depth, text))
+                    blocks += self.frames(child)
+                else:
+                    blocks += self.blocks(child, depth)
+        return blocks
+
+    def inline(self, element: etree._Element) -> str:
+        """The text of a paragraph: spans, links, spaces (``text:s``), tabs, line breaks, and
+        a note's citation (its body goes to the notes); shapes are left to :meth:`frames`."""
+        pieces: list[str] = []
+        self._inline_into(element, pieces)
+        return "".join(pieces)
+
+    def _inline_into(self, element: etree._Element, pieces: list[str]) -> None:
+        if element.text:
+            pieces.append(self.budget.spend(element.text))
+        for child in _elements(element):
+            tag = child.tag
+            if tag == f"{_TEXT}s":
+                pieces.append(" " * self.budget.charge(_count(child, f"{_TEXT}c")))
+            elif tag == f"{_TEXT}tab":
+                pieces.append(self.budget.spend("\t"))
+            elif tag == f"{_TEXT}line-break":
+                pieces.append(self.budget.spend("\n"))
+            elif tag == f"{_TEXT}note":
+                pieces.append(self.note(child))
+            elif tag not in _SKIPPED and not tag.startswith(_DRAW):  # shapes: see frames()
+                self._inline_into(child, pieces)
+            if child.tail:
+                pieces.append(self.budget.spend(child.tail))
+
+    def note(self, note: etree._Element) -> str:
+        """The citation mark as the document numbers it; the note's text to the end."""
+        citation = note.find(f"{_TEXT}note-citation")
+        mark = " ".join(self.inline(citation).split()) if citation is not None else ""
+        mark = mark or str(len(self.notes) + 1)
+        body = note.find(f"{_TEXT}note-body")
+        text = "" if body is None else " ".join(self.inline_blocks(body).split())
+        self.notes.append(self.budget.spend(f"[{mark}] ") + text)
+        return self.budget.spend(f"[{mark}]")
+
+    def inline_blocks(self, container: etree._Element) -> str:
+        return "\n".join(
+            self.inline(child)
+            for child in container.iter(f"{_TEXT}p", f"{_TEXT}h")
+            if child is not container
+        )
+
+    def frames(self, anchor: etree._Element) -> list[Block]:
+        """The shapes anchored in a paragraph (in its spans too, not inside another shape,
+        whose own paragraphs read theirs): frames' text boxes, drawn shapes' text, read after
+        it."""
+        blocks: list[Block] = []
+        for child in _elements(anchor):
+            if child.tag.startswith(_DRAW):
+                blocks += _shape(child, self)
+            elif child.tag not in _SKIPPED and child.tag != f"{_TEXT}note":
+                blocks += self.frames(child)
+        return blocks
+
+    def table(self, table: etree._Element) -> list[Block]:
+        """Rows of cells. A repeated cell or row is written once per repetition, charged
+        first; empty cells after a row's last value (LibreOffice writes 1,024 of them) and
+        empty rows cost nothing. A covered cell (under a merge) is empty, so columns stay
+        aligned. The header rows, when the table marks some, are its first."""
+        rows: list[list[str]] = []
+        header = False
+        for row, in_header in _rows(table):
+            cells = self.cells(row)
+            if not cells:
+                continue
+            header = header or (in_header and not rows)
+            repeat = _count(row, f"{_TABLE}number-rows-repeated")
+            self.budget.charge((sum(map(len, cells)) + len(cells)) * (repeat - 1))
+            rows += [cells] * repeat
+        return [Table(rows, header)] if rows else []
+
+    def cells(self, row: etree._Element) -> list[str]:
+        """A row's cells up to its last value; none for a row without one."""
+        cells: list[str] = []
+        empty = 0  # empty cells seen since the last value, written out only if one follows
+        for cell in _elements(row):
+            if cell.tag not in (f"{_TABLE}table-cell", f"{_TABLE}covered-table-cell"):
+                continue
+            repeat = _count(cell, f"{_TABLE}number-columns-repeated")
+            text = ""
+            if cell.tag == f"{_TABLE}table-cell":
+                text = " ".join(self.inline_blocks(cell).split())
+            if not text:
+                empty += repeat
+                continue
+            if len(cells) + empty + repeat > MAX_COLUMNS:
+                raise Refusal(codes.CEILING, f"a table row spans more than {MAX_COLUMNS} columns")
+            cells += [""] * self.budget.charge(empty) + [text] * repeat
+            self.budget.charge((len(text) + 1) * (repeat - 1))  # the first copy is spent
+            empty = 0
+        return cells
+
+
+def _rows(table: etree._Element) -> Iterator[tuple[etree._Element, bool]]:
+    """The table's rows in order, through header-rows, rows and row-groups; each with whether
+    it is a header row."""
+    for child in _elements(table):
+        if child.tag == f"{_TABLE}table-row":
+            yield child, False
+        elif child.tag == f"{_TABLE}table-header-rows":
+            for row in child.iter(f"{_TABLE}table-row"):
+                yield row, True
+        elif child.tag in (f"{_TABLE}table-rows", f"{_TABLE}table-row-group"):
+            for row in child.iter(f"{_TABLE}table-row"):
+                yield row, False
+
+
+def _slide(slide: etree._Element, walker: _Walker) -> list[Block]:
+    """A slide's title, then its shapes top to bottom and left to right, then its notes."""
+    blocks: list[Block] = []
+    body: list[tuple[tuple[float, float], int, list[Block]]] = []
+    for index, shape in enumerate(_elements(slide)):
+        if shape.tag in _SKIPPED or shape.tag == f"{_PRESENTATION}notes":
+            continue
+        read = _shape(shape, walker)
+        if shape.get(f"{_PRESENTATION}class") == "title":
+            title = " ".join(" ".join(_texts(read)).split())
+            if title:
+                blocks.append(Heading(1, title))
+        else:
+            body.append((_place(shape), index, read))
+    for _, _, read in sorted(body, key=lambda placed: (placed[0], placed[1])):
+        blocks += read
+    notes = slide.find(f"{_PRESENTATION}notes")
+    if notes is not None:
+        read = [block for shape in _elements(notes) for block in _shape(shape, walker)]
+        text = "\n".join(_texts(read)).strip()
+        if text:
+            blocks.append(Furniture("speaker notes", text))
+    return blocks
+
+
+def _shape(shape: etree._Element, walker: _Walker) -> list[Block]:
+    """What a shape holds: a frame its text boxes and tables, a group its shapes, any other
+    shape (a rectangle, a custom shape) the paragraphs it holds itself."""
+    if shape.tag in _SKIPPED:
+        return []
+    if shape.tag == f"{_DRAW}g":
+        return [block for inner in _elements(shape) for block in _shape(inner, walker)]
+    if shape.tag != f"{_DRAW}frame":
+        return walker.blocks(shape, depth=0)
+    blocks: list[Block] = []
+    for child in _elements(shape):
+        if child.tag == f"{_DRAW}text-box":
+            blocks += walker.blocks(child, depth=0)
+        elif child.tag == f"{_TABLE}table":
+            blocks += walker.table(child)
+    return blocks
+
+
+def _texts(blocks: list[Block]) -> list[str]:
+    texts = []
+    for block in blocks:
+        if isinstance(block, Table):
+            texts += [" ".join(row) for row in block.rows]
+        elif isinstance(block, Heading | Paragraph | ListItem):
+            texts.append(block.text)
+    return texts
+
+
+def _place(shape: etree._Element) -> tuple[float, float]:
+    """Where a shape sits: its own position, or a group's first placed shape's."""
+    placed = next((el for el in shape.iter() if el.get(f"{_SVG}y") is not None), shape)
+    return (_millimetres(placed.get(f"{_SVG}y")) // _ROW_MM, _millimetres(placed.get(f"{_SVG}x")))
+
+
+def _millimetres(length: str | None) -> float:
+    found = _LENGTH.fullmatch(length or "")
+    return float(found.group(1)) * _UNITS[found.group(2)] if found else 0.0
+
+
+def _hidden_page_styles(content: etree._Element) -> frozenset[str]:
+    """The drawing-page styles that hide a slide from the show."""
+    return frozenset(
+        name
+        for style in content.iter(f"{_STYLE}style")
+        if (name := style.get(f"{_STYLE}name"))
+        and any(
+            properties.get(f"{_PRESENTATION}visibility") == "hidden"
+            for properties in style.iter(f"{_STYLE}drawing-page-properties")
+        )
+    )
+
+
+def _elements(parent: etree._Element) -> Iterator[etree._Element]:
+    """Child elements only: entity references and other nodes carry no text here."""
+    return (child for child in parent if isinstance(child.tag, str))
+
+
+def _level(heading: etree._Element) -> int:
+    return min(max(_count(heading, f"{_TEXT}outline-level"), 1), 9)
+
+
+def _count(element: etree._Element, attribute: str) -> int:
+    """A count attribute (a repetition, a number of spaces, a level): 1 when absent or not a
+    small positive number, which is what a reader shows for a broken one."""
+    value = element.get(attribute, "1")
+    return int(value) if value.isdigit() and 0 < len(value) <= 7 and int(value) > 0 else 1
+
+
+@extractor("odt")
+def extract_odt(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    found = sniff.zip_kind(payload) if payload.startswith(sniff.ZIP) else None
+    if found is None or found.kind != sniff.ODT:
+        named = "not a ZIP package" if found is None else found.name
+        raise Refusal(
+            codes.UNREADABLE,
+            f"the payload is {named}, not an OpenDocument text; airlock reads {sniff.SUPPORTED}",
+        )
+    return read_odt(payload, limits)

@@ -1,0 +1,271 @@
+"""OpenDocument text and presentations through the real sandbox: the corpus's files, what each
+element becomes, and the attacks content.xml can carry."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox.document import (
+    Block,
+    Furniture,
+    Heading,
+    ListItem,
+    Notice,
+    PageBreak,
+    Paragraph,
+    Table,
+)
+from sandbox.errors import CeilingExceeded, UnreadableInput
+from sandbox.limits import ParseLimits
+from sandbox.runner import SandboxRunner
+from tests.conftest import CORPUS_DIR
+from tests.sandbox.canary import Canary
+from tests.sandbox.docx_builders import odt as minimal_odt
+from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.spreadsheet_builders import (
+    ODS_TYPE,
+    external,
+    laughs,
+    odf,
+    ods,
+    ods_row,
+    package,
+)
+
+ODT = "application/vnd.oasis.opendocument.text"
+ODP = "application/vnd.oasis.opendocument.presentation"
+DEFAULT = ParseLimits()
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[SandboxRunner]:
+    with SandboxRunner(LIMITS) as sandbox:
+        yield sandbox
+
+
+def _blocks(
+    runner: SandboxRunner, kind: str, payload: bytes, limits: ParseLimits = DEFAULT
+) -> list[Block]:
+    document = runner.run(kind, "application/octet-stream", payload, limits).document
+    assert document is not None
+    return document.blocks
+
+
+def _text_document(body: str, **options: str) -> bytes:
+    return odf(f"<office:text>{body}</office:text>", media_type=ODT, **options)
+
+
+def _p(text: str) -> str:
+    return f"<text:p>{text}</text:p>"
+
+
+def test_an_odt_reads_as_its_expected_text(runner: SandboxRunner) -> None:
+    text = runner.run(
+        "odt", ODT, (CORPUS_DIR / "tika_testOpenOffice2.odt").read_bytes(), DEFAULT
+    ).text
+    assert text.split() == (CORPUS_DIR / "tika_testOpenOffice2.expected.txt").read_text().split()
+
+
+def test_an_odt_keeps_headings_lists_and_notes_and_drops_deleted_text(
+    runner: SandboxRunner,
+) -> None:
+    blocks = _blocks(runner, "odt", (CORPUS_DIR / "tika_testODFwithOOo3.odt").read_bytes())
+    assert blocks[0] == Heading(1, "Apache Tika Test Document")
+    assert [b.text for b in blocks if isinstance(b, ListItem)] == [
+        "First item",
+        "Second item",
+        "Third item",
+    ]
+    assert blocks[-1] == Paragraph("[1] This is of course a simple footnote")
+    assert Paragraph("A rectangle") in blocks
+    # "complex" was deleted with changes tracked: the document no longer says it.
+    assert not any("complex" in getattr(block, "text", "") for block in blocks)
+
+
+def test_each_element_becomes_its_block(runner: SandboxRunner) -> None:
+    body = (
+        "<text:h text:outline-level='2'>Terms</text:h>"
+        "<text:p>a<text:s text:c='3'/>b<text:tab/>c<text:line-break/>d"
+        "<office:annotation><text:p>a reviewer's aside</text:p></office:annotation>"
+        "<text:note><text:note-citation>i</text:note-citation><text:note-body>"
+        "<text:p>the note</text:p></text:note-body></text:note></text:p>"
+        "<text:list><text:list-item><text:p>one</text:p><text:list><text:list-item>"
+        "<text:p>one.a</text:p></text:list-item></text:list></text:list-item></text:list>"
+        "<text:section><text:p>in a section</text:p></text:section>"
+        "<table:table><table:table-header-rows><table:table-row>"
+        "<table:table-cell><text:p>name</text:p></table:table-cell>"
+        "<table:table-cell><text:p>amount</text:p></table:table-cell>"
+        "<table:table-cell table:number-columns-repeated='1022'/></table:table-row>"
+        "</table:table-header-rows><table:table-row table:number-rows-repeated='2'>"
+        "<table:table-cell table:number-columns-spanned='2'><text:p>both</text:p>"
+        "</table:table-cell><table:covered-table-cell/></table:table-row>"
+        "<table:table-row table:number-rows-repeated='1000000'><table:table-cell/>"
+        "</table:table-row>"
+        "</table:table>"
+        "<text:p><draw:frame><draw:text-box><text:p>in a box</text:p></draw:text-box>"
+        "</draw:frame>after the box</text:p>"
+    )
+    assert _blocks(runner, "odt", _text_document(body)) == [
+        Heading(2, "Terms"),
+        Paragraph("a   b\tc\nd[i]"),
+        ListItem("- ", 0, "one"),
+        ListItem("- ", 1, "one.a"),
+        Paragraph("in a section"),
+        Table([["name", "amount"], ["both"], ["both"]], header=True),
+        Paragraph("after the box"),
+        Paragraph("in a box"),
+        Paragraph("[i] the note"),
+    ]
+
+
+def test_an_odt_declared_as_a_docx_is_read_as_one(runner: SandboxRunner) -> None:
+    text = runner.run("docx", "application/octet-stream", minimal_odt(), DEFAULT).text
+    assert text.startswith("[airlock: declared as a DOCX package, read as an OpenDocument text]")
+
+
+def test_an_ods_declared_as_an_odt_is_read_as_a_spreadsheet(runner: SandboxRunner) -> None:
+    payload = ods({"T": ods_row("x")})
+    text = runner.run("odt", ODS_TYPE, payload, DEFAULT).text
+    assert text.startswith("[airlock: declared as an OpenDocument text, read as an OpenDocument")
+
+
+# --- presentations ----------------------------------------------------------------------------
+
+
+def test_an_odp_reads_slide_by_slide(runner: SandboxRunner) -> None:
+    payload = (CORPUS_DIR / "tika_LibreOfficeImpress_odp_1.3.odp").read_bytes()
+    assert _blocks(runner, "presentation", payload) == [
+        PageBreak(1),
+        Heading(1, "This is"),
+        Paragraph("An example Impress file"),
+        PageBreak(2),
+    ]
+
+
+def _frame(y: str, x: str, text: str, kind: str = "") -> str:
+    what = f" presentation:class='{kind}'" if kind else ""
+    return (
+        f"<draw:frame svg:y='{y}' svg:x='{x}'{what}><draw:text-box><text:p>{text}</text:p>"
+        "</draw:text-box></draw:frame>"
+    )
+
+
+def test_an_odp_slide_reads_title_shapes_in_order_tables_notes_and_hides(
+    runner: SandboxRunner,
+) -> None:
+    hidden = (
+        "<style:style style:name='dpHidden' style:family='drawing-page'>"
+        "<style:drawing-page-properties presentation:visibility='hidden'/></style:style>"
+    )
+    first = (
+        "<draw:page draw:style-name='dp1'>"
+        + _frame("8cm", "1cm", "below")
+        + _frame("2cm", "12cm", "right")
+        + _frame("2.1cm", "1cm", "left")
+        + _frame("0.5cm", "1cm", "Plan", "title")
+        + "<draw:g>"
+        + _frame("12cm", "1cm", "grouped")
+        + "</draw:g>"
+        + "<draw:custom-shape svg:y='14cm' svg:x='1cm'><text:p>in a shape</text:p>"
+        "</draw:custom-shape>"
+        "<draw:frame svg:y='10cm' svg:x='1cm'><table:table><table:table-row>"
+        "<table:table-cell><text:p>cell</text:p></table:table-cell></table:table-row>"
+        "</table:table></draw:frame>"
+        "<presentation:notes><draw:page-thumbnail/>"
+        + _frame("1cm", "1cm", "say it", "notes")
+        + "</presentation:notes></draw:page>"
+    )
+    second = (
+        "<draw:page draw:style-name='dpHidden'>" + _frame("1cm", "1cm", "secret") + "</draw:page>"
+    )
+    payload = odf(
+        f"<office:presentation>{first}{second}</office:presentation>",
+        media_type=ODP,
+        styles=hidden,
+    )
+    assert _blocks(runner, "presentation", payload) == [
+        PageBreak(1),
+        Heading(1, "Plan"),
+        Paragraph("left"),
+        Paragraph("right"),
+        Paragraph("below"),
+        Table([["cell"]], header=False),
+        Paragraph("grouped"),
+        Paragraph("in a shape"),
+        Furniture("speaker notes", "say it"),
+        PageBreak(2),
+        Notice("[airlock: slide 2 is hidden in the deck; left out]"),
+    ]
+
+
+def test_more_slides_than_the_page_ceiling_are_refused_whole(runner: SandboxRunner) -> None:
+    pages = "<draw:page/>" * 100_000
+    payload = odf(f"<office:presentation>{pages}</office:presentation>", media_type=ODP)
+    with pytest.raises(CeilingExceeded, match=r"^100000 slides exceeds the 20-page ceiling"):
+        _blocks(runner, "presentation", payload)
+
+
+# --- attacks ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<text:p>" + "<text:s text:c='9999999'/>" * 100 + "</text:p>",
+        "<table:table><table:table-row table:number-rows-repeated='9999999'>"
+        "<table:table-cell><text:p>x</text:p></table:table-cell></table:table-row></table:table>",
+        "<table:table><table:table-row><table:table-cell table:number-columns-repeated='1000'>"
+        "<text:p>" + "x" * 1000 + "</text:p></table:table-cell></table:table-row></table:table>",
+    ],
+    ids=["spaces", "rows", "cells"],
+)
+def test_a_repetition_is_charged_before_it_is_written(runner: SandboxRunner, body: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(CeilingExceeded, match="characters of text exceeds the 50000-character"):
+        _blocks(runner, "odt", _text_document(body))
+    assert time.monotonic() - started < WALL_SECONDS
+
+
+def test_a_row_wider_than_a_table_may_be_is_refused(runner: SandboxRunner) -> None:
+    body = (
+        "<table:table><table:table-row><table:table-cell table:number-columns-repeated='1024'/>"
+        "<table:table-cell><text:p>x</text:p></table:table-cell></table:table-row></table:table>"
+    )
+    with pytest.raises(CeilingExceeded, match="a table row spans more than 1024 columns"):
+        _blocks(runner, "odt", _text_document(body))
+
+
+@pytest.mark.parametrize("kind", ["odt", "presentation"])
+def test_a_dtd_is_refused_whatever_it_declares(
+    runner: SandboxRunner, canary: Canary, tmp_path: Path, kind: str
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0")
+    root = "office:document-content"
+    for prologue in (laughs(root), external(root, canary.url), external(root, secret.as_uri())):
+        if kind == "odt":
+            payload = _text_document(_p("before &bomb; after"), prologue=prologue)
+        else:
+            body = f"<office:presentation><draw:page>{_frame('1cm', '1cm', '&bomb;')}</draw:page>"
+            payload = odf(body + "</office:presentation>", media_type=ODP, prologue=prologue)
+        # libxml2 stops the laughs while parsing; any other DTD is refused once parsed.
+        refused = r"content\.xml (declares a DTD|is not well-formed: Maximum entity amplification)"
+        with pytest.raises(UnreadableInput, match=refused):
+            _blocks(runner, kind, payload)
+    assert canary.hits == []
+
+
+def test_nesting_past_libxml2s_depth_limit_is_unreadable(runner: SandboxRunner) -> None:
+    deep = "<text:span>" * 5000 + "x" + "</text:span>" * 5000
+    with pytest.raises(UnreadableInput, match=r"content\.xml is not well-formed"):
+        _blocks(runner, "odt", _text_document(_p(deep)))
+
+
+def test_a_package_without_content_is_unreadable(runner: SandboxRunner) -> None:
+    payload = package({"mimetype": ODT, "styles.xml": "<x/>"})
+    with pytest.raises(UnreadableInput, match=r"has no content\.xml"):
+        _blocks(runner, "odt", payload)
