@@ -48,6 +48,13 @@ _Confidence = Annotated[int, msgspec.Meta(ge=0, le=100)]
 _Row = Annotated[list[str], msgspec.Meta(max_length=MAX_COLUMNS)]
 
 
+def trimmed(rows: list[list[str]]) -> list[list[str]]:
+    """``rows`` without the columns after the last one that holds a value in any row: a sheet
+    or a CSV exported with trailing separators shows no empty columns."""
+    used = max((index + 1 for row in rows for index, cell in enumerate(row) if cell), default=0)
+    return [row[:used] for row in rows]
+
+
 class _Block(msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="block"):
     pass
 

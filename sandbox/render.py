@@ -35,8 +35,11 @@ QUOTE = ">"
 # what they show, and with the Cyrillic and Greek letters drawn like those of "page" read as
 # them. A caption such as "[Table 1]" or "[표 1]" is left as it is.
 _READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*([^\W\d_]{1,12})\.?\s*\d")
+# A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
+# quality warning) would speak with airlock's voice: only a notice block may.
+_READS_AS_NOTICE = re.compile(r"[\s>]*\[\s*airlock\s*:")
 _PAGE_WORDS = frozenset({"page", "pages", "pg", "pgs", "p", "pp"})
-_DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερ", "aepsgaep")
+_DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερосіκкοı", "aepsgaepocikkoi")
 # How much of a line's start is folded to judge it: the pattern never looks further.
 _JUDGED_CHARS = 40
 # A line is judged as admission leaves it: without the characters it removes, the braille
@@ -80,23 +83,30 @@ def render(document: Document) -> str:
             lines += _quoted_lines(block_text(block) or "")
         elif isinstance(block, Furniture):
             lines += [f"[{block.role}]", *_quoted_lines(block.text)]
-        else:  # paragraphs, OCR text, and notices: a child writes those too
+        elif isinstance(block, Notice):  # a child writes those too: no page marker either
+            lines += _quoted_lines(block.text, notice=True)
+        else:
             lines += _quoted_lines(block.text)
     return "\n".join(lines)
 
 
-def _quoted_lines(text: str) -> list[str]:
-    return [_quoted(line) for line in _LINE_BREAK.split(text)]
+def _quoted_lines(text: str, *, notice: bool = False) -> list[str]:
+    return [_quoted(line, notice=notice) for line in _LINE_BREAK.split(text)]
 
 
-def _quoted(line: str) -> str:
-    """``line``, with one more quote mark when it reads as a page marker (reversible, as the
-    selection's own quoting: a line that already has quote marks gets one more)."""
+def _quoted(line: str, *, notice: bool = False) -> str:
+    """``line``, with one more quote mark when it reads as a page marker, or as one of
+    airlock's notices unless it is one (reversible, as the selection's own quoting: a line
+    that already has quote marks gets one more)."""
     admitted = _INVISIBLE.sub("", line.replace(_BRAILLE_BLANK, " "))
     start = unicodedata.normalize("NFKC", admitted[:_JUDGED_CHARS])
     match = _READS_AS_PAGE_MARKER.match(start)
     word = match[1].casefold().translate(_DRAWN_LIKE_LATIN) if match else ""
-    return QUOTE + line if word in _PAGE_WORDS else line
+    if word in _PAGE_WORDS:
+        return QUOTE + line
+    if not notice and _READS_AS_NOTICE.match(start.casefold().translate(_DRAWN_LIKE_LATIN)):
+        return QUOTE + line
+    return line
 
 
 def _table(table: Table) -> list[str]:

@@ -15,7 +15,8 @@ import math
 import python_calamine
 
 from sandbox import codes, sniff
-from sandbox.document import MAX_COLUMNS, Block, Document, Heading, Notice, Table
+from sandbox.document import MAX_COLUMNS, Block, Document, Heading, Notice, Table, trimmed
+from sandbox.extractors import xlsx_scan
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -26,6 +27,8 @@ _CELL_SHEETS = (python_calamine.SheetTypeEnum.WorkSheet, python_calamine.SheetTy
 _MAX_NAME_CHARS = 100
 #: Quotes and brackets of a sheet's name would end the notice that names it, for the reader.
 _NOT_IN_A_NOTICE = str.maketrans("", "", '"[]')
+#: How much of calamine's reason a notice quotes.
+_MAX_REASON = 200
 #: Floats at or beyond this are shown as floats: an int() of them would print digits the
 #: double does not hold.
 _EXACT_INTEGERS = 2.0**53
@@ -41,6 +44,7 @@ def extract_spreadsheet(media_type: str, payload: bytes, limits: ParseLimits) ->
             f"{len(sheets)} sheets exceeds the {limits.max_pages}-page ceiling "
             "(each sheet counts as a page)",
         )
+    scans = xlsx_scan.scan(payload) if payload.startswith(sniff.ZIP) else {}
     budget = TextBudget(limits)
     blocks: list[Block] = []
     for index, sheet in enumerate(sheets):
@@ -48,13 +52,82 @@ def extract_spreadsheet(media_type: str, payload: bytes, limits: ParseLimits) ->
         if sheet.visible != python_calamine.SheetVisibleEnum.Visible:
             # A hidden sheet is what a hidden PDF layer is: text its author kept from readers,
             # the place a planted instruction would sit. Said, never read.
-            shown = name.translate(_NOT_IN_A_NOTICE)
-            blocks.append(Notice(f'[airlock: sheet "{shown}" is hidden in the workbook; left out]'))
+            blocks.append(_notice('sheet "{sheet}" is hidden in the workbook; left out', name))
         elif sheet.typ in _CELL_SHEETS:
             blocks.append(Heading(1, name))
-            blocks += _table(_loaded(workbook, index), name, budget)
+            blocks += _sheet(workbook, index, name, scans.get(sheet.name), budget)
         report_progress(index + 1, len(sheets))
     return Document(blocks)
+
+
+def _sheet(
+    workbook: python_calamine.CalamineWorkbook,
+    index: int,
+    name: str,
+    scan: xlsx_scan.SheetScan | None,
+    budget: TextBudget,
+) -> list[Block]:
+    """One sheet's table, or a notice saying why it cannot be read: a cell calamine cannot
+    convert (Excel 365's ``#SPILL!``, a duration past Python's) loses its sheet, not the
+    workbook.
+
+    Each cell of the used range costs one character of the text budget before a row is read,
+    empty or not (as a DOCX table's padding cells do), so a sparse range of a billion empty
+    cells is refused as the work it is. For an XLSX the range is measured in the sheet's XML
+    before calamine lays it out (:mod:`sandbox.extractors.xlsx_scan`).
+    """
+    charged = 0
+    if scan is not None:
+        charged = budget.charge(scan.height * scan.width, _reach(name, scan.height, scan.width))
+    try:
+        loaded = workbook.get_sheet_by_index(index)
+        if loaded.width > MAX_COLUMNS:
+            raise Refusal(
+                codes.CEILING,
+                f'sheet "{name}" spans {loaded.width:,} columns, over the {MAX_COLUMNS} a '
+                "table may have",
+            )
+        cells = loaded.height * loaded.width
+        budget.charge(max(0, cells - charged), _reach(name, loaded.height, loaded.width))
+        rows = list(loaded.iter_rows())
+    except (python_calamine.CalamineError, ValueError, OverflowError) as exc:
+        reason = " ".join(str(exc).split())[:_MAX_REASON].replace("{", "(").replace("}", ")")
+        return [_notice(f'sheet "{{sheet}}" cannot be read ({reason}); left out', name)]
+    start = loaded.start or (0, 0)
+    hidden_rows = scan.hidden_rows if scan else frozenset()
+    hidden_columns = scan.hidden_columns if scan else frozenset()
+    kept: list[list[str]] = []
+    hid_a_value = False
+    for number, row in enumerate(rows, start=start[0]):
+        shown = [(column, _shown(value)) for column, value in enumerate(row, start=start[1])]
+        hidden = [
+            text for column, text in shown if number in hidden_rows or column in hidden_columns
+        ]
+        hid_a_value = hid_a_value or any(hidden)
+        visible = [text for column, text in shown if column not in hidden_columns]
+        if number not in hidden_rows and any(visible):
+            kept.append([budget.spend(text) for text in visible])
+    blocks: list[Block] = [Table(trimmed(kept), header=False)] if kept else []
+    if hid_a_value:
+        blocks.append(_notice('the hidden rows and columns of sheet "{sheet}" are left out', name))
+    if scan is not None and scan.errors:
+        blocks.append(
+            _notice(
+                f'{scan.errors} cells of sheet "{{sheet}}" hold an error value (#DIV/0!, '
+                "#N/A) and are shown empty",
+                name,
+            )
+        )
+    return blocks
+
+
+def _reach(name: str, height: int, width: int) -> str:
+    return f' (sheet "{name}" spans {height:,} rows by {width:,} columns)'
+
+
+def _notice(template: str, name: str) -> Notice:
+    """airlock's remark on a sheet; ``template`` names it as ``{sheet}``."""
+    return Notice(f"[airlock: {template.format(sheet=name.translate(_NOT_IN_A_NOTICE))}]")
 
 
 def _opened(payload: bytes) -> python_calamine.CalamineWorkbook:
@@ -85,45 +158,6 @@ def _opened(payload: bytes) -> python_calamine.CalamineWorkbook:
         raise Refusal(
             codes.UNREADABLE, f"the payload is {what} that cannot be read: {exc}"
         ) from exc
-
-
-def _loaded(
-    workbook: python_calamine.CalamineWorkbook, index: int
-) -> python_calamine.CalamineSheet:
-    try:
-        return workbook.get_sheet_by_index(index)
-    except (python_calamine.CalamineError, ValueError) as exc:
-        raise Refusal(codes.UNREADABLE, f"a sheet of the workbook cannot be read: {exc}") from exc
-
-
-def _table(sheet: python_calamine.CalamineSheet, name: str, budget: TextBudget) -> list[Block]:
-    """The sheet's used range as one table: rows without a value left out, columns after the
-    last value trimmed.
-
-    The used range is the cells the sheet holds, never its declared ``<dimension>``. Each of
-    its cells costs one character of the text budget before a row is read, empty or not (as a
-    DOCX table's padding cells do): walking a sparse range of a billion empty cells is refused
-    as the work it is, not done for nothing.
-    """
-    if sheet.width > MAX_COLUMNS:
-        raise Refusal(
-            codes.CEILING,
-            f'sheet "{name}" spans {sheet.width:,} columns, over the {MAX_COLUMNS} a table may '
-            "have",
-        )
-    budget.charge(sheet.height * sheet.width)
-    rows: list[list[str]] = []
-    for row in sheet.iter_rows():
-        cells = [budget.spend(_shown(value)) for value in row]
-        if any(cells):
-            rows.append(cells)
-    used = max((_last_filled(row) for row in rows), default=0)
-    return [Table([row[:used] for row in rows], header=False)] if rows else []
-
-
-def _last_filled(cells: list[str]) -> int:
-    """How many of ``cells`` remain when the empty ones after the last value are dropped."""
-    return max((index + 1 for index, cell in enumerate(cells) if cell), default=0)
 
 
 def _shown(value: object) -> str:

@@ -64,12 +64,12 @@ class TextBudget:
         """The most characters the extractor may produce."""
         return self._allowance
 
-    def charge(self, characters: int) -> int:
+    def charge(self, characters: int, where: str = "") -> int:
         """Count ``characters`` (output that is not text: an empty table cell) against the
-        budget and return the count."""
+        budget and return the count; ``where`` is said in the refusal, when given."""
         self._spent += characters
         if self._spent > self._allowance:
-            raise self.exceeded()
+            raise self.exceeded(where)
         return characters
 
     def exceeded(self, where: str = "") -> Refusal:

@@ -144,7 +144,7 @@ def test_what_is_not_a_presentation_is_refused_by_name(runner: SandboxRunner) ->
     workbook = (CORPUS_DIR / "xlsx2csv_utf8.xlsx").read_bytes()
     text = runner.run("presentation", PPTX, workbook, ParseLimits()).text
     assert text.startswith("[airlock: declared as a presentation, read as an Excel workbook]")
-    with pytest.raises(UnreadableInput, match="the payload is a ZIP archive, not a PPTX"):
+    with pytest.raises(UnreadableInput, match="the payload is a ZIP archive, not a presentation"):
         _blocks(runner, _rewritten(_small_deck(), drop="ppt/presentation.xml"))
 
 
