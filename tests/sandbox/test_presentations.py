@@ -206,6 +206,50 @@ def test_a_billion_laughs_in_a_slide_is_never_expanded(runner: SandboxRunner) ->
     assert time.monotonic() - started < WALL_SECONDS
 
 
+def _part_with(member: str, prologue: str) -> bytes:
+    """The small deck with ``prologue`` (a DOCTYPE) put before the root of ``member`` and
+    ``&bomb;`` used in it: in place of the slide's text, else first in its root element."""
+    payload = _small_deck()
+    part = zipfile.ZipFile(io.BytesIO(payload)).read(member).decode()
+    declaration, _, body = part.partition("?>")
+    if "BODY" in body:
+        body = body.replace("BODY", "&bomb;")
+    else:
+        root_end = body.index(">", body.index("<")) + 1
+        body = body[:root_end] + "&bomb;" + body[root_end:]
+    return _rewritten(payload, {member: f"{declaration}?>{prologue}{body}".encode()})
+
+
+#: Every XML part python-pptx parses when it opens a deck, and the slide it reads.
+PARTS = (
+    "[Content_Types].xml",
+    "_rels/.rels",
+    "docProps/core.xml",
+    "ppt/presentation.xml",
+    "ppt/slideLayouts/slideLayout7.xml",
+    "ppt/slideMasters/slideMaster1.xml",
+    "ppt/slides/slide1.xml",
+)
+
+
+@pytest.mark.parametrize("member", PARTS)
+def test_a_dtd_in_any_part_never_expands_nor_fetches(
+    runner: SandboxRunner, canary: Canary, tmp_path: Path, member: str
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0")
+    root = "ROOT"
+    for prologue in (laughs(root), external(root, canary.url), external(root, secret.as_uri())):
+        started = time.monotonic()
+        try:
+            text = _text(runner, _part_with(member, prologue))
+        except UnreadableInput:
+            text = ""
+        assert "haha" not in text and "root:" not in text and "CANARY" not in text
+        assert time.monotonic() - started < WALL_SECONDS
+    assert canary.hits == []
+
+
 def test_an_external_entity_in_a_slide_is_never_fetched(
     runner: SandboxRunner, canary: Canary, tmp_path: Path
 ) -> None:

@@ -1,13 +1,14 @@
-"""Spreadsheets, CSV and TSV side by side: airlock, markitdown and pandoc on the same files.
+"""Office formats side by side: airlock, markitdown and pandoc on the same files, in one run.
 
-    .venv/bin/python bench/table_bench.py [--rounds N] [--cells ROWSxCOLUMNS]
+    .venv/bin/python bench/office_bench.py [--rounds N] [--cells ROWSxCOLUMNS] [--slides N]
 
-Two tables:
+Three tables:
 
-1. **Cells found**, per corpus file with a ground truth: of the truth's non-empty cells, how
-   many each tool's output holds (whitespace collapsed; a number compared by value, so "1.0" in
-   a CSV truth matches "1", since the truths are CSV exports that format numbers their own
-   way). A peer that fails on a file shows ``fail``.
+1. **Found**, per corpus file with a ground truth (spreadsheets, CSV, TSV, PPTX, ODT): of the
+   truth's non-empty cells (or words, for slides and text), how many each tool's output holds
+   (whitespace collapsed; a number compared by value, so "1.0" in a CSV truth matches "1",
+   since the truths are CSV exports that format numbers their own way). A peer that fails on
+   a file shows ``fail``, one without a reader for the format ``—``.
 2. **CPU per cell**, on a generated workbook (default 5,000 rows by 10 columns of text and
    numbers, written as an XLSX) and on the same table as a CSV: the least CPU of ``--rounds``
    runs of each tool, divided by the cells. airlock in-process (the extractor and the renderer,
@@ -15,10 +16,14 @@ Two tables:
    jail, transfer, answer, decode, render); markitdown in its own interpreter, timed inside it
    (no interpreter start counted); pandoc as a process (its start counted, which the large
    workbook amortises).
+3. **CPU per slide**, on a generated deck (default 200 slides, each a title, three bullets and
+   a 3 x 3 table), the same four ways.
 
 Peers, each skipped (and said so) when missing:
-  markitdown   XLSX, XLS, CSV   AIRLOCK_PEERS_PYTHON=<a python with markitdown[xlsx,xls]>
-  pandoc       XLSX, CSV, TSV   on PATH, or the pypandoc_binary of AIRLOCK_PEERS_PYTHON
+  markitdown   XLSX, XLS, CSV, PPTX        AIRLOCK_PEERS_PYTHON=<a python with
+                                           markitdown[xlsx,xls,pptx]>
+  pandoc       XLSX, CSV, TSV, PPTX, ODT   on PATH, or the pypandoc_binary of
+                                           AIRLOCK_PEERS_PYTHON
 
 The machine is shared: read the speed columns as ratios between tools on the same run.
 """
@@ -41,6 +46,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+import pptx  # noqa: E402
+from pptx.util import Inches  # noqa: E402
 
 from sandbox.extractors import all as extractors  # noqa: E402
 from sandbox.extractors.registry import lookup  # noqa: E402
@@ -94,10 +102,21 @@ FILES = (
         "tika_langdetect-text-test.expected.txt",
         "tsv",
     ),
+    ("pango_hello-slides.pptx", "presentation", "", "pango_hello-slides.expected.txt", "words"),
+    ("pango_table.pptx", "presentation", "", "pango_table.expected.txt", "words"),
+    ("tika_testOpenOffice2.odt", "odt", "", "tika_testOpenOffice2.expected.txt", "words"),
 )
-# What each peer reads, by suffix (markitdown has no ODS or TSV reader; pandoc no XLS or ODS).
-MARKITDOWN_READS = {".xlsx", ".xlsm", ".xls", ".csv"}
-PANDOC_READS = {".xlsx": "xlsx", ".xlsm": "xlsx", ".csv": "csv", ".tsv": "tsv"}
+# What each peer reads, by suffix (markitdown has no ODS, TSV or ODT reader; pandoc no XLS or
+# ODS).
+MARKITDOWN_READS = {".xlsx", ".xlsm", ".xls", ".csv", ".pptx"}
+PANDOC_READS = {
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".pptx": "pptx",
+    ".odt": "odt",
+}
 
 _MARKITDOWN_DRIVER = textwrap.dedent(
     """
@@ -132,7 +151,9 @@ def _normal(cell: str) -> str:
 
 def _truth_cells(path: Path, layout: str) -> list[str]:
     text = path.read_text()
-    if layout == "lines":
+    if layout == "words":
+        rows = [text.split()]
+    elif layout == "lines":
         rows = [[line] for line in text.splitlines()]
     elif layout == "tsv":
         rows = [line.split("\t") for line in text.splitlines()]
@@ -269,6 +290,22 @@ def _generated(rows: int, columns: int, directory: Path) -> tuple[Path, Path]:
     return workbook, delimited
 
 
+def _deck(slides: int, directory: Path) -> Path:
+    """A deck of ``slides`` slides, each a title, three bullets and a 3 x 3 table."""
+    deck = pptx.Presentation()
+    for number in range(slides):
+        slide = deck.slides.add_slide(deck.slide_layouts[1])
+        slide.shapes.title.text = f"Slide {number}: quarterly review"
+        slide.placeholders[1].text = "revenue up\ncosts down\nhiring paused"
+        table = slide.shapes.add_table(3, 3, Inches(1), Inches(5), Inches(6), Inches(1)).table
+        for row in range(3):
+            for column in range(3):
+                table.cell(row, column).text = f"r{row}c{column} {number}"
+    path = directory / "generated.pptx"
+    deck.save(str(path))
+    return path
+
+
 def _column(index: int) -> str:
     name = ""
     index += 1
@@ -281,6 +318,7 @@ def _column(index: int) -> str:
 def main() -> None:
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 5
     shape = sys.argv[sys.argv.index("--cells") + 1] if "--cells" in sys.argv else "5000x10"
+    slides = int(sys.argv[sys.argv.index("--slides") + 1]) if "--slides" in sys.argv else 200
     rows, columns = (int(part) for part in shape.split("x"))
     extractors.warm_up()
     peers = _peers()
@@ -326,6 +364,16 @@ def main() -> None:
                     line += f" {'—':>10}"
             print(line)
         print("* wall time of a sandbox job on a warm child, per cell")
+        deck = _deck(slides, Path(scratch))
+        print(f"\nCPU per slide, ms ({slides} slides, least of {rounds} rounds)")
+        print(f"{'file':16} {'airlock':>9} {'jailed*':>9}" + "".join(f" {n:>10}" for n in peers))
+        own, _ = _airlock_in_process("presentation", "", deck, rounds)
+        jailed = _airlock_jailed(runner, "presentation", "", deck, rounds)
+        line = f"{deck.suffix:16} {own / slides * 1e3:>9.2f} {jailed / slides * 1e3:>9.2f}"
+        for peer in peers.values():
+            cpu, _ = peer(deck, rounds)
+            line += f" {cpu / slides * 1e3:>10.2f}"
+        print(line)
 
 
 if __name__ == "__main__":
