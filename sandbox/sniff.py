@@ -23,20 +23,21 @@ from sandbox.limits import ParseLimits
 
 #: The kinds an upload may be declared as and read as (the bridge's kinds).
 PDF, DOCX, SPREADSHEET, IMAGE, TEXT = "pdf", "docx", "spreadsheet", "image", "text"
-PRESENTATION, ODT = "presentation", "odt"
+PRESENTATION, ODT, RTF = "presentation", "odt", "rtf"
 _NOUNS = {
     PDF: "a PDF",
     DOCX: "a DOCX package",
     SPREADSHEET: "a spreadsheet",
     PRESENTATION: "a presentation",
     ODT: "an OpenDocument text",
+    RTF: "an RTF document",
     IMAGE: "an image",
     TEXT: "text",
 }
 #: What a refusal of an unsupported format offers instead.
 SUPPORTED = (
-    "PDF, DOCX, ODT, presentations (PPTX, ODP), spreadsheets (XLSX, XLSM, XLSB, XLS, ODS), "
-    "images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV and TSV as tables)"
+    "PDF, DOCX, ODT, RTF, presentations (PPTX, ODP), spreadsheets (XLSX, XLSM, XLSB, XLS, "
+    "ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV and TSV as tables)"
 )
 #: The kinds read from a ZIP package: one of them found to be another is read as the other.
 _PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION, ODT})
@@ -97,6 +98,8 @@ _ODF_KINDS = {
 #: Signatures at offset 0 of formats read here, and of formats named in a refusal.
 _SIGNATURES: tuple[tuple[bytes, Sniffed], ...] = (
     (b"%PDF-", Sniffed(PDF, "a PDF")),
+    # Printable, but no text opens with "{\rtf" but an RTF document.
+    (b"{\\rtf", Sniffed(RTF, "an RTF document")),
     (b"\x89PNG\r\n\x1a\n", Sniffed(IMAGE, "a PNG image")),
     (b"\xff\xd8\xff", Sniffed(IMAGE, "a JPEG image")),
     (b"GIF87a", Sniffed(IMAGE, "a GIF image")),

@@ -22,6 +22,7 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
         "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     ),
     ".odt": ("odt", "application/vnd.oasis.opendocument.text"),
+    ".rtf": ("rtf", "application/rtf"),
     ".odp": ("presentation", "application/vnd.oasis.opendocument.presentation"),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
@@ -42,6 +43,7 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
 # Magic numbers for files whose name says nothing (uploads named "blob", "file", "scan").
 _BY_MAGIC: tuple[tuple[bytes, tuple[str, str]], ...] = (
     (b"%PDF-", _BY_SUFFIX[".pdf"]),
+    (b"{\\rtf", _BY_SUFFIX[".rtf"]),
     (b"\x89PNG\r\n\x1a\n", _BY_SUFFIX[".png"]),
     (b"\xff\xd8\xff", _BY_SUFFIX[".jpg"]),
     (b"II*\x00", _BY_SUFFIX[".tif"]),

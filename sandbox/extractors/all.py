@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the seven kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the eight kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -21,10 +21,20 @@ from pptx.util import Inches
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, odf, pdf, slides, spreadsheet, text
+from sandbox.extractors import docx, image, ocr, odf, pdf, rtf, slides, spreadsheet, text
 from sandbox.limits import ParseLimits
 
-__all__ = ["docx", "image", "odf", "pdf", "slides", "spreadsheet", "text", "warm_up"]
+__all__ = [
+    "docx",
+    "image",
+    "odf",
+    "pdf",
+    "rtf",
+    "slides",
+    "spreadsheet",
+    "text",
+    "warm_up",
+]
 
 
 def warm_up() -> None:
@@ -37,6 +47,7 @@ def warm_up() -> None:
     _warm_spreadsheet(limits)
     _warm_slides(limits)
     _warm_odf(limits)
+    _warm_rtf(limits)
     _warm_text(limits)
 
 
@@ -211,6 +222,17 @@ def _warm_odf(limits: ParseLimits) -> None:
             )
         kind = odf.extract_odt if name == "text" else slides.extract_presentation
         kind("application/octet-stream", buffer.getvalue(), limits)
+
+
+def _warm_rtf(limits: ParseLimits) -> None:
+    """Read an RTF with a Shift-JIS font, a Unicode character, hidden text and a table."""
+    rtf.extract_rtf(
+        "application/rtf",
+        b"{\\rtf1\\ansi\\ansicpg1252{\\fonttbl{\\f1\\fcharset128 MS Gothic;}}"
+        b"{\\f1 \\'83\\'5d}\\u8364?{\\v hidden}\\par"
+        b"\\trowd\\cellx1000\\pard\\intbl cell\\cell\\row\\pard after}",
+        limits,
+    )
 
 
 def _warm_codecs() -> None:

@@ -25,6 +25,7 @@ WORKBOOKS = (
     "tika_testPPT_various.pptx",
     "tika_LibreOfficeImpress_odp_1.3.odp",
     "tika_testODFwithOOo3.odt",
+    "tika_testRTFJapanese.rtf",
     "csv-spectrum_quotes_and_newlines.csv",
     "tika_migration-overlay.tsv",
 )
@@ -48,3 +49,4 @@ def test_office_formats_on_the_queue_read_as_embedded(
     assert "| This is a cat. 1-1 | That is a dog. 1-2 | This is a fox. 1-3 |" in queued.text
     assert '| 1 | ha "ha" ha |' in queued.text
     assert "# Apache Tika Test Document" in queued.text and "# This is" in queued.text
+    assert "ゾルゲと尾崎、淡々と最期" in queued.text

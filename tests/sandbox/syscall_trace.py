@@ -140,6 +140,7 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".pptx": ("presentation", PPTX),
         ".odp": ("presentation", PPTX),
         ".odt": ("odt", "application/vnd.oasis.opendocument.text"),
+        ".rtf": ("rtf", "application/rtf"),
         ".png": ("image", "image/png"),
         ".tif": ("image", "image/tiff"),
         ".jpg": ("image", "image/jpeg"),

@@ -1,0 +1,267 @@
+"""RTF: the text of a Rich Text Format document from its control words, tables as tables.
+
+One pass over the bytes with an explicit group stack (no recursion): a file of 100,000 nested
+groups is refused by its depth, not by Python's stack. ``\\bin`` data is skipped by its count,
+never decoded. Destinations that are not the document's text (font and colour tables, styles,
+document information, pictures, embedded objects, field instructions, every ``\\*`` group) are
+skipped, and text marked hidden (``\\v``) is left out with a notice, as hidden PDF layers are.
+See docs/sandbox.md, "Parsers".
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import re
+from dataclasses import dataclass, field, replace
+
+from sandbox import codes
+from sandbox.document import MAX_COLUMNS, Block, Document, Notice, Paragraph, Table
+from sandbox.extractors.registry import Refusal, extractor
+from sandbox.extractors.text import TextBudget
+from sandbox.limits import ParseLimits
+
+SIGNATURE = b"{\\rtf"
+#: Groups nested deeper than this are refused: Word writes a few dozen levels at most.
+MAX_DEPTH = 1_000
+_TOKEN = re.compile(
+    rb"\\([a-zA-Z]{1,32})(-?\d{1,10})? ?"  # a control word and its parameter
+    rb"|\\'([0-9a-fA-F]{2})"  # a byte in the current code page
+    rb"|\\([^a-zA-Z'])"  # a control symbol
+    rb"|([{}])"
+    rb"|[\r\n]+"  # line ends in the file are not text
+    rb"|([^\\{}\r\n]+)"
+    rb"|\\",  # a lone backslash at the very end
+)
+#: Destinations whose contents are not the document's text.
+_SKIPPED = frozenset(
+    {
+        b"fonttbl", b"colortbl", b"stylesheet", b"info", b"pict", b"object", b"fldinst",
+        b"listtable", b"listoverridetable", b"revtbl", b"rsidtbl", b"generator", b"filetbl",
+        b"themedata", b"colorschememapping", b"datastore", b"latentstyles", b"xmlnstbl",
+        b"pgdsctbl", b"nonshppict",
+    }
+)  # fmt: skip
+_SYMBOLS = {
+    b"par": "\n", b"sect": "\n", b"page": "\n", b"line": "\n", b"tab": "\t",
+    b"emdash": "\u2014", b"endash": "\u2013", b"bullet": "\u2022", b"lquote": "\u2018",
+    b"rquote": "\u2019", b"ldblquote": "\u201c", b"rdblquote": "\u201d", b"emspace": "\u2003",
+    b"enspace": "\u2002", b"qmspace": "\u2005",
+}  # fmt: skip
+_CONTROL_SYMBOLS = {b"~": "\u00a0", b"_": "\u2011", b"\\": "\\", b"{": "{", b"}": "}"}
+#: Windows code pages by \fcharset (a font's character set), for \'hh bytes in that font.
+_CHARSETS = {
+    0: "cp1252", 128: "cp932", 129: "cp949", 130: "johab", 134: "gbk", 136: "big5",
+    161: "cp1253", 162: "cp1254", 163: "cp1258", 177: "cp1255", 178: "cp1256",
+    186: "cp1257", 204: "cp1251", 222: "cp874", 238: "cp1250",
+}  # fmt: skip
+_BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
+#: A \ucN above this is a forgery: N characters of stand-in follow each \u.
+_MAX_UNICODE_SKIP = 8
+
+
+@dataclass(frozen=True)
+class _Group:
+    """What a group inherits from its parent and may change for itself."""
+
+    skip: bool = False
+    hidden: bool = False
+    font: int | None = None
+    unicode_skip: int = 1
+
+
+@dataclass
+class _Reader:
+    """Text and tables as the control words build them."""
+
+    budget: TextBudget
+    codepage: str = "cp1252"
+    fonts: dict[int, str] = field(default_factory=dict)
+    blocks: list[Block] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+    pending: bytearray = field(default_factory=bytearray)  # \'hh bytes not yet decoded
+    pending_codepage: str = "cp1252"
+    cell: list[str] = field(default_factory=list)
+    row: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    in_table: bool = False  # between a table's first \intbl and the first paragraph without
+    paragraph_in_table: bool = False
+    hidden_characters: int = 0
+
+    def write(self, text: str, group: _Group) -> None:
+        self.flush_bytes()
+        if group.skip or not text:
+            return
+        if group.hidden:
+            self.hidden_characters += len(text)
+            return
+        self._target().append(self.budget.spend(text))
+
+    def byte(self, value: int, group: _Group) -> None:
+        if group.skip:
+            return
+        if group.hidden:
+            self.hidden_characters += 1
+            return
+        codepage = self.codepage_of(group)
+        if self.pending and codepage != self.pending_codepage:
+            self.flush_bytes()
+        self.pending_codepage = codepage
+        self.pending.append(value)
+
+    @staticmethod
+    def joined(parts: list[str]) -> str:
+        """``parts`` as one string, a \\u surrogate pair written as two words joined into its
+        character (a lone half becomes U+FFFD)."""
+        return "".join(parts).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+    def flush_bytes(self) -> None:
+        """Bytes decode together: a double-byte code page spells a character in two."""
+        if self.pending:
+            decoded = bytes(self.pending).decode(self.pending_codepage, errors="replace")
+            self.pending.clear()
+            self._target().append(self.budget.spend(decoded))
+
+    def codepage_of(self, group: _Group) -> str:
+        return (
+            self.fonts.get(group.font, self.codepage) if group.font is not None else self.codepage
+        )
+
+    def _target(self) -> list[str]:
+        if self.in_table and not self.paragraph_in_table:
+            self.end_table()  # a paragraph without \intbl: the table has ended
+        return self.cell if self.in_table else self.text
+
+    def end_cell(self) -> None:
+        self.flush_bytes()
+        self.in_table = self.paragraph_in_table = True
+        self.row.append(" ".join(self.joined(self.cell).split()))
+        self.cell.clear()
+        if len(self.row) > MAX_COLUMNS:
+            raise Refusal(codes.CEILING, f"a table row has more than {MAX_COLUMNS} cells")
+
+    def end_row(self) -> None:
+        self.flush_bytes()
+        if any(self.row):
+            self.budget.charge(len(self.row))
+            self.rows.append(self.row)
+        self.row = []
+        self.cell.clear()
+
+    def end_table(self) -> None:
+        self.in_table = False
+        if self.rows:
+            self.end_paragraphs()
+            self.blocks.append(Table(self.rows, header=False))
+            self.rows = []
+
+    def end_paragraphs(self) -> None:
+        self.flush_bytes()
+        # A run of empty paragraphs is one blank line: RTF spaces paragraphs with them.
+        text = _BLANK_LINES.sub("\n\n", self.joined(self.text)).strip("\n")
+        if text.strip():
+            self.blocks.append(Paragraph(text))
+        self.text.clear()
+
+
+@extractor("rtf")
+def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    if not payload.startswith(SIGNATURE):
+        raise Refusal(
+            codes.UNREADABLE, "the payload is not an RTF document: it does not open with {\\rtf"
+        )
+    reader = _Reader(TextBudget(limits))
+    stack: list[_Group] = []
+    group = _Group()
+    position, end = 0, len(payload)
+    fallback = 0  # characters of a \uN's stand-in still to drop
+    font_table: int | None = None  # the depth of \fonttbl, while in it
+    defining: int | None = None  # the font the font table is defining
+    while position < end:
+        token = _TOKEN.match(payload, position)
+        assert token is not None  # the last alternative matches any byte left
+        position = token.end()
+        word, parameter, hex_byte, symbol, brace, run = token.groups()
+        if brace is not None:
+            if brace == b"{":
+                if len(stack) >= MAX_DEPTH:
+                    raise Refusal(codes.CEILING, f"groups nest more than {MAX_DEPTH} deep")
+                stack.append(group)
+            else:
+                if font_table is not None and len(stack) <= font_table:
+                    font_table = None
+                group = stack.pop() if stack else group
+            fallback = 0
+            continue
+        if fallback and (run or hex_byte or symbol):
+            if run:
+                dropped = min(fallback, len(run))
+                fallback, run = fallback - dropped, run[dropped:]
+                if not run:
+                    continue
+            else:
+                fallback -= 1
+                continue
+        if word is not None:
+            number = int(parameter) if parameter is not None else None
+            if word == b"bin":  # raw bytes of the stated length, never text
+                position = min(end, position + max(number or 0, 0))
+            elif font_table is not None:
+                if word == b"f":
+                    defining = number
+                elif word == b"fcharset" and number in _CHARSETS and defining is not None:
+                    reader.fonts[defining] = _CHARSETS[number]
+            elif word in _SKIPPED:
+                font_table = len(stack) if word == b"fonttbl" else font_table
+                group = replace(group, skip=True)
+            else:
+                group, fallback = _control(reader, group, word, number)
+        elif hex_byte is not None:
+            reader.byte(int(hex_byte, 16), group)
+        elif symbol is not None:
+            if symbol == b"*":  # a destination a reader skips unless it knows it
+                group = replace(group, skip=True)
+            else:
+                reader.write(_CONTROL_SYMBOLS.get(symbol, ""), group)
+        elif run is not None and font_table is None:
+            reader.write(run.decode(reader.codepage_of(group), errors="replace"), group)
+    if reader.in_table:
+        reader.end_table()
+    reader.end_paragraphs()
+    if reader.hidden_characters:
+        reader.blocks.append(
+            Notice(f"[airlock: {reader.hidden_characters} characters of hidden text left out]")
+        )
+    return Document(reader.blocks)
+
+
+def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) -> tuple[_Group, int]:
+    """One control word's effect on the text: the group after it, and how many characters of
+    a Unicode character's stand-in follow it."""
+    if word == b"ansicpg" and number is not None:
+        with contextlib.suppress(LookupError):  # a code page Python lacks: keep the default
+            reader.codepage = codecs.lookup(f"cp{number}").name
+    elif word == b"f":
+        group = replace(group, font=number)
+    elif word == b"uc":
+        group = replace(group, unicode_skip=max(0, min(number or 0, _MAX_UNICODE_SKIP)))
+    elif word == b"u" and number is not None:
+        reader.write(_character(number % 65536 if number < 0 else number), group)
+        return group, group.unicode_skip
+    elif word == b"v":
+        group = replace(group, hidden=number != 0)
+    elif word == b"pard":
+        reader.paragraph_in_table = False
+    elif word == b"intbl":
+        reader.in_table = reader.paragraph_in_table = True
+    elif word == b"cell":
+        reader.end_cell()
+    elif word == b"row":
+        reader.end_row()
+    elif word in _SYMBOLS:
+        reader.write(_SYMBOLS[word], group)
+    return group, 0
+
+
+def _character(number: int) -> str:
+    return chr(number) if number < 0x110000 else "\ufffd"
