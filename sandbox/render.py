@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import get_args
 
 from sandbox.document import (
     INVISIBLE,
     Block,
     Document,
     Furniture,
+    FurnitureRole,
     Heading,
     ListItem,
     Notice,
@@ -38,9 +40,16 @@ _READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*([^\W\d_]{1,12})\.?\s*\d")
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.
 _READS_AS_NOTICE = re.compile(r"[\s>]*\[\s*airlock\s*:")
+# The labels of furniture ("[speaker notes]", "[footer]"), which only the renderer writes.
+_READS_AS_FURNITURE = re.compile(
+    r"[\s>]*\[\s*(?:" + "|".join(re.escape(role) for role in get_args(FurnitureRole)) + r")\s*\]"
+)
+# Spaces and quote marks (ASCII and full width) a line may open with before what is judged.
+_LEADING = re.compile(r"[\s>\uff1e]+")
 _PAGE_WORDS = frozenset({"page", "pages", "pg", "pgs", "p", "pp"})
 _DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερосіκкοı", "aepsgaepocikkoi")
-# How much of a line's start is folded to judge it: the pattern never looks further.
+# How much of a line's start, after its leading spaces and quote marks, is folded to judge it:
+# the patterns never look further.
 _JUDGED_CHARS = 40
 # A line is judged as admission leaves it: without the characters it removes, the braille
 # blank a space. None can hide a marker from this check and be stripped away after it.
@@ -99,12 +108,16 @@ def _quoted(line: str, *, notice: bool = False) -> str:
     airlock's notices unless it is one (reversible, as the selection's own quoting: a line
     that already has quote marks gets one more)."""
     admitted = _INVISIBLE.sub("", line.replace(_BRAILLE_BLANK, " "))
-    start = unicodedata.normalize("NFKC", admitted[:_JUDGED_CHARS])
+    # The judged characters start after any run of spaces and quote marks, however long: 45
+    # spaces before "[page 3]" must not carry it past the window.
+    lead = _LEADING.match(admitted)
+    start = unicodedata.normalize("NFKC", admitted[lead.end() if lead else 0 :][:_JUDGED_CHARS])
     match = _READS_AS_PAGE_MARKER.match(start)
     word = match[1].casefold().translate(_DRAWN_LIKE_LATIN) if match else ""
     if word in _PAGE_WORDS:
         return QUOTE + line
-    if not notice and _READS_AS_NOTICE.match(start.casefold().translate(_DRAWN_LIKE_LATIN)):
+    folded = start.casefold().translate(_DRAWN_LIKE_LATIN)
+    if not notice and (_READS_AS_NOTICE.match(folded) or _READS_AS_FURNITURE.match(folded)):
         return QUOTE + line
     return line
 

@@ -206,15 +206,17 @@ def zip_kind(payload: bytes) -> Sniffed:
         names = frozenset(archive.namelist())
     except _ZIP_ERRORS:
         return Sniffed("", "a damaged ZIP archive")
+    # The stored media type first: no Office Open XML package has one, so a package with both
+    # is an OpenDocument file carrying Office parts, and LibreOffice shows its ODF side.
+    declared = _declared_media_type(archive)
+    if declared in _ODF_KINDS:
+        return _ODF_KINDS[declared]
     if _DOCX_MAIN in names:
         return Sniffed(DOCX, "a DOCX package")
     if names & _WORKBOOK_PARTS:
         return Sniffed(SPREADSHEET, "an Excel workbook")
     if _PPTX_MAIN in names:
         return Sniffed(PRESENTATION, "a PowerPoint presentation")
-    declared = _declared_media_type(archive)
-    if declared in _ODF_KINDS:
-        return _ODF_KINDS[declared]
     return Sniffed("", package_name(archive))
 
 

@@ -63,6 +63,9 @@ _SKIPPED = frozenset(
         f"{_TEXT}sequence-decls",
         f"{_OFFICE}forms",
         f"{_DRAW}page-thumbnail",
+        # Impress writes a slide's comments in its own namespace (ODF 1.2 extended).
+        "{http://openoffice.org/2009/office}annotation",
+        "{http://openoffice.org/2009/office}annotation-end",
     }
 )
 _LIST_MARKER = "- "
@@ -77,12 +80,13 @@ _ROW_MM = 2.5
 def read_odt(payload: bytes, limits: ParseLimits) -> Document:
     """An OpenDocument text: headings, paragraphs, lists and tables in order, text boxes after
     the paragraph that anchors them, then footnotes and endnotes."""
-    body = _content(payload).find(f"{_OFFICE}body/{_OFFICE}text")
+    content = _content(payload)
+    body = content.find(f"{_OFFICE}body/{_OFFICE}text")
     if body is None:
         raise Refusal(codes.UNREADABLE, "the OpenDocument text has no office:text body")
-    walker = _Walker(TextBudget(limits))
+    walker = _Walker(TextBudget(limits), _hidden_text_styles(content))
     blocks = walker.blocks(body, depth=0)
-    return Document(blocks + [Paragraph(note) for note in walker.notes])
+    return Document(blocks + [Paragraph(note) for note in walker.notes] + _hid_notice(walker))
 
 
 def read_odp(payload: bytes, limits: ParseLimits) -> Document:
@@ -97,7 +101,7 @@ def read_odp(payload: bytes, limits: ParseLimits) -> Document:
             "(each slide counts as a page)",
         )
     hidden = _hidden_page_styles(content)
-    walker = _Walker(TextBudget(limits))
+    walker = _Walker(TextBudget(limits), _hidden_text_styles(content))
     blocks: list[Block] = []
     for number, slide in enumerate(slides, start=1):
         blocks.append(PageBreak(number))
@@ -106,7 +110,45 @@ def read_odp(payload: bytes, limits: ParseLimits) -> Document:
         else:
             blocks += _slide(slide, walker)
         report_progress(number, len(slides))
-    return Document(blocks + [Paragraph(note) for note in walker.notes])
+    return Document(blocks + [Paragraph(note) for note in walker.notes] + _hid_notice(walker))
+
+
+def _hid_notice(walker: _Walker) -> list[Block]:
+    if not walker.hid_text:
+        return []
+    return [
+        Notice("[airlock: text the document hides (hidden sections, paragraphs or text) left out]")
+    ]
+
+
+def _hidden_text_styles(content: etree._Element) -> frozenset[str]:
+    """The automatic styles that hide their text (``text:display="none"``), with the styles
+    built on them (``style:parent-style-name``). Common styles live in styles.xml, not read."""
+    parents: dict[str, str] = {}
+    hiding: set[str] = set()
+    for style in content.iter(f"{_STYLE}style"):
+        name = style.get(f"{_STYLE}name")
+        if not name:
+            continue
+        parent = style.get(f"{_STYLE}parent-style-name")
+        if parent:
+            parents[name] = parent
+        if any(
+            properties.get(f"{_TEXT}display") == "none"
+            for properties in style.iter(f"{_STYLE}text-properties")
+        ):
+            hiding.add(name)
+    hidden = set(hiding)
+    for name in parents:
+        seen: set[str] = set()
+        ancestor: str | None = name
+        while ancestor is not None and ancestor not in seen:  # a loop of parents ends
+            seen.add(ancestor)
+            if ancestor in hiding:
+                hidden.add(name)
+                break
+            ancestor = parents.get(ancestor)
+    return frozenset(hidden)
 
 
 def _content(payload: bytes) -> etree._Element:
@@ -133,15 +175,41 @@ def _content(payload: bytes) -> etree._Element:
 
 @dataclass
 class _Walker:
-    """Blocks out of ODF body elements, every character charged where it is written."""
+    """Blocks out of ODF body elements, every element visited once and every character
+    charged where it is written; text the document hides is counted, not read."""
 
     budget: TextBudget
+    hidden_styles: frozenset[str] = frozenset()
     notes: list[str] = field(default_factory=list)
+    hid_text: bool = False
+    in_note: bool = False
+
+    def hidden(self, element: etree._Element) -> bool:
+        """Whether a reader of the document does not see ``element``: a section shown never
+        or on a condition, a paragraph a hidden-paragraph field hides, hidden text, or any
+        element whose style sets ``text:display="none"``. Said once, in a notice."""
+        tag = element.tag
+        hidden = (
+            (tag == f"{_TEXT}section" and element.get(f"{_TEXT}display") in ("none", "condition"))
+            or (tag == f"{_TEXT}hidden-text" and element.get(f"{_TEXT}is-hidden") == "true")
+            or (
+                tag in (f"{_TEXT}p", f"{_TEXT}h")
+                and any(
+                    field.get(f"{_TEXT}is-hidden") == "true"
+                    for field in element.iter(f"{_TEXT}hidden-paragraph")
+                )
+            )
+            or element.get(f"{_TEXT}style-name") in self.hidden_styles
+        )
+        self.hid_text = self.hid_text or hidden
+        return hidden
 
     def blocks(self, container: etree._Element, depth: int) -> list[Block]:
         blocks: list[Block] = []
         for child in _elements(container):
             tag = child.tag
+            if tag in _SKIPPED or self.hidden(child):
+                continue
             if tag == f"{_TEXT}h":
                 text = self.inline(child)
                 if text.strip():
@@ -156,7 +224,7 @@ class _Walker:
                 blocks += self.list_items(child, depth)
             elif tag == f"{_TABLE}table":
                 blocks += self.table(child)
-            elif tag not in _SKIPPED:  # sections, index bodies, change spans: their contents
+            else:  # sections, index bodies, change spans: their contents
                 blocks += self.blocks(child, depth)
         return blocks
 
@@ -165,6 +233,8 @@ class _Walker:
         blocks: list[Block] = []
         for item in _elements(listing):
             for child in _elements(item):
+                if child.tag in _SKIPPED or self.hidden(child):
+                    continue
                 if child.tag == f"{_TEXT}list":
                     blocks += self.list_items(child, min(depth + 1, _MAX_DEPTH))
                 elif child.tag in (f"{_TEXT}p", f"{_TEXT}h"):
@@ -188,7 +258,9 @@ class _Walker:
             pieces.append(self.budget.spend(element.text))
         for child in _elements(element):
             tag = child.tag
-            if tag == f"{_TEXT}s":
+            if tag in _SKIPPED or self.hidden(child):
+                pass  # its tail is the document's
+            elif tag == f"{_TEXT}s":
                 pieces.append(" " * self.budget.charge(_count(child, f"{_TEXT}c")))
             elif tag == f"{_TEXT}tab":
                 pieces.append(self.budget.spend("\t"))
@@ -196,27 +268,31 @@ class _Walker:
                 pieces.append(self.budget.spend("\n"))
             elif tag == f"{_TEXT}note":
                 pieces.append(self.note(child))
-            elif tag not in _SKIPPED and not tag.startswith(_DRAW):  # shapes: see frames()
+            elif not tag.startswith(_DRAW):  # shapes: see frames()
                 self._inline_into(child, pieces)
             if child.tail:
                 pieces.append(self.budget.spend(child.tail))
 
     def note(self, note: etree._Element) -> str:
-        """The citation mark as the document numbers it; the note's text to the end."""
+        """The citation mark as the document numbers it; the note's text to the end. A note
+        inside a note (no editor writes one) is not read: each level would read the next."""
+        if self.in_note:
+            return ""
         citation = note.find(f"{_TEXT}note-citation")
         mark = " ".join(self.inline(citation).split()) if citation is not None else ""
         mark = mark or str(len(self.notes) + 1)
         body = note.find(f"{_TEXT}note-body")
-        text = "" if body is None else " ".join(self.inline_blocks(body).split())
-        self.notes.append(self.budget.spend(f"[{mark}] ") + text)
+        self.in_note = True
+        try:
+            text = "" if body is None else self.text_of(body)
+        finally:
+            self.in_note = False
+        self.notes.append(self.budget.spend(f"[{mark}] {text}".rstrip()))
         return self.budget.spend(f"[{mark}]")
 
-    def inline_blocks(self, container: etree._Element) -> str:
-        return "\n".join(
-            self.inline(child)
-            for child in container.iter(f"{_TEXT}p", f"{_TEXT}h")
-            if child is not container
-        )
+    def text_of(self, container: etree._Element) -> str:
+        """The blocks inside ``container`` (a cell, a note's body) as one line of text."""
+        return " ".join(" ".join(_texts(self.blocks(container, depth=0))).split())
 
     def frames(self, anchor: etree._Element) -> list[Block]:
         """The shapes anchored in a paragraph (in its spans too, not inside another shape,
@@ -257,7 +333,7 @@ class _Walker:
             repeat = _count(cell, f"{_TABLE}number-columns-repeated")
             text = ""
             if cell.tag == f"{_TABLE}table-cell":
-                text = " ".join(self.inline_blocks(cell).split())
+                text = self.text_of(cell)
             if not text:
                 empty += repeat
                 continue

@@ -151,6 +151,8 @@ def test_a_lone_surrogate_from_a_broken_font_map_is_replaced_before_it_crosses()
         "[p. 3]",
         "[PP 3-4]",
         "[ρаgе 7]",  # Greek rho, Cyrillic a and e
+        " " * 45 + "[page 3]",  # past the judged window, were the spaces counted in it
+        "\t" * 42 + ">" * 40 + "[page 4]",
     ],
 )
 def test_a_document_line_that_reads_as_a_page_marker_is_quoted(forged: str) -> None:

@@ -3,7 +3,9 @@ element becomes, and the attacks content.xml can carry."""
 
 from __future__ import annotations
 
+import io
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -269,3 +271,93 @@ def test_a_package_without_content_is_unreadable(runner: SandboxRunner) -> None:
     payload = package({"mimetype": ODT, "styles.xml": "<x/>"})
     with pytest.raises(UnreadableInput, match=r"has no content\.xml"):
         _blocks(runner, "odt", payload)
+
+
+# --- found by the second red team ---------------------------------------------------------
+
+
+def test_notes_inside_notes_cost_linear_time(runner: SandboxRunner) -> None:
+    """Each level of nested notes read the whole level below it again: 20 levels took a
+    minute of CPU. A note inside a note is not read (no editor writes one)."""
+    inner = "<text:p>" + "<text:span/>" * 5000 + "inner</text:p>"
+    for _ in range(20):
+        inner = (
+            "<text:p><text:note><text:note-citation>1</text:note-citation><text:note-body>"
+            f"{inner}</text:note-body></text:note></text:p>"
+        )
+    started = time.monotonic()
+    blocks = _blocks(runner, "odt", _text_document(inner))
+    assert time.monotonic() - started < WALL_SECONDS
+    assert blocks == [Paragraph("[1]"), Paragraph("[1]")]
+
+
+@pytest.mark.parametrize(
+    ("body", "styles"),
+    [
+        ("<text:section text:display='none'>" + _p("HIDDEN") + "</text:section>", ""),
+        (
+            "<text:section text:display='condition' text:condition='ooow:1'>"
+            + _p("HIDDEN")
+            + "</text:section>",
+            "",
+        ),
+        (
+            "<text:p><text:hidden-paragraph text:condition='ooow:1' text:is-hidden='true'/>"
+            "HIDDEN</text:p>",
+            "",
+        ),
+        (
+            "<text:p>shown <text:hidden-text text:condition='ooow:1' text:string-value='HIDDEN' "
+            "text:is-hidden='true'>HIDDEN</text:hidden-text></text:p>",
+            "",
+        ),
+        (
+            "<text:p>shown <text:span text:style-name='T2'>HIDDEN</text:span></text:p>",
+            "<style:style style:name='T1' style:family='text'><style:text-properties "
+            "text:display='none'/></style:style><style:style style:name='T2' "
+            "style:family='text' style:parent-style-name='T1'/>",
+        ),
+    ],
+    ids=["section", "conditional-section", "hidden-paragraph", "hidden-text", "style"],
+)
+def test_text_the_document_hides_is_left_out_with_a_notice(
+    runner: SandboxRunner, body: str, styles: str
+) -> None:
+    text = runner.run("odt", ODT, _text_document(_p("VISIBLE") + body, styles=styles), DEFAULT).text
+    assert "HIDDEN" not in text and "VISIBLE" in text
+    assert text.endswith(
+        "[airlock: text the document hides (hidden sections, paragraphs or text) left out]"
+    )
+
+
+def test_comments_stay_out_of_cells_and_notes(runner: SandboxRunner) -> None:
+    comment = "<office:annotation><text:p>SECRET</text:p></office:annotation>"
+    body = (
+        "<table:table><table:table-row><table:table-cell><text:p>VALUE"
+        + comment
+        + "</text:p></table:table-cell></table:table-row></table:table>"
+        "<text:p>x<text:note><text:note-body><text:p>note" + comment + "</text:p>"
+        "</text:note-body></text:note></text:p>"
+    )
+    text = runner.run("odt", ODT, _text_document(body), DEFAULT).text
+    assert "SECRET" not in text and "VALUE" in text and "[1] note" in text
+
+
+def test_an_impress_slide_comment_is_not_slide_text(runner: SandboxRunner) -> None:
+    comment = (
+        "<officeooo:annotation xmlns:officeooo='http://openoffice.org/2009/office'>"
+        "<text:p>SECRET</text:p></officeooo:annotation>"
+    )
+    page = f"<draw:page>{comment}{_frame('1cm', '1cm', 'VISIBLE')}</draw:page>"
+    payload = odf(f"<office:presentation>{page}</office:presentation>", media_type=ODP)
+    text = runner.run("presentation", ODP, payload, DEFAULT).text
+    assert "SECRET" not in text and "VISIBLE" in text
+
+
+def test_an_odt_carrying_office_parts_is_read_as_the_odt_it_is(runner: SandboxRunner) -> None:
+    odt_side = _text_document(_p("ODT-SIDE"))
+    source = zipfile.ZipFile(io.BytesIO(odt_side))
+    parts = {name: source.read(name).decode() for name in source.namelist()}
+    parts["ppt/presentation.xml"] = "<p:presentation/>"
+    text = runner.run("odt", ODT, package(parts), DEFAULT).text
+    assert text == "ODT-SIDE"
