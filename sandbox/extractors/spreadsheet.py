@@ -3,7 +3,7 @@
 python-calamine reads all five formats in Rust: no XML entity is ever expanded (its XML reader
 has no DTD support, so a billion-laughs or an external entity is a parse error), macros are
 never run and formulas never evaluated (a cell's cached value is what is read), and external
-links are never followed. See docs/sandbox.md, "Spreadsheets".
+links are never followed. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations
@@ -111,10 +111,11 @@ def _sheet(
     if hid_a_value:
         blocks.append(_notice('the hidden rows and columns of sheet "{sheet}" are left out', name))
     if scan is not None and scan.errors:
+        counted = "1 cell" if scan.errors == 1 else f"{scan.errors} cells"
         blocks.append(
             _notice(
-                f'{scan.errors} cells of sheet "{{sheet}}" hold an error value (#DIV/0!, '
-                "#N/A) and are shown empty",
+                f'sheet "{{sheet}}" has {counted} holding an error value (#DIV/0!, #N/A), shown '
+                "empty",
                 name,
             )
         )

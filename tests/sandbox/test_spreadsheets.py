@@ -290,8 +290,8 @@ def test_error_cells_are_said_and_one_bad_sheet_loses_only_itself(runner: Sandbo
         Heading(1, "Errors"),
         Table([["", "ok"]], header=False),
         Notice(
-            '[airlock: 1 cells of sheet "Errors" hold an error value (#DIV/0!, #N/A) and are '
-            "shown empty]"
+            '[airlock: sheet "Errors" has 1 cell holding an error value (#DIV/0!, #N/A), shown '
+            "empty]"
         ),
         Heading(1, "Spill"),
         Notice(
