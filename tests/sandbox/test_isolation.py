@@ -187,7 +187,10 @@ def test_allocating_past_the_memory_limit(runner: SandboxRunner) -> None:
 
 @pytest.mark.slow
 def test_a_busy_loop_hits_the_cpu_limit(runner: SandboxRunner) -> None:
-    with pytest.raises(CpuLimitExceeded, match="SIGXCPU"):
+    # The kernel's SIGXCPU at the soft limit, or the job budget's kill at the same second:
+    # on a loaded machine the budget's poll has been first (CI, 2026-12-04). Either is the
+    # CPU limit, said so.
+    with pytest.raises(CpuLimitExceeded, match=r"SIGXCPU|1-second CPU limit"):
         run(runner, "probe-busy")
 
 
