@@ -10,6 +10,7 @@ See docs/sandbox.md, "The typed document".
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Annotated, Literal
 
@@ -34,6 +35,9 @@ INVISIBLE = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\u115f\u1160\u180b-\u180f\u200b-\u200f\u202a-\u202e"
     "\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\U000e0000-\U000e0fff"
 )
+#: Every line break the trusted side reads as one (admission turns \r and the Unicode line
+#: and paragraph separators into \n): the renderer splits at each, and a TSV comment ends at each.
+LINE_BREAK = re.compile("\r\n|[\n\r\u2028\u2029]")
 #: A label is printed inside its page marker: nothing that ends the line or the marker, and
 #: nothing admission would remove or change (a label of fillers alone would vanish, and the
 #: marker with it).

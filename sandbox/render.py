@@ -15,6 +15,7 @@ from typing import get_args
 
 from sandbox.document import (
     INVISIBLE,
+    LINE_BREAK,
     Block,
     Document,
     Furniture,
@@ -55,9 +56,6 @@ _JUDGED_CHARS = 40
 # blank a space. None can hide a marker from this check and be stripped away after it.
 _INVISIBLE = re.compile(f"[{INVISIBLE}]")
 _BRAILLE_BLANK = "\u2800"
-# Every line break the trusted side reads as one (it turns \r and the Unicode line and
-# paragraph separators into \n): each piece is a line of its own here too.
-_LINE_BREAK = re.compile("\r\n|[\n\r\u2028\u2029]")
 _CELL_BREAKS = re.compile(r"\s+")
 
 
@@ -100,7 +98,7 @@ def render(document: Document) -> str:
 
 
 def _quoted_lines(text: str, *, notice: bool = False) -> list[str]:
-    return [_quoted(line, notice=notice) for line in _LINE_BREAK.split(text)]
+    return [_quoted(line, notice=notice) for line in LINE_BREAK.split(text)]
 
 
 def _quoted(line: str, *, notice: bool = False) -> str:

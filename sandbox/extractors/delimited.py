@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
-import re
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from sandbox import codes
-from sandbox.document import MAX_COLUMNS, Block, Paragraph, Table, trimmed
+from sandbox.document import LINE_BREAK, MAX_COLUMNS, Block, Paragraph, Table, trimmed
 from sandbox.extractors.registry import Refusal
 
 if TYPE_CHECKING:  # the text extractor, which decodes the text, owns the budget and calls this
@@ -29,8 +28,6 @@ _TSV = frozenset({"text/tab-separated-values", "text/tsv"})
 _DELIMITERS = ",;\t|"
 #: How many of the first lines the separator is judged from.
 _JUDGED_LINES = 50
-#: Every line break the renderer reads as one: a comment ends at any of them.
-_LINE_BREAK = re.compile("\r\n|[\n\r\u2028\u2029]")
 
 
 def is_delimited(media_type: str) -> bool:
@@ -114,7 +111,7 @@ def _comments(text: str) -> tuple[str, str]:
     line break the renderer reads as one, so none can carry a line past this split."""
     end = 0
     while text.startswith("#", end):
-        found = _LINE_BREAK.search(text, end)
+        found = LINE_BREAK.search(text, end)
         end = len(text) if found is None else found.end()
     return text[:end], text[end:]
 

@@ -52,7 +52,9 @@ def extract_spreadsheet(media_type: str, payload: bytes, limits: ParseLimits) ->
         if sheet.visible != python_calamine.SheetVisibleEnum.Visible:
             # A hidden sheet is what a hidden PDF layer is: text its author kept from readers,
             # the place a planted instruction would sit. Said, never read.
-            blocks.append(_notice('sheet "{sheet}" is hidden in the workbook; left out', name))
+            blocks.append(
+                Notice(f'[airlock: sheet "{_named(name)}" is hidden in the workbook; left out]')
+            )
         elif sheet.typ in _CELL_SHEETS:
             blocks.append(Heading(1, name))
             blocks += _sheet(workbook, index, name, scans.get(sheet.name), budget)
@@ -91,8 +93,8 @@ def _sheet(
         budget.charge(max(0, cells - charged), _reach(name, loaded.height, loaded.width))
         rows = list(loaded.iter_rows())
     except (python_calamine.CalamineError, ValueError, OverflowError) as exc:
-        reason = " ".join(str(exc).split())[:_MAX_REASON].replace("{", "(").replace("}", ")")
-        return [_notice(f'sheet "{{sheet}}" cannot be read ({reason}); left out', name)]
+        reason = " ".join(str(exc).split())[:_MAX_REASON]
+        return [Notice(f'[airlock: sheet "{_named(name)}" cannot be read ({reason}); left out]')]
     start = loaded.start or (0, 0)
     hidden_rows = scan.hidden_rows if scan else frozenset()
     hidden_columns = scan.hidden_columns if scan else frozenset()
@@ -109,14 +111,15 @@ def _sheet(
             kept.append([budget.spend(text) for text in visible])
     blocks: list[Block] = [Table(trimmed(kept), header=False)] if kept else []
     if hid_a_value:
-        blocks.append(_notice('the hidden rows and columns of sheet "{sheet}" are left out', name))
+        blocks.append(
+            Notice(f'[airlock: the hidden rows and columns of sheet "{_named(name)}" are left out]')
+        )
     if scan is not None and scan.errors:
         counted = "1 cell" if scan.errors == 1 else f"{scan.errors} cells"
         blocks.append(
-            _notice(
-                f'sheet "{{sheet}}" has {counted} holding an error value (#DIV/0!, #N/A), shown '
-                "empty",
-                name,
+            Notice(
+                f'[airlock: sheet "{_named(name)}" has {counted} holding an error value '
+                "(#DIV/0!, #N/A), shown empty]"
             )
         )
     return blocks
@@ -126,9 +129,9 @@ def _reach(name: str, height: int, width: int) -> str:
     return f' (sheet "{name}" spans {height:,} rows by {width:,} columns)'
 
 
-def _notice(template: str, name: str) -> Notice:
-    """airlock's remark on a sheet; ``template`` names it as ``{sheet}``."""
-    return Notice(f"[airlock: {template.format(sheet=name.translate(_NOT_IN_A_NOTICE))}]")
+def _named(name: str) -> str:
+    """A sheet's name as a notice quotes it."""
+    return name.translate(_NOT_IN_A_NOTICE)
 
 
 def _opened(payload: bytes) -> python_calamine.CalamineWorkbook:
