@@ -68,7 +68,7 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
     set_progress_sink(progress)
     quality.start_job()
     try:
-        how = sniff.reading(header.kind, payload, header.limits)
+        how = sniff.reading(header.kind, header.media_type, payload, header.limits)
         parse = lookup(how.kind)
         if parse is None:
             raise Refusal(codes.PARSER, f"no extractor is registered for kind {how.kind!r}")

@@ -23,7 +23,7 @@ from sandbox.limits import ParseLimits
 
 #: The kinds an upload may be declared as and read as (the bridge's kinds).
 PDF, DOCX, SPREADSHEET, IMAGE, TEXT = "pdf", "docx", "spreadsheet", "image", "text"
-PRESENTATION, ODT, RTF = "presentation", "odt", "rtf"
+PRESENTATION, ODT, RTF, HTML, EPUB = "presentation", "odt", "rtf", "html", "epub"
 _NOUNS = {
     PDF: "a PDF",
     DOCX: "a DOCX package",
@@ -31,16 +31,21 @@ _NOUNS = {
     PRESENTATION: "a presentation",
     ODT: "an OpenDocument text",
     RTF: "an RTF document",
+    HTML: "an HTML page",
+    EPUB: "an EPUB book",
     IMAGE: "an image",
     TEXT: "text",
 }
 #: What a refusal of an unsupported format offers instead.
 SUPPORTED = (
-    "PDF, DOCX, ODT, RTF, presentations (PPTX, ODP), spreadsheets (XLSX, XLSM, XLSB, XLS, "
-    "ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV and TSV as tables)"
+    "PDF, DOCX, ODT, RTF, EPUB, HTML, presentations (PPTX, ODP), spreadsheets (XLSX, XLSM, "
+    "XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV and TSV as "
+    "tables)"
 )
 #: The kinds read from a ZIP package: one of them found to be another is read as the other.
-_PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION, ODT})
+_PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION, ODT, EPUB})
+#: Media types of text declared as a web page: read by the HTML reader, never as markup.
+HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 #: The first line of a text read as another kind than the one declared; the rest follows, "]".
 NOTICE_PREFIX = "[airlock: declared as "
 
@@ -94,6 +99,10 @@ _ODF_KINDS = {
     )
     for template in ("", "-template")
 }
+_EPUB_PACKAGE = ("application/epub+zip", Sniffed(EPUB, "an EPUB book"))
+#: How a web page opens, after a byte-order mark and white space: a text that merely quotes
+#: markup further on stays text.
+_HTML_OPENING = re.compile(rb"(?:\xef\xbb\xbf)?[ \t\r\n\f]*<(?:!doctype\s+html|html)[\s>]", re.I)
 
 #: Signatures at offset 0 of formats read here, and of formats named in a refusal.
 _SIGNATURES: tuple[tuple[bytes, Sniffed], ...] = (
@@ -133,9 +142,10 @@ class Reading:
     notice: str | None = None
 
 
-def reading(declared: str, payload: bytes, limits: ParseLimits) -> Reading:
+def reading(declared: str, media_type: str, payload: bytes, limits: ParseLimits) -> Reading:
     """How to read an upload declared as ``declared``; raises :class:`Refusal` naming what it
-    is when its bytes are a format airlock does not read. The pages' kinds pass as they are.
+    is when its bytes are a format airlock does not read. The pages' kinds pass as they are;
+    text declared as a web page by its ``media_type`` is read as one.
 
     A PDF found under another kind is read in one child (``fan_out_pages`` 0): only a job
     declared a PDF is split into pages by its caller.
@@ -144,6 +154,8 @@ def reading(declared: str, payload: bytes, limits: ParseLimits) -> Reading:
         # An OLE2 file declared a spreadsheet is an XLS as far as its signature can tell (a
         # Word 97 .doc has the same one): the spreadsheet reader says which.
         return Reading(declared, limits)
+    if declared == TEXT and media_type.partition(";")[0].strip().lower() in HTML_MEDIA_TYPES:
+        declared = HTML
     found = sniffed(payload)
     if found is None or found.kind == declared:
         return Reading(declared, limits)
@@ -172,6 +184,8 @@ def sniffed(payload: bytes) -> Sniffed | None:
         return Sniffed(IMAGE, "a BMP image")
     if payload.startswith(ZIP):
         return zip_kind(payload)
+    if _HTML_OPENING.match(payload):
+        return Sniffed(HTML, "an HTML page")
     return None
 
 
@@ -198,7 +212,7 @@ def _is_bmp(payload: bytes) -> bool:
 def zip_kind(payload: bytes) -> Sniffed:
     """What a ZIP package is by the members it lists: a DOCX by its main document, an Excel
     workbook by its workbook part, a PowerPoint presentation by its presentation part, an
-    OpenDocument text, spreadsheet or presentation by its stored media type; any
+    OpenDocument text, spreadsheet or presentation or an EPUB by its stored media type; any
     other is named, not read. Only the central directory and a stored "mimetype" member of at
     most :data:`_MAX_MEDIA_TYPE` bytes are read."""
     try:
@@ -211,6 +225,8 @@ def zip_kind(payload: bytes) -> Sniffed:
     declared = _declared_media_type(archive)
     if declared in _ODF_KINDS:
         return _ODF_KINDS[declared]
+    if declared == _EPUB_PACKAGE[0]:
+        return _EPUB_PACKAGE[1]
     if _DOCX_MAIN in names:
         return Sniffed(DOCX, "a DOCX package")
     if names & _WORKBOOK_PARTS:

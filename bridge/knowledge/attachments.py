@@ -32,12 +32,12 @@ from bridge.knowledge.pages import PageSpan, page_map
 #: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
 #: container is not handed to a parser "to find out what it is".
 EXTRACTABLE_KINDS = frozenset(
-    {"pdf", "docx", "odt", "rtf", "spreadsheet", "presentation", "image", "text"}
+    {"pdf", "docx", "odt", "rtf", "epub", "html", "spreadsheet", "presentation", "image", "text"}
 )
 
 # Kinds whose parser opens the payload as a ZIP package (a spreadsheet unless it is an XLS,
 # an OLE2 compound file).
-_ZIP_PARSED_KINDS = frozenset({"docx", "odt", "spreadsheet", "presentation"})
+_ZIP_PARSED_KINDS = frozenset({"docx", "odt", "epub", "spreadsheet", "presentation"})
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 # C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in

@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the eight kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the ten kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -21,11 +21,25 @@ from pptx.util import Inches
 from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
-from sandbox.extractors import docx, image, ocr, odf, pdf, rtf, slides, spreadsheet, text
+from sandbox.extractors import (
+    docx,
+    epub,
+    html,
+    image,
+    ocr,
+    odf,
+    pdf,
+    rtf,
+    slides,
+    spreadsheet,
+    text,
+)
 from sandbox.limits import ParseLimits
 
 __all__ = [
     "docx",
+    "epub",
+    "html",
     "image",
     "odf",
     "pdf",
@@ -48,6 +62,7 @@ def warm_up() -> None:
     _warm_slides(limits)
     _warm_odf(limits)
     _warm_rtf(limits)
+    _warm_web(limits)
     _warm_text(limits)
 
 
@@ -233,6 +248,41 @@ def _warm_rtf(limits: ParseLimits) -> None:
         b"\\trowd\\cellx1000\\pard\\intbl cell\\cell\\row\\pard after}",
         limits,
     )
+
+
+_WARM_PAGE = (
+    "<!DOCTYPE html><html><head><meta charset='windows-1252'><style>.x{display:none}</style>"
+    "</head><body><h1>warm</h1><p class=x>hidden</p><p style='color:#fff'>white</p>"
+    "<ol><li>item</ol><table><tr><th>a<tr><td colspan=2>b</table><pre> pre</pre></body></html>"
+)
+
+
+def _warm_web(limits: ParseLimits) -> None:
+    """Read a web page with a declared charset, a stylesheet, hidden text, a list and a table,
+    and an EPUB of that page as an XHTML chapter with a linked stylesheet."""
+    page = _WARM_PAGE.encode("cp1252")
+    html.extract_html("text/html", page, limits)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as book:
+        book.writestr("mimetype", "application/epub+zip")
+        book.writestr(
+            "META-INF/container.xml",
+            "<container xmlns='urn:oasis:names:tc:opendocument:xmlns:container'><rootfiles>"
+            "<rootfile full-path='OPS/book.opf' media-type='application/oebps-package+xml'/>"
+            "</rootfiles></container>",
+        )
+        book.writestr(
+            "OPS/book.opf",
+            "<package xmlns='http://www.idpf.org/2007/opf' version='3.0'><manifest>"
+            "<item id='c1' href='c%201.xhtml' media-type='application/xhtml+xml'/></manifest>"
+            "<spine><itemref idref='c1'/></spine></package>",
+        )
+        book.writestr(
+            "OPS/c 1.xhtml",
+            _WARM_PAGE.replace("<style>", "<link rel='stylesheet' href='s.css'/><style>"),
+        )
+        book.writestr("OPS/s.css", "p { color: red }")
+    epub.extract_epub("application/epub+zip", buffer.getvalue(), limits)
 
 
 def _warm_codecs() -> None:

@@ -1,17 +1,14 @@
 """OpenDocument text (ODT) and presentations (ODP), read from their content.xml with lxml.
 
-One parser setting for every part read: no DTD loaded, no entity resolved, no network, no huge
-tree (libxml2's depth and size limits stay on), and a part that declares a DOCTYPE at all is
-refused (OpenDocument never has one). Repeated spaces, cells and rows, which cost a few bytes
+content.xml is parsed under the one XML policy (sandbox/extractors/package_parts.py; an
+OpenDocument part never has a DOCTYPE). Repeated spaces, cells and rows, which cost a few bytes
 for any count, are charged to the text budget before they are written out.
 See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -30,6 +27,7 @@ from sandbox.document import (
     Paragraph,
     Table,
 )
+from sandbox.extractors import package_parts
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -42,17 +40,6 @@ _STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
 _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 _PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 _CONTENT = "content.xml"
-#: content.xml is read up to this size: the archive guard bounds the package before dispatch,
-#: and this bounds a child that is handed a package without it.
-_MAX_PART_BYTES = 64 << 20
-_PARSER_OPTIONS = {
-    "resolve_entities": False,
-    "load_dtd": False,
-    "no_network": True,
-    "huge_tree": False,
-    "remove_comments": True,
-    "remove_pis": True,
-}
 #: Elements whose text is not the document's reading: tracked deletions, comments, the
 #: declarations of sequences and forms, and a slide's thumbnail of itself.
 _SKIPPED = frozenset(
@@ -153,24 +140,12 @@ def _hidden_text_styles(content: etree._Element) -> frozenset[str]:
 
 def _content(payload: bytes) -> etree._Element:
     """content.xml of the package, parsed under the one policy."""
+    archive = package_parts.opened(payload, "OpenDocument file")
     try:
-        archive = zipfile.ZipFile(io.BytesIO(payload))
-        with archive.open(_CONTENT) as member:
-            data = member.read(_MAX_PART_BYTES + 1)
-    except KeyError as exc:
+        data = package_parts.member(archive, _CONTENT)
+    except package_parts.MissingPart as exc:
         raise Refusal(codes.UNREADABLE, "the OpenDocument package has no content.xml") from exc
-    except (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, OSError) as exc:
-        raise Refusal(codes.UNREADABLE, f"content.xml cannot be read: {exc}") from exc
-    if len(data) > _MAX_PART_BYTES:
-        raise Refusal(codes.CEILING, f"content.xml is over {_MAX_PART_BYTES >> 20} MiB")
-    try:
-        tree = etree.parse(io.BytesIO(data), etree.XMLParser(**_PARSER_OPTIONS))
-    except etree.XMLSyntaxError as exc:
-        raise Refusal(codes.UNREADABLE, f"content.xml is not well-formed: {exc}") from exc
-    if tree.docinfo.doctype:
-        # Entities are never resolved, so a DTD could only hide text from the reader.
-        raise Refusal(codes.UNREADABLE, "content.xml declares a DTD, which OpenDocument never has")
-    return tree.getroot()
+    return package_parts.xml_part(data, _CONTENT)
 
 
 @dataclass

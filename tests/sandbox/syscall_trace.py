@@ -141,6 +141,8 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".odp": ("presentation", PPTX),
         ".odt": ("odt", "application/vnd.oasis.opendocument.text"),
         ".rtf": ("rtf", "application/rtf"),
+        ".epub": ("epub", "application/epub+zip"),
+        ".html": ("html", "text/html"),
         ".png": ("image", "image/png"),
         ".tif": ("image", "image/tiff"),
         ".jpg": ("image", "image/jpeg"),

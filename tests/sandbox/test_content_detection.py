@@ -172,4 +172,4 @@ def test_the_pages_kinds_are_never_sniffed() -> None:
     as a PDF is what it is, and the merge's JSON is nobody's upload."""
     limits = ParseLimits()
     for kind in ("pdf-split", "pdf-page", "pdf-merge"):
-        assert sniff.reading(kind, b"\x89PNG\r\n\x1a\n", limits) == sniff.Reading(kind, limits)
+        assert sniff.reading(kind, "", b"\x89PNG\r\n\x1a\n", limits) == sniff.Reading(kind, limits)
