@@ -107,9 +107,11 @@ FILES = (
     ("tika_testOpenOffice2.odt", "odt", "", "tika_testOpenOffice2.expected.txt", "words"),
 )
 # What each peer reads, by suffix (markitdown has no ODS, TSV or ODT reader; pandoc no XLS or
-# ODS).
-MARKITDOWN_READS = {".xlsx", ".xlsm", ".xls", ".csv", ".pptx"}
+# ODS). bench/web_bench.py uses the same peers for web pages and books.
+MARKITDOWN_READS = {".xlsx", ".xlsm", ".xls", ".csv", ".pptx", ".html", ".epub"}
 PANDOC_READS = {
+    ".html": "html",
+    ".epub": "epub",
     ".xlsx": "xlsx",
     ".xlsm": "xlsx",
     ".csv": "csv",

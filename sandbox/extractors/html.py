@@ -459,7 +459,8 @@ class _Reader:
         self._frames = [_Frame("", False, _TEXT_COLOUR, _PAGE_BACKGROUND, pre=False)]
         self._inline: list[str] = []
         self._heading: int | None = None
-        self._lists: list[list[int]] = []  # per open list: [next number, or -1 for bullets]
+        # Per open list: its numbering type ("" for bullets) and its next number.
+        self._lists: list[tuple[str, list[int]]] = []
         self._items: list[tuple[str, int]] = []  # per open list item: (marker, depth)
         self._tables: list[_TableBuilder] = []
 
@@ -541,7 +542,8 @@ class _Reader:
         elif tag in _LISTS:
             self._flush()
             start = _whole_number(attributes.get("start"), default=1)
-            self._lists.append([start if tag == "ol" else -1])
+            style = (attributes.get("type") or "1").strip()
+            self._lists.append((style, [start]) if tag == "ol" else ("", [0]))
         elif tag == "li":
             self._flush()
             self._items.append((self._marker(), max(len(self._lists) - 1, 0)))
@@ -583,11 +585,11 @@ class _Reader:
         self._frames.pop()
 
     def _marker(self) -> str:
-        numbering = self._lists[-1] if self._lists else [-1]
-        if numbering[0] < 0:
+        style, number = self._lists[-1] if self._lists else ("", [0])
+        if not style:
             return "- "
-        numbering[0] += 1
-        return f"{numbering[0] - 1}. "
+        number[0] += 1
+        return f"{_numeral(number[0] - 1, style)}. "
 
     def _close_cell(self, table: _TableBuilder, node: LexborNode) -> None:
         text = _WHITESPACE.sub(" ", "".join(table.cell or [])).strip()
@@ -645,6 +647,30 @@ class _Reader:
             self._items[-1] = (" " * len(marker), depth)
         else:
             self.blocks.append(Paragraph(text))
+
+
+_ROMAN = (
+    (1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"),
+    (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i"),
+)  # fmt: skip
+
+
+def _numeral(number: int, style: str) -> str:
+    """``number`` as an ``ol`` of ``type`` ``style`` draws it: 1, a, A, i or I (digits for
+    what letters cannot spell: zero, or a roman numeral past 3,999)."""
+    if style in ("a", "A") and number > 0:
+        letters = ""
+        while number:
+            number, digit = divmod(number - 1, 26)
+            letters = chr(ord("a") + digit) + letters
+        return letters if style == "a" else letters.upper()
+    if style in ("i", "I") and 0 < number < 4000:
+        roman = ""
+        for value, numeral in _ROMAN:
+            count, number = divmod(number, value)
+            roman += numeral * count
+        return roman if style == "i" else roman.upper()
+    return str(number)
 
 
 def _tidy(text: str) -> str:

@@ -1,5 +1,5 @@
-"""The corpus's workbooks, decks and delimited texts through real workers: each gives the
-selection the embedded path gives, byte for byte."""
+"""The corpus's workbooks, decks, books, web pages and delimited texts through real workers:
+each gives the selection the embedded path gives, byte for byte."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ WORKBOOKS = (
     "tika_testRTFJapanese.rtf",
     "csv-spectrum_quotes_and_newlines.csv",
     "tika_migration-overlay.tsv",
+    "tika_testEPUB.epub",
+    "pango_shift-jis.html",
 )
 LIMITS = ExtractionLimits(max_total_chars=500_000)
 
@@ -50,3 +52,5 @@ def test_office_formats_on_the_queue_read_as_embedded(
     assert '| 1 | ha "ha" ha |' in queued.text
     assert "# Apache Tika Test Document" in queued.text and "# This is" in queued.text
     assert "ゾルゲと尾崎、淡々と最期" in queued.text
+    assert "This is the text for chapter Two" in queued.text and "nothing to see" not in queued.text
+    assert "# H1です。" in queued.text

@@ -91,6 +91,9 @@ def test_a_shift_jis_page_without_a_charset_reads_as_japanese(runner: SandboxRun
     items = [block for block in blocks if isinstance(block, ListItem)]
     assert (items[0].marker, items[0].depth, items[0].text) == ("1. ", 0, "OL.LI(1)")
     assert (items[1].marker, items[1].depth) == ("- ", 1)
+    markers = [item.marker for item in items if "UL.OL.LI" in item.text]
+    drawn = ["ii", "iii", "iv", "XXX", "XXXI", "XXXII", "an", "ao", "ap", "AX", "AY", "AZ"]
+    assert markers[3:] == [f"{numeral}. " for numeral in drawn]
 
 
 def test_elements_become_blocks_and_markup_never_text(runner: SandboxRunner) -> None:
