@@ -24,6 +24,7 @@ from sandbox.limits import ParseLimits
 #: The kinds an upload may be declared as and read as (the bridge's kinds).
 PDF, DOCX, SPREADSHEET, IMAGE, TEXT = "pdf", "docx", "spreadsheet", "image", "text"
 PRESENTATION, ODT, RTF, HTML, EPUB = "presentation", "odt", "rtf", "html", "epub"
+EMAIL = "email"
 _NOUNS = {
     PDF: "a PDF",
     DOCX: "a DOCX package",
@@ -33,19 +34,25 @@ _NOUNS = {
     RTF: "an RTF document",
     HTML: "an HTML page",
     EPUB: "an EPUB book",
+    EMAIL: "an e-mail message",
     IMAGE: "an image",
     TEXT: "text",
 }
 #: What a refusal of an unsupported format offers instead.
 SUPPORTED = (
-    "PDF, DOCX, ODT, RTF, EPUB, HTML, presentations (PPTX, ODP), spreadsheets (XLSX, XLSM, "
-    "XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV and TSV as "
-    "tables)"
+    "PDF, DOCX, ODT, RTF, EPUB, HTML, e-mail (EML), presentations (PPTX, ODP), spreadsheets "
+    "(XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV "
+    "and TSV as tables)"
 )
 #: The kinds read from a ZIP package: one of them found to be another is read as the other.
 _PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION, ODT, EPUB})
-#: Media types of text declared as a web page: read by the HTML reader, never as markup.
-HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+#: The kind text is read as when its media type says it is a web page or a message: by that
+#: kind's reader, never as markup or raw RFC 822.
+_TEXT_BY_MEDIA_TYPE = {
+    "text/html": HTML,
+    "application/xhtml+xml": HTML,
+    "message/rfc822": EMAIL,
+}
 #: The first line of a text read as another kind than the one declared; the rest follows, "]".
 NOTICE_PREFIX = "[airlock: declared as "
 
@@ -145,7 +152,7 @@ class Reading:
 def reading(declared: str, media_type: str, payload: bytes, limits: ParseLimits) -> Reading:
     """How to read an upload declared as ``declared``; raises :class:`Refusal` naming what it
     is when its bytes are a format airlock does not read. The pages' kinds pass as they are;
-    text declared as a web page by its ``media_type`` is read as one.
+    text declared as a web page or a message by its ``media_type`` is read as one.
 
     A PDF found under another kind is read in one child (``fan_out_pages`` 0): only a job
     declared a PDF is split into pages by its caller.
@@ -154,8 +161,8 @@ def reading(declared: str, media_type: str, payload: bytes, limits: ParseLimits)
         # An OLE2 file declared a spreadsheet is an XLS as far as its signature can tell (a
         # Word 97 .doc has the same one): the spreadsheet reader says which.
         return Reading(declared, limits)
-    if declared == TEXT and media_type.partition(";")[0].strip().lower() in HTML_MEDIA_TYPES:
-        declared = HTML
+    if declared == TEXT:
+        declared = _TEXT_BY_MEDIA_TYPE.get(media_type.partition(";")[0].strip().lower(), TEXT)
     found = sniffed(payload)
     if found is None or found.kind == declared:
         return Reading(declared, limits)

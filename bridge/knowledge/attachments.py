@@ -32,7 +32,19 @@ from bridge.knowledge.pages import PageSpan, page_map
 #: The kinds a parser exists for. Anything else is refused before dispatch: an unknown
 #: container is not handed to a parser "to find out what it is".
 EXTRACTABLE_KINDS = frozenset(
-    {"pdf", "docx", "odt", "rtf", "epub", "html", "spreadsheet", "presentation", "image", "text"}
+    {
+        "pdf",
+        "docx",
+        "odt",
+        "rtf",
+        "epub",
+        "html",
+        "email",
+        "spreadsheet",
+        "presentation",
+        "image",
+        "text",
+    }
 )
 
 # Kinds whose parser opens the payload as a ZIP package (a spreadsheet unless it is an XLS,

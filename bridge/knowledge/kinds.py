@@ -28,6 +28,7 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".html": ("html", "text/html"),
     ".htm": ("html", "text/html"),
     ".xhtml": ("html", "application/xhtml+xml"),
+    ".eml": ("email", "message/rfc822"),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
     ".jpeg": ("image", "image/jpeg"),

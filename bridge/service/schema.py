@@ -70,8 +70,8 @@ class Attachment(msgspec.Struct, forbid_unknown_fields=True):
         Declared,
         Meta(
             description=(
-                "pdf, docx, odt, rtf, epub, html, spreadsheet, presentation, image or text; any "
-                "other kind is dropped with a reason."
+                "pdf, docx, odt, rtf, epub, html, email, spreadsheet, presentation, image or "
+                "text; any other kind is dropped with a reason."
             )
         ),
     ]

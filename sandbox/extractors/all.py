@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the ten kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the eleven kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -26,6 +26,7 @@ from sandbox.extractors import (
     epub,
     html,
     image,
+    mail,
     ocr,
     odf,
     pdf,
@@ -41,6 +42,7 @@ __all__ = [
     "epub",
     "html",
     "image",
+    "mail",
     "odf",
     "pdf",
     "rtf",
@@ -63,6 +65,7 @@ def warm_up() -> None:
     _warm_odf(limits)
     _warm_rtf(limits)
     _warm_web(limits)
+    _warm_mail(limits)
     _warm_text(limits)
 
 
@@ -283,6 +286,50 @@ def _warm_web(limits: ParseLimits) -> None:
         )
         book.writestr("OPS/s.css", "p { color: red }")
     epub.extract_epub("application/epub+zip", buffer.getvalue(), limits)
+
+
+_WARM_MESSAGE = b"""\
+From: =?iso-8859-1?Q?J=FCrgen?= <j@example.com>
+To: a@example.com, "B, C" <b@example.com>
+Date: Wed, 17 May 2000 23:13:09 -0400
+Subject: =?utf-8?B?d2FybQ==?=
+MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="outer"
+
+--outer
+Content-Type: multipart/alternative; boundary="inner"
+
+--inner
+Content-Type: text/plain; charset=iso-8859-1
+Content-Transfer-Encoding: quoted-printable
+
+M=FCller
+--inner
+Content-Type: text/html; charset=utf-8
+Content-Transfer-Encoding: base64
+
+PHA+aHRtbDwvcD4=
+--inner--
+--outer
+Content-Type: message/rfc822
+
+Subject: forwarded
+
+plain
+--outer
+Content-Type: application/pdf; name="a.pdf"
+Content-Disposition: attachment; filename*=utf-8''r%C3%A9sum%C3%A9.pdf
+Content-Transfer-Encoding: base64
+
+JVBERi0=
+--outer--
+"""
+
+
+def _warm_mail(limits: ParseLimits) -> None:
+    """Read a message with encoded-word headers, an address list, quoted-printable and base64
+    alternatives, an attached message and an attachment with an RFC 2231 name."""
+    mail.extract_email("message/rfc822", _WARM_MESSAGE, limits)
 
 
 def _warm_codecs() -> None:

@@ -1,4 +1,4 @@
-"""The corpus's workbooks, decks, books, web pages and delimited texts through real workers:
+"""The corpus's workbooks, decks, books, web pages, mail and delimited texts through real workers:
 each gives the selection the embedded path gives, byte for byte."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ WORKBOOKS = (
     "tika_migration-overlay.tsv",
     "tika_testEPUB.epub",
     "pango_shift-jis.html",
+    "mail-mime-parser_m1005.eml",
 )
 LIMITS = ExtractionLimits(max_total_chars=500_000)
 
@@ -54,3 +55,4 @@ def test_office_formats_on_the_queue_read_as_embedded(
     assert "ゾルゲと尾崎、淡々と最期" in queued.text
     assert "This is the text for chapter Two" in queued.text and "nothing to see" not in queued.text
     assert "# H1です。" in queued.text
+    assert "Subject: Die Hasen und die Frösche (Netscape Messenger 4.7)" in queued.text

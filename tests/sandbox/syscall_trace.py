@@ -143,6 +143,7 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".rtf": ("rtf", "application/rtf"),
         ".epub": ("epub", "application/epub+zip"),
         ".html": ("html", "text/html"),
+        ".eml": ("email", "message/rfc822"),
         ".png": ("image", "image/png"),
         ".tif": ("image", "image/tiff"),
         ".jpg": ("image", "image/jpeg"),
