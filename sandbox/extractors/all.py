@@ -356,3 +356,11 @@ def _warm_text(limits: ParseLimits) -> None:
         sample.encode("cp1252"),
     ):
         text.extract_text("text/plain", payload, limits)
+    notebook = (
+        '{"metadata": {"kernelspec": {"language": "python"}}, "cells": [{"cell_type": "code", '
+        '"source": ["print(1)"], "outputs": [{"output_type": "stream", "text": "1"}, '
+        '{"output_type": "display_data", "data": {"image/png": "", "text/plain": "x"}}]}]}'
+    )
+    text.extract_text("application/x-ipynb+json", notebook.encode(), limits)
+    text.extract_text("application/json", b'{"a": [1, 2.5, null, "\\u00e9"]}' * 1, limits)
+    text.extract_text("application/json", b"[" + b'"x",' * 400 + b'"y"]', limits)

@@ -1,7 +1,9 @@
 """Plain text: decoding bytes of unknown encoding, and the character budget every extractor uses.
 
 Deterministic: a byte-order mark, then strict UTF-8, then charset_normalizer, Windows-1252
-preferred where it fits as well; the declared charset is ignored. See docs/sandbox.md,
+preferred where it fits as well; the declared charset is ignored. The declared media type picks
+the reading: CSV and TSV as tables (delimited.py), a notebook's cells (notebook.py), code and
+data files fenced in their language (code.py), anything else one paragraph. See docs/sandbox.md,
 "Parsers" and "Notes by module".
 """
 
@@ -13,7 +15,7 @@ from charset_normalizer import from_bytes
 
 from sandbox import codes
 from sandbox.document import Document, Paragraph
-from sandbox.extractors import delimited
+from sandbox.extractors import code, delimited, notebook
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.limits import ParseLimits
 
@@ -93,6 +95,10 @@ def extract_text(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
     budget = TextBudget(limits)
     if delimited.is_delimited(media_type):
         return Document(delimited.table(media_type, text, budget))
+    if media_type == notebook.MEDIA_TYPE:
+        return Document(notebook.blocks(text, budget))
+    if code.is_code(media_type):
+        return Document(code.blocks(media_type, text, budget))
     return Document([Paragraph(budget.spend(text))])
 
 

@@ -1,5 +1,5 @@
-"""The corpus's workbooks, decks, books, web pages, mail and delimited texts through real workers:
-each gives the selection the embedded path gives, byte for byte."""
+"""The corpus's workbooks, decks, books, web pages, mail, notebooks, code and delimited texts
+through real workers: each gives the selection the embedded path gives, byte for byte."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ WORKBOOKS = (
     "tika_testEPUB.epub",
     "pango_shift-jis.html",
     "mail-mime-parser_m1005.eml",
+    "nbformat_test4.ipynb",
+    "marked_gfm.0.29.json",
 )
 LIMITS = ExtractionLimits(max_total_chars=500_000)
 
@@ -56,3 +58,5 @@ def test_office_formats_on_the_queue_read_as_embedded(
     assert "This is the text for chapter Two" in queued.text and "nothing to see" not in queued.text
     assert "# H1です。" in queued.text
     assert "Subject: Die Hasen und die Frösche (Netscape Messenger 4.7)" in queued.text
+    assert '```json\n[\n  {\n    "section": "[extension] Tables",' in queued.text
+    assert "```\nhello\n```" in queued.text

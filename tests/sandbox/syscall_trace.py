@@ -148,6 +148,10 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".tif": ("image", "image/tiff"),
         ".jpg": ("image", "image/jpeg"),
         ".txt": ("text", "text/plain"),
+        ".ipynb": ("text", "application/x-ipynb+json"),
+        ".json": ("text", "application/json"),
+        ".py": ("text", "text/x-python"),
+        ".xml": ("text", "application/xml"),
     }
     return [
         (*kinds[path.suffix], path.read_bytes())
