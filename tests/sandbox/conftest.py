@@ -6,7 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from sandbox.runner import SandboxRunner
 from tests.sandbox.canary import Canary
+from tests.sandbox.hostile_inputs import LIMITS
 
 
 @pytest.fixture
@@ -15,3 +17,11 @@ def canary() -> Iterator[Canary]:
     names is caught fetching it."""
     with Canary() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[SandboxRunner]:
+    """One sandbox under the hostile-input limits for a module's tests of a format; modules
+    that need other limits or probe modules define their own."""
+    with SandboxRunner(LIMITS) as sandbox:
+        yield sandbox

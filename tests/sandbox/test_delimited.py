@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,16 +14,10 @@ from sandbox.extractors.registry import Refusal, lookup
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 
 CSV, TSV = "text/csv", "text/tab-separated-values"
 ROOMY = ParseLimits(max_text_chars=200_000)
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _blocks(

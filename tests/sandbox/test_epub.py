@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
 from tests.sandbox.canary import Canary
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import external, laughs, package
 
 EPUB = "application/epub+zip"
@@ -27,12 +26,6 @@ CONTAINER = (
     "<rootfiles><rootfile full-path='OEBPS/book.opf' "
     "media-type='application/oebps-package+xml'/></rootfiles></container>"
 )
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _chapter(body: str, head: str = "") -> str:

@@ -7,7 +7,6 @@ import base64
 import io
 import time
 import zipfile
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,16 +14,10 @@ from sandbox.errors import CeilingExceeded
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 
 RFC822 = "message/rfc822"
 DEFAULT = ParseLimits()
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _text(runner: SandboxRunner, message: bytes, limits: ParseLimits = DEFAULT) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +26,7 @@ from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
 from tests.sandbox.canary import Canary
 from tests.sandbox.docx_builders import odt as minimal_odt
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import (
     ODS_TYPE,
     external,
@@ -41,12 +40,6 @@ from tests.sandbox.spreadsheet_builders import (
 ODT = "application/vnd.oasis.opendocument.text"
 ODP = "application/vnd.oasis.opendocument.presentation"
 DEFAULT = ParseLimits()
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _blocks(

@@ -24,17 +24,11 @@ from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
 from tests.sandbox.canary import Canary
-from tests.sandbox.hostile_inputs import LIMITS, PPTX, WALL_SECONDS
+from tests.sandbox.hostile_inputs import PPTX, WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import external, laughs
 
 _PAGE = re.compile(r"^\[page \d+\]$")
 DEFAULT = ParseLimits()
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _blocks(runner: SandboxRunner, payload: bytes, limits: ParseLimits = DEFAULT) -> list[Block]:

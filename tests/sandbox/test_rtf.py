@@ -4,7 +4,6 @@ control words become, and the files that attack an RTF reader."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,16 +12,10 @@ from sandbox.errors import CeilingExceeded, UnreadableInput
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 
 RTF = "application/rtf"
 DEFAULT = ParseLimits()
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _blocks(runner: SandboxRunner, payload: bytes, limits: ParseLimits = DEFAULT) -> list[Block]:

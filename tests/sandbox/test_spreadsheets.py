@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
 from tests.sandbox.canary import Canary
 from tests.sandbox.docx_builders import plain_zip, template_docx
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import (
     MAIN,
     external,
@@ -32,12 +31,6 @@ from tests.sandbox.spreadsheet_builders import (
 
 ROOMY = ParseLimits(max_text_chars=200_000)
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _read(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,17 +16,11 @@ from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.cer import cer
 from tests.conftest import CORPUS_DIR
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import laughs
 
 NOTEBOOK = "application/x-ipynb+json"
 ROOMY = ParseLimits(max_text_chars=400_000)
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _text(runner: SandboxRunner, media_type: str, payload: bytes) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import re
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,19 +16,13 @@ from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
 from tests.sandbox.canary import Canary
-from tests.sandbox.hostile_inputs import LIMITS, WALL_SECONDS
+from tests.sandbox.hostile_inputs import WALL_SECONDS
 from tests.sandbox.spreadsheet_builders import external, laughs
 
 HTML = "text/html"
 XHTML = "application/xhtml+xml"
 DEFAULT = ParseLimits()
 ROOMY = ParseLimits(max_text_chars=400_000)
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[SandboxRunner]:
-    with SandboxRunner(LIMITS) as sandbox:
-        yield sandbox
 
 
 def _blocks(
