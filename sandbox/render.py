@@ -90,15 +90,18 @@ def render(document: Document) -> str:
             lines += _quoted_lines(block_text(block) or "")
         elif isinstance(block, Furniture):
             lines += [f"[{block.role}]", *_quoted_lines(block.text)]
-        elif isinstance(block, Notice):  # a child writes those too: no page marker either
-            lines += _quoted_lines(block.text, notice=True)
+        elif isinstance(block, Notice):
+            # One line, whatever it holds: a notice quotes names from the document (a
+            # chapter's path, an attachment's name), and a line break in one would let the
+            # rest speak as another notice. A child writes notices too: no page marker either.
+            lines.append(_quoted(" ".join(LINE_BREAK.split(block.text)), notice=True))
         else:
             lines += _quoted_lines(block.text)
     return "\n".join(lines)
 
 
-def _quoted_lines(text: str, *, notice: bool = False) -> list[str]:
-    return [_quoted(line, notice=notice) for line in LINE_BREAK.split(text)]
+def _quoted_lines(text: str) -> list[str]:
+    return [_quoted(line) for line in LINE_BREAK.split(text)]
 
 
 def _quoted(line: str, *, notice: bool = False) -> str:

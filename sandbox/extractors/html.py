@@ -2,22 +2,28 @@
 
 The page is parsed by lexbor (through selectolax), an HTML5 parser: it builds the tree a
 browser builds, so text a browser hides (``<span hidden/>`` opens a span in HTML, and an
-unclosed hidden ``<b>`` is re-opened inside the next block) is hidden here too. Tags with no
-text of their own (script, style, template, head) are left out; content hidden by the hidden
-attribute, aria-hidden or by an inline style or a stylesheet rule (none, zero size, off-screen,
-transparent, the colour of its background) is left out and counted in a notice, because text
-a person cannot see is how instructions are slipped to a model. Nesting is bounded before the
-parser runs: the tree builder costs quadratic time in depth. See docs/sandbox.md, "Parsers".
+unclosed hidden ``<b>`` is re-opened inside the next block) is hidden here too; ``noscript``
+is read as a browser running scripts reads it, as nothing. XHTML (an EPUB's chapters) is read
+as the XML a reading system parses, and refused where an HTML parser would build another tree
+from it. Elements no browser draws (scripts, styles, templates, fallbacks, SVG definitions,
+closed dialogs) are left out; content hidden by an attribute, an inline style or a stylesheet
+rule (sandbox/extractors/css.py) is left out and counted in a notice, because text a person
+cannot see is how instructions are slipped to a model. Nesting is bounded before the parser
+runs, and matching stylesheet rules is bounded in time: lexbor's tree builder is quadratic in
+depth and its selector matching combinatorial. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations
 
 import codecs
+import html as html_entities
 import re
+import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lxml import etree
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from sandbox import codes
@@ -31,58 +37,53 @@ from sandbox.document import (
     Paragraph,
     Table,
 )
+from sandbox.extractors import css
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget, decode_text
 from sandbox.limits import ParseLimits
 
-HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _XHTML = "application/xhtml+xml"
 
 #: Elements open at once, as counted before parsing. Chromium's parser stops nesting at 512;
 #: lexbor's tree builder walks the open elements on many start tags, so 100,000 nested
 #: ``<div>`` cost it 23 s of CPU, and 2,048 cost nothing measurable.
 MAX_NESTING = 2048
-#: Selectors of hiding stylesheet rules tried on the page, at most.
-_MAX_HIDING_SELECTORS = 500
-#: Linked stylesheets read for one page, at most.
-_MAX_SHEETS = 16
+#: Selectors of hiding stylesheet rules a page may carry; past this it is refused, since a
+#: rule left unapplied is text shown that a browser hides.
+MAX_HIDING_SELECTORS = 5_000
+#: CPU seconds matching a page's hiding selectors may take: lexbor's matching of descendant
+#: selectors is combinatorial in depth (``span div div div`` over 400 nested divs took 5 s).
+MAX_MATCHING_SECONDS = 3.0
+_SELECTORS_PER_QUERY = 64
 _MAX_LIST_DEPTH = 8
 _MAX_SPAN = 1000
 
 #: Elements whose content is never shown as text: scripts, styles, the head, inert templates,
-#: fallbacks a browser with scripts never shows, and embedded documents.
+#: fallbacks a browser never shows, embedded documents, ruby's fallback parentheses, SVG's
+#: definitions and MathML's invisible parts.
 _NOT_SHOWN = frozenset(
-    {
-        "head",
-        "title",
-        "script",
-        "style",
-        "template",
-        "noscript",
-        "iframe",
-        "object",
-        "embed",
-        "canvas",
-        "audio",
-        "video",
-        "map",
-        "datalist",
-        "desc",
-        "metadata",
-    }
+    {"head", "title", "script", "style", "template", "noscript", "noembed", "noframes"}
+    | {"iframe", "object", "embed", "canvas", "audio", "video", "map", "datalist", "rp"}
+    | {"progress", "meter", "desc", "metadata", "defs", "symbol", "clippath", "mask"}
+    | {"pattern", "marker", "lineargradient", "radialgradient", "filter", "mphantom"}
+    | {"annotation", "annotation-xml"}
 )
-#: Elements whose content the pre-count skips, as the tokenizer does (raw text).
-_RAW_TEXT = ("script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes")
-#: Elements that never hold content, and those a sibling closes by itself: neither deepens
-#: the tree for long, so neither is counted.
+#: Elements whose content the tokenizer reads as raw text: the pre-count skips it.
+_RAW_TEXT = frozenset(
+    {"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript"}
+)
+#: Raw-text elements a browser running scripts never shows, removed before parsing: lexbor
+#: parses ``noscript`` as if scripts were off, so ``</div>`` inside one would close it and
+#: show what follows.
+_UNSHOWN_RAW_TEXT = ("noscript", "noembed", "noframes")
+_FOREIGN = frozenset({"svg", "math"})
+#: Elements that never hold content, and those a sibling closes by itself wherever they are:
+#: neither deepens the tree for long, so neither is counted.
 _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
     | {"track", "wbr", "param", "keygen"}
 )
-_SELF_CLOSING = frozenset(
-    {"p", "li", "dt", "dd", "tr", "td", "th", "option", "optgroup", "rb", "rt", "rp"}
-    | {"thead", "tbody", "tfoot", "colgroup", "caption"}
-)
+_SIBLING_CLOSED = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})
 _BLOCKS = frozenset(
     {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog"}
     | {"div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header"}
@@ -93,54 +94,93 @@ _PRE = frozenset({"pre", "xmp", "listing", "textarea"})
 _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _LISTS = frozenset({"ul", "ol", "menu"})
 _CELLS = frozenset({"td", "th"})
+#: SVG's presentation attributes, read as the style declarations they are.
+_PRESENTATION = ("display", "visibility", "opacity", "fill", "stroke", "font-size")
 
-#: A tag's opening, up to its name: what follows is not matched, since a pattern that ran on
-#: to the ">" would rescan the rest of the page for every "<a" left open.
-_TAG = re.compile(r"<(/?)([A-Za-z][^\s/><]*)|<!--")
-_COMMENT_END = "-->"
+_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
+_TAG_START = re.compile(r"<(/?)([A-Za-z][^\s/><]*)|<!--")
+#: The end of a tag's attributes: a quoted value runs to its closing quote.
+_TAG_END = re.compile(r"""(?:[^>"']|"[^"]*"|'[^']*')*>""")
+_COMMENT_END = re.compile(r"--!?>")
 _SELF_CLOSED_XML = re.compile(
     r"""<([A-Za-z][\w:.-]*)((?:\s+[^\s=/>"'<]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*)\s*/>"""
 )
 _DOCTYPE = re.compile(r"<!doctype", re.IGNORECASE)
-_WHITESPACE = re.compile(r"[ \t\n\r\f]+")
+_NAMED_ENTITY = re.compile(r"&([A-Za-z][A-Za-z0-9]*);")
+_XML_ENTITIES = frozenset({"lt", "gt", "amp", "quot", "apos"})
+_XML_PARSER_OPTIONS = {
+    "resolve_entities": False,
+    "load_dtd": False,
+    "no_network": True,
+    "huge_tree": False,
+    "remove_comments": True,
+    "remove_pis": True,
+}
+#: Where an HTML parser rebuilds a well-formed XHTML tree: a block in a paragraph closes it,
+#: a heading in a heading, a list item in a list item, a link in a link; a table's stray
+#: content is moved before it. An XHTML chapter built so is refused: its hidden parts would
+#: be hidden in one tree and shown in the other.
+_CLOSES_P = frozenset(
+    {"address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div"}
+    | {"dl", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup", "hr"}
+    | {"main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "ul", "li"}
+    | {"dd", "dt", "xmp", "listing", "plaintext", "h1", "h2", "h3", "h4", "h5", "h6"}
+)
+_SELF_EXCLUDING = frozenset({"a", "button", "form", "nobr", "li", "dd", "dt"} | set(_HEADINGS))
+_SCOPE_ENDS = frozenset({"table", "td", "th", "caption", "button", "svg", "math", "template"})
+_TABLE_CHILDREN = frozenset(
+    {"caption", "colgroup", "thead", "tbody", "tfoot", "tr", "script", "template", "style"}
+)
 #: A charset named in the first bytes, as a browser's pre-scan finds it.
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _PRESCAN_BYTES = 1024
-#: Labels a browser reads as another encoding than Python's of that name (WHATWG Encoding).
-_BROWSER_ENCODINGS = {
-    "iso-8859-1": "cp1252",
-    "iso8859-1": "cp1252",
-    "latin1": "cp1252",
-    "latin-1": "cp1252",
-    "l1": "cp1252",
-    "ascii": "cp1252",
-    "us-ascii": "cp1252",
-    "iso-8859-9": "cp1254",
-    "latin5": "cp1254",
-    "tis-620": "cp874",
-    "utf-16": "utf-8",
-    "utf-16le": "utf-8",
-    "utf-16be": "utf-8",
+#: The WHATWG Encoding Standard's labels, by the Python codec that decodes them; a label
+#: outside it (utf-7, unicode_escape, punycode) is one a browser ignores.
+_ENCODINGS = {
+    "utf-8": ("utf-8", "utf8", "unicode-1-1-utf-8", "unicode11utf8", "unicode20utf8"),
+    "cp1252": (
+        *("windows-1252", "iso-8859-1", "iso8859-1", "latin1", "l1", "ascii", "us-ascii"),
+        *("cp1252", "cp819", "ibm819", "iso-ir-100", "x-cp1252", "ansi_x3.4-1968"),
+    ),
+    "cp1250": ("windows-1250", "cp1250", "x-cp1250"),
+    "cp1251": ("windows-1251", "cp1251", "x-cp1251"),
+    "cp1253": ("windows-1253", "cp1253", "x-cp1253"),
+    "cp1254": ("windows-1254", "cp1254", "iso-8859-9", "latin5", "x-cp1254"),
+    "cp1255": ("windows-1255", "cp1255", "x-cp1255"),
+    "cp1256": ("windows-1256", "cp1256", "x-cp1256"),
+    "cp1257": ("windows-1257", "cp1257", "x-cp1257"),
+    "cp1258": ("windows-1258", "cp1258", "x-cp1258"),
+    "cp874": ("windows-874", "tis-620", "iso-8859-11", "dos-874"),
+    "iso-8859-2": ("iso-8859-2", "latin2", "l2"),
+    "iso-8859-3": ("iso-8859-3", "latin3"),
+    "iso-8859-4": ("iso-8859-4", "latin4"),
+    "iso-8859-5": ("iso-8859-5", "cyrillic"),
+    "iso-8859-6": ("iso-8859-6", "arabic"),
+    "iso-8859-7": ("iso-8859-7", "greek"),
+    "iso-8859-8": ("iso-8859-8", "hebrew", "iso-8859-8-i"),
+    "iso-8859-10": ("iso-8859-10", "latin6"),
+    "iso-8859-13": ("iso-8859-13",),
+    "iso-8859-14": ("iso-8859-14",),
+    "iso-8859-15": ("iso-8859-15", "latin9", "l9"),
+    "iso-8859-16": ("iso-8859-16",),
+    "koi8-r": ("koi8-r", "koi8", "koi"),
+    "koi8-u": ("koi8-u", "koi8-ru"),
+    "mac-roman": ("macintosh", "mac", "x-mac-roman", "csmacintosh"),
+    "cp866": ("ibm866", "866", "cp866"),
+    "gb18030": ("gbk", "gb2312", "gb18030", "x-gbk", "chinese", "csgb2312"),
+    "big5hkscs": ("big5", "big5-hkscs", "x-x-big5", "cn-big5"),
+    "euc-jp": ("euc-jp", "x-euc-jp"),
+    "iso-2022-jp": ("iso-2022-jp", "csiso2022jp"),
+    "cp932": ("shift_jis", "shift-jis", "sjis", "ms_kanji", "windows-31j", "x-sjis"),
+    "cp949": ("euc-kr", "ks_c_5601-1987", "windows-949", "korean"),
 }
-
-_LENGTH = re.compile(r"^(-?\d*\.?\d+)(px|em|rem|pt|pc|ex|ch|vw|vh|%|cm|mm|in)?$")
-_PX_PER_UNIT = {"px": 1.0, "em": 16.0, "rem": 16.0, "pt": 4 / 3, "pc": 16.0, "ex": 8.0}
-_PX_PER_UNIT |= {"ch": 8.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "in": 96.0, "vw": 10.0, "vh": 10.0}
-#: Text moved this far off the left or top edge is off-screen.
-_OFF_SCREEN_PX = -500.0
-_OFFSETS = ("left", "top", "right", "bottom", "margin-left", "margin-top", "text-indent")
-_HEX = re.compile(r"^#([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$")
-_CHANNEL = r"([\d.]+%?)"
-_RGB = re.compile(
-    rf"^rgba?\(\s*{_CHANNEL}[\s,]+{_CHANNEL}[\s,]+{_CHANNEL}(?:[\s,/]+{_CHANNEL})?\s*\)$"
+_BROWSER_CODECS = {label: codec for codec, labels in _ENCODINGS.items() for label in labels}
+# A <meta> naming UTF-16 is read as UTF-8: the bytes it is in were readable as ASCII.
+_BROWSER_CODECS |= {"utf-16": "utf-8", "utf-16le": "utf-8", "utf-16be": "utf-8"}
+#: Labels a browser decodes as one replacement character: the page shows nothing.
+_REPLACEMENT = frozenset(
+    {"iso-2022-kr", "csiso2022kr", "hz-gb-2312", "iso-2022-cn", "iso-2022-cn-ext", "replacement"}
 )
-_NAMED = {"white": "#ffffff", "black": "#000000", "transparent": "transparent"}
-_ZERO_CLIP = re.compile(r"rect\(\s*0\D*0\D*0\D*0\D*\)")
-_ZERO_SCALE = re.compile(r"scale\(\s*0(?:\.0*)?\s*\)")
-#: The background of an element with a picture behind its text: never a text colour.
-_PICTURE = "picture"
-_PAGE_BACKGROUND = "#ffffff"
-_TEXT_COLOUR = "#000000"
 
 
 @extractor("html")
@@ -159,16 +199,23 @@ class Page:
 
 
 def decoded(payload: bytes) -> str:
-    """The page's text: a byte-order mark, else the charset its first bytes declare when the
-    page decodes in it, else the plain-text decoder's reading (UTF-8, then detection)."""
+    """The page's text: a byte-order mark, else the charset its first bytes declare (a label
+    of the Encoding Standard only, as a browser reads it) when the page decodes in it, else
+    the plain-text decoder's reading (UTF-8, then detection)."""
     if not payload.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         declared = _META_CHARSET.search(payload[:_PRESCAN_BYTES])
         if declared is not None:
             label = declared.group(1).decode("ascii").lower()
-            try:
-                return payload.decode(_BROWSER_ENCODINGS.get(label, label))
-            except (LookupError, UnicodeDecodeError):
-                pass  # a page that lies about its charset is read as if it said none
+            if label in _REPLACEMENT:
+                raise Refusal(
+                    codes.UNREADABLE,
+                    f"the page declares the charset {label}, which a browser shows as nothing",
+                )
+            if label in _BROWSER_CODECS:
+                try:
+                    return payload.decode(_BROWSER_CODECS[label])
+                except UnicodeError:
+                    pass  # a page that lies about its charset is read as if it said none
     return decode_text(payload)
 
 
@@ -179,15 +226,13 @@ def read_page(
     xhtml: bool,
     stylesheets: Callable[[str], str] | None = None,
 ) -> Page:
-    """Read ``markup`` (HTML, or XHTML when ``xhtml``: there ``<p/>`` is an empty element, as a
-    reading system's XML parser sees it, not an open one) into blocks. ``stylesheets`` gives
-    the text of a stylesheet the page links to by its href ("" when there is none); a web
-    page's links are not followed."""
+    """Read ``markup`` (HTML, or XHTML when ``xhtml``) into blocks. ``stylesheets`` gives the
+    text of a stylesheet the page links to by its href ("" when there is none); a web page's
+    links are not followed."""
     if "\x00" in markup:
         raise Refusal(codes.UNREADABLE, "the page holds NUL characters: it is binary, not HTML")
-    markup = _without_internal_subset(markup)
-    if xhtml:
-        markup = _SELF_CLOSED_XML.sub(_opened_and_closed, markup)
+    markup = _as_xhtml_reads_it(markup) if xhtml else _without_internal_subset(markup)
+    markup = _without_unshown_raw_text(markup)
     _bound_nesting(markup)
     tree = LexborHTMLParser(markup)
     reader = _Reader(budget, _hidden_by_stylesheet(tree, stylesheets))
@@ -222,6 +267,73 @@ def _without_internal_subset(markup: str) -> str:
     return markup[: opening.start()] + ("" if closing < 0 else markup[closing + 1 :])
 
 
+def _as_xhtml_reads_it(markup: str) -> str:
+    """XHTML as a reading system's XML parser reads it, written so the HTML parser builds
+    the same tree: parsed as XML (HTML's named entities as the characters they name, no DTD,
+    comments and processing instructions dropped), refused where an HTML parser would
+    rebuild it, and written back with every empty element closed (``<p/>`` is empty in XML,
+    an open paragraph in HTML)."""
+    markup = _without_internal_subset(markup)
+    markup = _NAMED_ENTITY.sub(_numeric_reference, markup)
+    try:
+        root = etree.fromstring(
+            markup.encode("utf-8", "surrogatepass"), etree.XMLParser(**_XML_PARSER_OPTIONS)
+        )
+    except (etree.XMLSyntaxError, ValueError) as exc:
+        raise Refusal(codes.UNREADABLE, f"the XHTML is not well-formed: {exc}") from exc
+    _refuse_rebuilt(root)
+    written = etree.tostring(root, encoding="unicode", method="xml")
+    return _SELF_CLOSED_XML.sub(_opened_and_closed, written)
+
+
+def _numeric_reference(match: re.Match[str]) -> str:
+    name = match.group(1)
+    if name in _XML_ENTITIES:
+        return match.group(0)
+    character = html_entities.unescape(match.group(0))
+    return match.group(0) if character == match.group(0) else f"&#{ord(character[0])};"
+
+
+def _refuse_rebuilt(root: etree._Element) -> None:
+    """Refuse an XHTML tree an HTML parser would build differently (:data:`_CLOSES_P`)."""
+    for element in root.iter(etree.Element):
+        tag = _local(element)
+        ancestors = [_local(node) for node in element.iterancestors()]
+        within = ancestors[: _until_scope(ancestors)]
+        parent = ancestors[0] if ancestors else ""
+        if tag in _CLOSES_P and "p" in within:
+            clash = "p"
+        elif tag in _SELF_EXCLUDING and tag in ancestors[: _until_scope(ancestors, tag)]:
+            clash = tag
+        elif tag in _HEADINGS and _HEADINGS.keys() & set(within):
+            clash = "a heading"
+        elif (
+            parent == "table" and (tag not in _TABLE_CHILDREN or (element.tail or "").strip())
+        ) or (tag == "table" and (element.text or "").strip()):
+            clash = "table"
+        else:
+            continue
+        raise Refusal(
+            codes.UNREADABLE,
+            f"the XHTML puts {tag} inside {clash}, which an HTML parser rebuilds as another "
+            "tree (its hidden parts could show)",
+        )
+
+
+def _local(element: etree._Element) -> str:
+    return str(etree.QName(element).localname).lower()
+
+
+def _until_scope(ancestors: list[str], looking_for: str = "") -> int:
+    """How many of ``ancestors`` (nearest first) lie within the scope an HTML parser looks
+    through before giving up: a table, a cell, foreign content, or a button unless a button
+    is what it looks for, ends it."""
+    for index, name in enumerate(ancestors):
+        if name in _SCOPE_ENDS and name != looking_for:
+            return index
+    return len(ancestors)
+
+
 def _opened_and_closed(match: re.Match[str]) -> str:
     name = match.group(1)
     if name.lower() in _VOID:
@@ -229,33 +341,60 @@ def _opened_and_closed(match: re.Match[str]) -> str:
     return f"<{name}{match.group(2)}></{name}>"
 
 
-def _bound_nesting(markup: str) -> None:
-    """Refuse a page whose elements nest deeper than :data:`MAX_NESTING`, counted by tags.
+def _without_unshown_raw_text(markup: str) -> str:
+    """``markup`` without the content of ``noscript``, ``noembed`` and ``noframes``, found in
+    one pass per element name."""
+    lowered = markup.lower()
+    for name in _UNSHOWN_RAW_TEXT:
+        if f"<{name}" not in lowered:
+            continue
+        kept: list[str] = []
+        position = 0
+        while (opening := lowered.find(f"<{name}", position)) >= 0:
+            kept.append(markup[position:opening])
+            closing = lowered.find(f"</{name}", opening)
+            position = len(markup) if closing < 0 else closing
+        kept.append(markup[position:])
+        markup = "".join(kept)
+        lowered = markup.lower()
+    return markup
 
-    The count over-estimates: an end tag only closes a start tag of its own name, and elements
-    a sibling closes by itself (``<p>``, ``<li>``, ``<td>``) are not counted at all.
+
+def _bound_nesting(markup: str) -> None:
+    """Refuse a page whose elements nest deeper than :data:`MAX_NESTING`, counted by a scan
+    that reads tags as the tokenizer does (attributes to their quote-aware end, comments to
+    ``-->`` or their abrupt ``<!-->``, raw text outside SVG and MathML skipped) in one pass.
+
+    The count over-estimates: an end tag only closes a start tag of its own name, and only
+    elements a sibling closes wherever they stand (``<p>``, ``<li>``, ``<td>``) go uncounted.
     """
     open_by_name: Counter[str] = Counter()
     depth = 0
     position = 0
     lowered = markup.lower()
-    while (tag := _TAG.search(markup, position)) is not None:
+    while (tag := _TAG_START.search(markup, position)) is not None:
         position = tag.end()
         if tag.group(0) == "<!--":
-            end = markup.find(_COMMENT_END, position)
-            position = len(markup) if end < 0 else end + len(_COMMENT_END)
+            if markup.startswith(">", position) or markup.startswith("->", position):
+                continue  # "<!-->" and "<!--->" end where they start
+            end = _COMMENT_END.search(markup, position)
+            position = len(markup) if end is None else end.end()
             continue
+        attributes_end = _TAG_END.match(markup, position)
+        if attributes_end is None:
+            return  # a tag left open runs to the end of the page: nothing after it is a tag
+        position = attributes_end.end()
         name = tag.group(2).lower()
         if tag.group(1):
             if open_by_name[name]:
                 open_by_name[name] -= 1
                 depth -= 1
             continue
-        if name in _RAW_TEXT:
-            end = lowered.find(f"</{name}", position)
-            position = len(markup) if end < 0 else end
+        if name in _RAW_TEXT and not (open_by_name["svg"] or open_by_name["math"]):
+            raw_end = lowered.find(f"</{name}", position)
+            position = len(markup) if raw_end < 0 else raw_end
             continue
-        if name in _VOID or name in _SELF_CLOSING:
+        if name in _VOID or name in _SIBLING_CLOSED:
             continue
         open_by_name[name] += 1
         depth += 1
@@ -269,8 +408,7 @@ def _bound_nesting(markup: str) -> None:
 def _hidden_by_stylesheet(
     tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None
 ) -> set[int]:
-    """The elements a rule of the page's ``<style>`` elements or linked stylesheets hides
-    (rules inside @media and other at-rules are not judged: they apply to some screens only)."""
+    """The elements a rule of the page's ``<style>`` elements or linked stylesheets hides."""
     sheets = [style.text(deep=True) for style in tree.css("style")]
     if stylesheets is not None:
         links = [
@@ -278,161 +416,67 @@ def _hidden_by_stylesheet(
             for link in tree.css("link")
             if "stylesheet" in (link.attributes.get("rel") or "").lower().split()
         ]
-        sheets += [stylesheets(href) for href in links[:_MAX_SHEETS] if href]
-    selectors: list[str] = []
-    for sheet in sheets:
-        for selector, declarations in _rules(sheet):
-            if _hiding(_declarations(declarations)) is not None:
-                selectors.append(selector)
+        sheets += [stylesheets(href) for href in dict.fromkeys(links) if href]
+    selectors = list(
+        dict.fromkeys(
+            selector
+            for sheet in sheets
+            for selector, body in css.rules(sheet)
+            if css.hiding(css.declarations(body)) is not None
+        )
+    )
+    if len(selectors) > MAX_HIDING_SELECTORS:
+        raise Refusal(
+            codes.CEILING,
+            f"the page has more than {MAX_HIDING_SELECTORS} stylesheet rules that hide text",
+        )
     hidden: set[int] = set()
-    for selector in selectors[:_MAX_HIDING_SELECTORS]:
-        try:
-            matches = tree.css(selector)
-        except Exception:  # noqa: BLE001, S112 - a selector lexbor does not know is not applied
-            continue
-        hidden.update(node.mem_id for node in matches)
+    started = time.process_time()
+    for first in range(0, len(selectors), _SELECTORS_PER_QUERY):
+        group = selectors[first : first + _SELECTORS_PER_QUERY]
+        for query in _queries(group):
+            hidden.update(node.mem_id for node in tree.css(query))
+            if time.process_time() - started > MAX_MATCHING_SECONDS:
+                raise Refusal(
+                    codes.CEILING,
+                    f"matching the page's hiding stylesheet rules took over "
+                    f"{MAX_MATCHING_SECONDS:g} s of CPU",
+                )
     return hidden
 
 
-def _rules(sheet: str) -> Iterator[tuple[str, str]]:
-    """The top-level ``selector { declarations }`` rules of a stylesheet."""
-    sheet = _without_comments(sheet)
-    position = 0
-    while (opening := sheet.find("{", position)) >= 0:
-        prelude = sheet[position:opening].strip()
-        depth, cursor = 1, opening + 1
-        while depth and cursor < len(sheet):
-            character = sheet[cursor]
-            depth += (character == "{") - (character == "}")
-            cursor += 1
-        if not prelude.startswith("@"):
-            yield prelude, sheet[opening + 1 : cursor - 1]
-        position = cursor
+def _queries(selectors: list[str]) -> list[str]:
+    """``selectors`` as one selector list, or one by one without those lexbor cannot parse
+    (one bad selector fails the whole list), each tried on an empty page."""
+    probe = LexborHTMLParser("<p>")
+    joined = ", ".join(selectors)
+    if _parses(probe, joined):
+        return [joined]
+    return [selector for selector in selectors if _parses(probe, selector)]
 
 
-def _without_comments(sheet: str) -> str:
-    """``sheet`` without its ``/* */`` comments, in one pass (a pattern would rescan the rest
-    of the sheet for every unclosed ``/*``)."""
-    kept: list[str] = []
-    position = 0
-    while (opening := sheet.find("/*", position)) >= 0:
-        kept.append(sheet[position:opening])
-        closing = sheet.find("*/", opening + 2)
-        position = len(sheet) if closing < 0 else closing + 2
-    kept.append(sheet[position:])
-    return "".join(kept)
-
-
-def _declarations(style: str) -> dict[str, str]:
-    """A style's declarations, later ones winning, ``!important`` ignored."""
-    found: dict[str, str] = {}
-    for declaration in style.split(";"):
-        name, colon, value = declaration.partition(":")
-        if colon:
-            value = value.lower().replace("!important", "").strip()
-            found[name.strip().lower()] = value
-    return found
-
-
-def _hiding(style: dict[str, str]) -> str | None:
-    """How ``style`` hides what it applies to, or None when it does not."""
-    if style.get("display") == "none":
-        return "display:none"
-    if style.get("visibility") in ("hidden", "collapse"):
-        return "visibility:hidden"
-    if _at_most(style.get("opacity", "").rstrip("%"), 0):
-        return "opacity:0"
-    clipped = style.get("overflow") == "hidden" or "clip" in style
-    tiny = any(_at_most(style.get(side, ""), 1) for side in ("width", "height"))
-    if (
-        _below(style.get("font-size", ""), 1)
-        or (clipped and tiny)
-        or _ZERO_CLIP.fullmatch(style.get("clip", ""))
-        or _ZERO_SCALE.search(style.get("transform", ""))
-    ):
-        return "zero size"
-    if any(_at_most(style.get(offset, ""), _OFF_SCREEN_PX) for offset in _OFFSETS):
-        return "off-screen"
-    if _colour(style.get("color", "")) == "transparent":
-        return "transparent text"
-    return None
-
-
-def _below(value: str, limit: float) -> bool:
-    """Whether ``value`` is a CSS length of less than ``limit`` pixels."""
-    pixels = _px(value)
-    return pixels is not None and pixels < limit
-
-
-def _at_most(value: str, limit: float) -> bool:
-    """Whether ``value`` is a CSS length of at most ``limit`` pixels."""
-    pixels = _px(value)
-    return pixels is not None and pixels <= limit
-
-
-def _px(value: str) -> float | None:
-    """A CSS length in pixels (an em as 16), or None when ``value`` is not one."""
-    match = _LENGTH.match(value.strip())
-    if match is None:
-        return None
-    number = float(match.group(1))
-    unit = match.group(2)
-    if unit == "%":
-        return number if number <= 0 else None  # a percentage is judged only by its sign
-    return number * _PX_PER_UNIT.get(unit or "px", 1.0)
-
-
-def _colour(value: str) -> str | None:
-    """A colour as ``#rrggbb`` (or "transparent", or its name), None when there is none."""
-    value = value.strip().lower()
-    if not value:
-        return None
-    if value in _NAMED:
-        return _NAMED[value]
-    if hex_digits := _HEX.match(value):
-        digits = hex_digits.group(1)
-        if len(digits) in (3, 4):
-            digits = "".join(digit * 2 for digit in digits)
-        if len(digits) == 8 and digits[6:] == "00":
-            return "transparent"
-        return "#" + digits[:6]
-    if rgb := _RGB.match(value):
-        alpha = rgb.group(4)
-        if alpha is not None and float(alpha.rstrip("%")) == 0:
-            return "transparent"
-        channels = [
-            round(float(part[:-1]) * 2.55) if part.endswith("%") else round(float(part))
-            for part in rgb.groups()[:3]
-        ]
-        return "#" + "".join(f"{min(channel, 255):02x}" for channel in channels)
-    return value if value.isascii() and value.isalpha() else None
-
-
-def _background(style: dict[str, str], attributes: dict[str, str | None]) -> str | None:
-    """The colour an element paints behind its text, :data:`_PICTURE` when a picture may be
-    behind it (white text on a photo is shown), None when it sets none."""
-    painted = [style.get("background-color", ""), style.get("background", "")]
-    if any("url(" in value or "gradient(" in value for value in painted):
-        return _PICTURE
-    painted.append(style.get("background-image", ""))
-    for value in painted:
-        for token in value.split():
-            if (colour := _colour(token)) is not None:
-                return colour
-    return _colour(attributes.get("bgcolor") or "")
+def _parses(probe: LexborHTMLParser, selector: str) -> bool:
+    try:
+        probe.css_first(selector)
+    except Exception:  # noqa: BLE001 - lexbor's parse error has no type of its own
+        return False
+    return True
 
 
 @dataclass
 class _Frame:
-    """What an open element passes to its content; ``unseen``: its own text is the colour
-    of what is behind it (a child may still set a colour that shows), and ``counted`` once
-    such text was left out."""
+    """What an open element passes to its content: its text colour, the background behind it
+    (True: a picture), the custom properties it defines, whether it is preformatted or SVG or
+    MathML; ``unseen``: its own text cannot be told from its background (a child may still set
+    a colour that shows), and ``counted`` once such text was left out."""
 
     tag: str
-    unseen: bool
-    colour: str | None
-    background: str | None
+    colour: css.Colour | None
+    background: css.Colour | bool | None
+    variables: dict[str, str]
     pre: bool
+    foreign: bool
+    unseen: bool = False
     counted: bool = False
 
 
@@ -443,6 +487,7 @@ class _TableBuilder:
     rows: list[list[str]] = field(default_factory=list)
     caption: str = ""
     cell: list[str] | None = None
+    collector: int | None = None  # the element whose end closes the cell or caption
     nested: int = 0
     header_rows: int = 0
     first_row_all_th: bool = True
@@ -456,7 +501,7 @@ class _Reader:
         self.hidden: Counter[str] = Counter()
         self._budget = budget
         self._hidden_by_sheet = hidden_by_sheet
-        self._frames = [_Frame("", False, _TEXT_COLOUR, _PAGE_BACKGROUND, pre=False)]
+        self._frames = [_Frame("", css.BLACK, css.WHITE, {}, pre=False, foreign=False)]
         self._inline: list[str] = []
         self._heading: int | None = None
         # Per open list: its numbering type ("" for bullets) and its next number.
@@ -491,30 +536,79 @@ class _Reader:
         if tag.startswith(("-", "_", "!")) or tag in _NOT_SHOWN:
             return False
         attributes = node.attributes
-        style = _declarations(attributes.get("style") or "")
         parent = self._frames[-1]
-        colour = _colour(style.get("color") or attributes.get("color") or "") or parent.colour
-        background = _background(style, attributes) or parent.background
-        method = self._hides(node, attributes, style)
+        foreign = parent.foreign or tag in _FOREIGN
+        style = css.declarations(_style_of(attributes, foreign=foreign), parent.variables)
+        method = self._hides(node, tag, attributes, style)
         if method is not None:
             if node.text(deep=True, separator=" ").strip():
                 self.hidden[method] += 1
             return False
+        colour = (
+            css.parse_colour(style.get("color", ""))
+            or css.parse_colour(attributes.get("color") or "", legacy=True)
+            or parent.colour
+        )
+        painted = css.background_of(style, attributes.get("bgcolor"))
+        background = parent.background if painted is None else painted
         self._start(tag, attributes)
-        unseen = colour is not None and colour == background
-        self._frames.append(_Frame(tag, unseen, colour, background, parent.pre or tag in _PRE))
+        frame = _Frame(
+            tag,
+            colour,
+            background,
+            parent.variables | css.variables_of(style),
+            parent.pre or tag in _PRE,
+            foreign,
+        )
+        seen_against = background if isinstance(background, css.Colour) else None
+        frame.unseen = colour is not None and colour.unseen_on(seen_against)
+        if tag in _CELLS or tag == "caption":
+            self._open_collector(node, tag)
+        self._frames.append(frame)
         return True
 
     def _hides(
-        self, node: LexborNode, attributes: dict[str, str | None], style: dict[str, str]
+        self,
+        node: LexborNode,
+        tag: str,
+        attributes: dict[str, str | None],
+        style: dict[str, str],
     ) -> str | None:
         if "hidden" in attributes:
             return "hidden attribute"
         if (attributes.get("aria-hidden") or "").strip().lower() == "true":
             return "aria-hidden"
+        if "popover" in attributes:
+            return "a popover"
+        if tag == "dialog" and "open" not in attributes:
+            return "a closed dialog"
+        if tag == "svg" and any(
+            (attributes.get(side) or "").strip() in ("0", "0px") for side in ("width", "height")
+        ):
+            return "zero size"
+        if any(
+            child.tag == "template" and "shadowrootmode" in child.attributes
+            for child in node.iter()
+        ):
+            # What a declarative shadow root shows of the element's own children depends on
+            # its slots; neither is read.
+            return "a declarative shadow root"
         if node.mem_id in self._hidden_by_sheet:
             return "a stylesheet rule"
-        return _hiding(style)
+        return css.hiding(style)
+
+    def _open_collector(self, node: LexborNode, tag: str) -> None:
+        """Start reading a cell's or a caption's text, unless one is being read already."""
+        table = self._tables[-1] if self._tables else None
+        if table is None or table.cell is not None or table.nested:
+            return
+        if tag in _CELLS:
+            if not table.rows:
+                table.rows.append([])
+            if tag == "td" and len(table.rows) == 1:
+                table.first_row_all_th = False
+        table.cell = []
+        table.collector = node.mem_id
 
     def _start(self, tag: str, attributes: dict[str, str | None]) -> None:
         table = self._tables[-1] if self._tables else None
@@ -528,14 +622,8 @@ class _Reader:
             self._tables.append(_TableBuilder())
         elif table is not None and tag == "tr":
             table.rows.append([])
-        elif table is not None and tag in _CELLS:
-            if not table.rows:
-                table.rows.append([])
-            if tag == "td" and len(table.rows) == 1:
-                table.first_row_all_th = False
-            table.cell = []
-        elif table is not None and tag == "caption":
-            table.cell = []
+        elif table is not None and (tag in _CELLS or tag == "caption"):
+            pass  # the collector opens once the element's frame is known (_open_collector)
         elif tag in _HEADINGS:
             self._flush()
             self._heading = _HEADINGS[tag]
@@ -557,11 +645,11 @@ class _Reader:
         table = self._tables[-1] if self._tables else None
         if table is not None and table.nested:
             table.nested -= tag == "table"
-        elif table is not None and table.cell is not None and tag in _CELLS:
+        elif table is not None and table.collector == node.mem_id and tag == "caption":
+            table.caption = _WHITESPACE.sub(" ", "".join(table.cell or [])).strip()
+            table.cell, table.collector = None, None
+        elif table is not None and table.collector == node.mem_id:
             self._close_cell(table, node)
-        elif table is not None and table.cell is not None and tag == "caption":
-            table.caption = _WHITESPACE.sub(" ", "".join(table.cell)).strip()
-            table.cell = None
         elif table is not None and table.cell is not None:
             pass
         elif table is not None and tag == "table":
@@ -593,7 +681,7 @@ class _Reader:
 
     def _close_cell(self, table: _TableBuilder, node: LexborNode) -> None:
         text = _WHITESPACE.sub(" ", "".join(table.cell or [])).strip()
-        table.cell = None
+        table.cell, table.collector = None, None
         row = table.rows[-1]
         span = min(_whole_number(node.attributes.get("colspan"), default=1), _MAX_SPAN)
         row.append(self._budget.spend(text))
@@ -671,6 +759,16 @@ def _numeral(number: int, style: str) -> str:
             roman += numeral * count
         return roman if style == "i" else roman.upper()
     return str(number)
+
+
+def _style_of(attributes: dict[str, str | None], *, foreign: bool) -> str:
+    """An element's style declarations, SVG's and MathML's presentation attributes first
+    (the style attribute overrides them, as in a browser)."""
+    own = attributes.get("style") or ""
+    if not foreign:
+        return own
+    presented = [f"{name}:{attributes[name]}" for name in _PRESENTATION if attributes.get(name)]
+    return ";".join([*presented, own])
 
 
 def _tidy(text: str) -> str:
