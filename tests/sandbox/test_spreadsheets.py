@@ -130,6 +130,19 @@ def test_a_legacy_xls_reads_its_numbers_and_their_squares(runner: SandboxRunner)
     assert squares == [[str(n), str(n * n)] for n in range(1, 16)]
 
 
+def test_a_binary_workbook_reads_its_sheets_and_values(runner: SandboxRunner) -> None:
+    """python-calamine's own XLSB (tests/data/office/SOURCES.md): its sheets in order, and
+    the values its test asserts, as airlock shows them."""
+    payload = (Path(__file__).parent.parent / "data/office/calamine_base.xlsb").read_bytes()
+    sheets = _sheets(_read(runner, payload))
+    assert list(sheets) == ["Sheet1", "Sheet2", "Sheet3", "Merged Cells"]
+    assert sheets["Sheet1"][-1] == [
+        "String", "1", "1.1", "TRUE", "FALSE", "2010-10-10", "2010-10-10 10:10:10",
+        "10:10:10", "10:10:10.100000", "10 days, 15:10:10",
+    ]  # fmt: skip
+    assert sheets["Sheet3"][-1] == ["line3", "line3", "line3"]
+
+
 def test_a_macro_workbook_gives_its_cells_and_never_its_code(runner: SandboxRunner) -> None:
     payload = (CORPUS_DIR / "tika_testEXCEL_macro.xlsm").read_bytes()
     assert b"xl/vbaProject.bin" in payload
