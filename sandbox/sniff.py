@@ -18,6 +18,7 @@ import zipfile
 from dataclasses import dataclass
 
 from sandbox import codes
+from sandbox.extractors import package_parts
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -58,6 +59,8 @@ NOTICE_PREFIX = "[airlock: declared as "
 
 _DOCX_MAIN = "word/document.xml"
 _PPTX_MAIN = "ppt/presentation.xml"
+_ROOT_RELATIONSHIPS = "_rels/.rels"
+_MAX_RELATIONSHIPS_BYTES = 64 << 10
 #: An Excel package's workbook part, as XML (XLSX, XLSM) or binary records (XLSB).
 _WORKBOOK_PARTS = frozenset({"xl/workbook.xml", "xl/workbook.bin"})
 ZIP = b"PK\x03\x04"
@@ -149,6 +152,15 @@ class Reading:
     notice: str | None = None
 
 
+#: The kinds of the Office main parts a package's root relationships may name.
+_MAIN_PARTS = {
+    _DOCX_MAIN: Sniffed(DOCX, "a DOCX package"),
+    "xl/workbook.xml": Sniffed(SPREADSHEET, "an Excel workbook"),
+    "xl/workbook.bin": Sniffed(SPREADSHEET, "an Excel workbook"),
+    _PPTX_MAIN: Sniffed(PRESENTATION, "a PowerPoint presentation"),
+}
+
+
 def reading(declared: str, media_type: str, payload: bytes, limits: ParseLimits) -> Reading:
     """How to read an upload declared as ``declared``; raises :class:`Refusal` naming what it
     is when its bytes are a format airlock does not read. The pages' kinds pass as they are;
@@ -234,6 +246,9 @@ def zip_kind(payload: bytes) -> Sniffed:
         return _ODF_KINDS[declared]
     if declared == _EPUB_PACKAGE[0]:
         return _EPUB_PACKAGE[1]
+    main = _main_part(archive)
+    if main is not None:
+        return main
     if _DOCX_MAIN in names:
         return Sniffed(DOCX, "a DOCX package")
     if names & _WORKBOOK_PARTS:
@@ -241,6 +256,24 @@ def zip_kind(payload: bytes) -> Sniffed:
     if _PPTX_MAIN in names:
         return Sniffed(PRESENTATION, "a PowerPoint presentation")
     return Sniffed("", package_name(archive))
+
+
+def _main_part(archive: zipfile.ZipFile) -> Sniffed | None:
+    """An Office package by the main part its root relationships name, as Office opens it: a
+    workbook carrying a stray ``word/document.xml`` is a workbook. None when the package has
+    no readable ``_rels/.rels`` naming one of the three that it holds."""
+    try:
+        info = archive.getinfo(_ROOT_RELATIONSHIPS)
+        if info.file_size > _MAX_RELATIONSHIPS_BYTES:
+            return None
+        relationships = package_parts.xml_part(archive.read(info), _ROOT_RELATIONSHIPS)
+    except (KeyError, Refusal, *_ZIP_ERRORS):
+        return None
+    for relationship in relationships.iter("{*}Relationship"):
+        if relationship.get("Type", "").endswith("/officeDocument"):
+            target = relationship.get("Target", "").lstrip("/")
+            return _MAIN_PARTS.get(target) if target in archive.namelist() else None
+    return None
 
 
 def package_name(archive: zipfile.ZipFile) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from tests.sandbox.spreadsheet_builders import (
     laughs,
     ods,
     ods_row,
+    package,
     sheet,
     xlsx,
 )
@@ -192,6 +194,19 @@ def test_a_workbook_declared_as_another_kind_is_read_as_one_and_says_so(
     assert notice == f"[airlock: declared as {noun}, read as {what}]"
     assert rest == runner.run("spreadsheet", MEDIA_TYPE, payload, ROOMY).text
     assert "| rent | 900 |" in rest
+
+
+def test_a_workbook_carrying_a_word_part_is_read_as_its_root_relationship_says(
+    runner: SandboxRunner,
+) -> None:
+    """A workbook with a stray ``word/document.xml`` (a polyglot) is what its
+    ``_rels/.rels`` opens, as Office opens it: a workbook, declared as a DOCX or not."""
+    archive = zipfile.ZipFile(io.BytesIO(ONE_SHEET))
+    parts = {name: archive.read(name).decode() for name in archive.namelist()}
+    polyglot = package(parts | {"word/document.xml": "<w:document/>"})
+    text = runner.run("docx", "application/octet-stream", polyglot, ROOMY).text
+    assert text.startswith("[airlock: declared as a DOCX package, read as an Excel workbook]")
+    assert "| rent | 900 |" in text
 
 
 def test_a_docx_declared_as_a_spreadsheet_is_read_as_a_docx(runner: SandboxRunner) -> None:
