@@ -108,10 +108,12 @@ FILES = (
 )
 # What each peer reads, by suffix (markitdown has no ODS, TSV or ODT reader; pandoc no XLS or
 # ODS). bench/web_bench.py uses the same peers for web pages and books.
-MARKITDOWN_READS = {".xlsx", ".xlsm", ".xls", ".csv", ".pptx", ".html", ".epub"}
+MARKITDOWN_READS = {".xlsx", ".xlsm", ".xls", ".csv", ".pptx", ".html", ".epub", ".ipynb"}
+MARKITDOWN_READS |= {".eml", ".xml", ".py", ".json"}  # as plain text
 PANDOC_READS = {
     ".html": "html",
     ".epub": "epub",
+    ".ipynb": "ipynb",
     ".xlsx": "xlsx",
     ".xlsm": "xlsx",
     ".csv": "csv",

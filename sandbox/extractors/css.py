@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import colorsys
 import re
-from collections.abc import Iterator, Mapping
+from collections import ChainMap
+from collections.abc import Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 
 from PIL import ImageColor
 
 #: Text this close to its background in every channel, or this transparent, is not seen.
 _NEAR = 16
+#: No value a hiding rule is judged by is longer (a colour, a length, a keyword).
+_MAX_VALUE_CHARS = 4_096
 _FAINT = 0.05
 #: Offsets past these are off-screen (the viewport is taken as 1,280 by 1,024).
 _OFF_BEFORE_PX = -500.0
@@ -92,13 +95,14 @@ BLACK = Colour(0, 0, 0)
 _SYSTEM = {"canvas": WHITE, "window": WHITE, "canvastext": BLACK, "windowtext": BLACK}
 
 
-def declarations(style: str, variables: Mapping[str, str] | None = None) -> dict[str, str]:
+def declarations(style: str, variables: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """A style's declarations as a browser keeps them: comments and escapes read, ``;``
     inside quotes and brackets not a separator, custom properties and ``var()`` resolved
     (``variables``: those the element inherits), ``!important`` dropped, and a value that is
     not valid for its property ignored, so the earlier valid one stands."""
     found: dict[str, str] = {}
-    known = dict(variables or {})
+    # A new map in front of the inherited ones: nothing is copied, whatever the depth.
+    known = ChainMap({}) if variables is None else ChainMap({}, variables)
     for declaration in _split(_without_comments(style), ";"):
         name, colon, value = declaration.partition(":")
         if not colon:
@@ -302,12 +306,23 @@ def _unescaped(text: str) -> str:
 
 
 def _substituted(value: str, known: Mapping[str, str]) -> str:
-    for _ in range(4):  # var() inside a variable's value, a few levels deep
+    """``value`` with ``var()`` replaced, a few levels deep; "" (no valid value) when the
+    result would pass :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value
+    exponentially."""
+    for _ in range(4):
         if "var(" not in value:
             break
-        value = _VARIABLE.sub(
-            lambda match: known.get(match.group(1), match.group(2) or "").lower(), value
-        )
+        room = _MAX_VALUE_CHARS
+
+        def replacement(match: re.Match[str]) -> str:
+            nonlocal room
+            text = known.get(match.group(1), match.group(2) or "")
+            room -= len(text)
+            return text.lower() if room >= 0 else ""
+
+        value = _VARIABLE.sub(replacement, value)
+        if room < 0:
+            return ""
     return value
 
 

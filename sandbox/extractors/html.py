@@ -19,7 +19,7 @@ import codecs
 import html as html_entities
 import re
 import time
-from collections import Counter
+from collections import ChainMap, Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -473,7 +473,7 @@ class _Frame:
     tag: str
     colour: css.Colour | None
     background: css.Colour | bool | None
-    variables: dict[str, str]
+    variables: ChainMap[str, str]
     pre: bool
     foreign: bool
     unseen: bool = False
@@ -501,7 +501,7 @@ class _Reader:
         self.hidden: Counter[str] = Counter()
         self._budget = budget
         self._hidden_by_sheet = hidden_by_sheet
-        self._frames = [_Frame("", css.BLACK, css.WHITE, {}, pre=False, foreign=False)]
+        self._frames = [_Frame("", css.BLACK, css.WHITE, ChainMap(), pre=False, foreign=False)]
         self._inline: list[str] = []
         self._heading: int | None = None
         # Per open list: its numbering type ("" for bullets) and its next number.
@@ -556,7 +556,7 @@ class _Reader:
             tag,
             colour,
             background,
-            parent.variables | css.variables_of(style),
+            _inherited(parent.variables, css.variables_of(style)),
             parent.pre or tag in _PRE,
             foreign,
         )
@@ -759,6 +759,12 @@ def _numeral(number: int, style: str) -> str:
             roman += numeral * count
         return roman if style == "i" else roman.upper()
     return str(number)
+
+
+def _inherited(parents: ChainMap[str, str], own: dict[str, str]) -> ChainMap[str, str]:
+    """The custom properties an element's content sees: its own in front of its ancestors',
+    nothing copied (copying at every element cost time in depth times properties)."""
+    return parents.new_child(own) if own else parents
 
 
 def _style_of(attributes: dict[str, str | None], *, foreign: bool) -> str:
