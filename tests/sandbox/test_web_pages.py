@@ -388,6 +388,15 @@ def test_deep_pages_that_close_their_elements_are_read(runner: SandboxRunner) ->
         "<style>" + "/*" * 500_000 + "</style><p>x",
         "<style>" + ".a{display:none}" * 50_000 + "</style><p class=a>x",
         "<table>" + "<tr>" + "<td colspan=1000>" * 2 + "</table>",
+        # Variables of variables, 200 references a level: 200^4 copies unless bounded.
+        "<p style='--a:"
+        + "x " * 1000
+        + ";"
+        + "".join(
+            f"--{c}:" + f"var(--{p}) " * 200 + ";" for p, c in zip("abcd", "bcde", strict=True)
+        )
+        + "color:var(--e)'>x</p>",
+        "<div style='--v:1'>" * 2000 + "deep",
     ],
     ids=[
         "open-tags",
@@ -397,6 +406,8 @@ def test_deep_pages_that_close_their_elements_are_read(runner: SandboxRunner) ->
         "comment-bomb",
         "many-rules",
         "colspan",
+        "variables-of-variables",
+        "deep-variables",
     ],
 )
 def test_pages_that_attack_the_parser_end_typed_and_quickly(
