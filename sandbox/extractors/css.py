@@ -59,6 +59,7 @@ _FONT_SIZE_WORDS = frozenset(
     {"xx-small", "x-small", "small", "medium", "large", "x-large", "xx-large", "xxx-large"}
     | {"smaller", "larger", "math"}
 )
+_BACKGROUNDS = ("background-color", "background", "background-image")
 #: Media types a query may name that no screen shows.
 _UNSEEN_MEDIA = frozenset({"print", "speech"})
 
@@ -101,6 +102,8 @@ def declarations(style: str, variables: MutableMapping[str, str] | None = None) 
     (``variables``: those the element inherits), ``!important`` dropped, and a value that is
     not valid for its property ignored, so the earlier valid one stands."""
     found: dict[str, str] = {}
+    if not style or style.isspace():
+        return found
     # A new map in front of the inherited ones: nothing is copied, whatever the depth.
     known = ChainMap({}) if variables is None else ChainMap({}, variables)
     for declaration in _split(_without_comments(style), ";"):
@@ -127,6 +130,8 @@ def variables_of(style: Mapping[str, str]) -> dict[str, str]:
 
 def hiding(style: Mapping[str, str]) -> str | None:
     """How ``style`` hides what it applies to, or None when it does not."""
+    if not style:
+        return None  # most elements: no style at all
     if style.get("display") == "none":
         return "display:none"
     if (
@@ -178,8 +183,9 @@ def parse_colour(value: str, *, legacy: bool = False) -> Colour | None:
 def background_of(style: Mapping[str, str], bgcolor: str | None) -> Colour | bool | None:
     """The colour an element paints behind its text; True when a picture or gradient may be
     behind it (white text on a photo is shown); None when it sets none."""
-    painted = [style.get("background-color", ""), style.get("background", "")]
-    painted.append(style.get("background-image", ""))
+    painted = [style.get(name, "") for name in _BACKGROUNDS]
+    if not any(painted):
+        return parse_colour(bgcolor or "", legacy=True)
     if any("url(" in value or "gradient(" in value for value in painted):
         return True
     for value in painted:

@@ -16,6 +16,7 @@ depth and its selector matching combinatorial. See docs/sandbox.md, "Parsers".
 from __future__ import annotations
 
 import codecs
+import functools
 import html as html_entities
 import re
 import time
@@ -418,12 +419,7 @@ def _hidden_by_stylesheet(
         ]
         sheets += [stylesheets(href) for href in dict.fromkeys(links) if href]
     selectors = list(
-        dict.fromkeys(
-            selector
-            for sheet in sheets
-            for selector, body in css.rules(sheet)
-            if css.hiding(css.declarations(body)) is not None
-        )
+        dict.fromkeys(selector for sheet in sheets for selector in _hiding_selectors(sheet))
     )
     if len(selectors) > MAX_HIDING_SELECTORS:
         raise Refusal(
@@ -443,6 +439,15 @@ def _hidden_by_stylesheet(
                     f"{MAX_MATCHING_SECONDS:g} s of CPU",
                 )
     return hidden
+
+
+@functools.lru_cache(maxsize=64)
+def _hiding_selectors(sheet: str) -> tuple[str, ...]:
+    """The selectors of ``sheet``'s rules that hide, worked out once per sheet: every chapter
+    of a book links the same one."""
+    return tuple(
+        selector for selector, body in css.rules(sheet) if css.hiding(css.declarations(body))
+    )
 
 
 def _queries(selectors: list[str]) -> list[str]:
