@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from typing import get_args
 
 from sandbox.document import (
@@ -40,7 +41,8 @@ QUOTE = ">"
 _READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*([^\W\d_]{1,12})\.?\s*\d")
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.
-_READS_AS_NOTICE = re.compile(r"[\s>]*\[\s*airlock\s*:")
+# Any colon-like mark after the word: "ː", "꞉", "∶" and "։" read as a colon.
+_READS_AS_NOTICE = re.compile(r"[\s>]*\[\s*airlock\s*[:\u02d0\ua789\u2236\u0589\ufe55\ufe13]")
 # The labels of furniture ("[speaker notes]", "[footer]"), which only the renderer writes.
 _READS_AS_FURNITURE = re.compile(
     r"[\s>]*\[\s*(?:" + "|".join(re.escape(role) for role in get_args(FurnitureRole)) + r")\s*\]"
@@ -48,13 +50,16 @@ _READS_AS_FURNITURE = re.compile(
 # Spaces and quote marks (ASCII and full width) a line may open with before what is judged.
 _LEADING = re.compile(r"[\s>\uff1e]+")
 _PAGE_WORDS = frozenset({"page", "pages", "pg", "pgs", "p", "pp"})
-_DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερосіκкοı", "aepsgaepocikkoi")
+_DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερосіκкοıӏɩ", "aepsgaepocikkoill")
 # How much of a line's start, after its leading spaces and quote marks, is folded to judge it:
 # the patterns never look further.
 _JUDGED_CHARS = 40
 # A line is judged as admission leaves it: without the characters it removes, the braille
 # blank a space. None can hide a marker from this check and be stripped away after it.
 _INVISIBLE = re.compile(f"[{INVISIBLE}]")
+# Characters that draw nothing but that admission keeps (a soft hyphen, a combining grapheme
+# joiner, format characters): a line opening with one is judged without it.
+_DRAWS_NOTHING = re.compile("[\u00ad\u034f\u061c\u115f\u17b4\u17b5\u180e\U0001d173-\U0001d17a]")
 _BRAILLE_BLANK = "\u2800"
 _CELL_BREAKS = re.compile(r"\s+")
 
@@ -104,11 +109,19 @@ def _quoted_lines(text: str) -> list[str]:
     return [_quoted(line) for line in LINE_BREAK.split(text)]
 
 
+def _visible_format(line: str) -> Iterator[str]:
+    """``line``'s characters without the format characters (Unicode's Cf) nobody sees."""
+    for character in line:
+        if unicodedata.category(character) != "Cf":
+            yield character
+
+
 def _quoted(line: str, *, notice: bool = False) -> str:
     """``line``, with one more quote mark when it reads as a page marker, or as one of
     airlock's notices unless it is one (reversible, as the selection's own quoting: a line
     that already has quote marks gets one more)."""
     admitted = _INVISIBLE.sub("", line.replace(_BRAILLE_BLANK, " "))
+    admitted = _DRAWS_NOTHING.sub("", "".join(_visible_format(admitted)))
     # The judged characters start after any run of spaces and quote marks, however long: 45
     # spaces before "[page 3]" must not carry it past the window.
     lead = _LEADING.match(admitted)

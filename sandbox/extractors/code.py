@@ -15,7 +15,7 @@ import json
 import re
 from typing import TYPE_CHECKING
 
-from sandbox.document import Block, Notice, Paragraph
+from sandbox.document import INVISIBLE, Block, Notice, Paragraph
 
 if TYPE_CHECKING:  # the text extractor, which decodes the text, owns the budget and calls this
     from sandbox.extractors.text import TextBudget
@@ -60,7 +60,11 @@ LANGUAGES = {
 _JSON = "json"
 #: A JSON document with a line this long is minified: it is laid out again.
 _MINIFIED_LINE = 1_000
+#: Minified JSON nested deeper than this is shown as written.
+_MAX_LAID_OUT_DEPTH = 32
+_JSON_STRUCTURE = re.compile(r'"(?:\\.|[^"\\])*"|[\[\]{}]')
 _BACKTICKS = re.compile("`{3,}")
+_INVISIBLE = re.compile(f"[{INVISIBLE}]")
 
 
 def is_code(media_type: str) -> bool:
@@ -83,9 +87,25 @@ def blocks(media_type: str, text: str, budget: TextBudget) -> list[Block]:
 def fenced(language: str, text: str) -> str:
     """``text`` in a Markdown code fence one backtick longer than any run inside it, so no
     line of the file can close the fence and speak outside it."""
-    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=2)
+    # Counted as admission will leave the text: a backtick run broken by a character it
+    # removes ("``\x01`") becomes a fence once that character is gone.
+    visible = _INVISIBLE.sub("", text)
+    longest = max((len(run) for run in _BACKTICKS.findall(visible)), default=2)
     fence = "`" * (longest + 1)
     return f"{fence}{language}\n{text.strip(chr(10))}\n{fence}"
+
+
+def _nesting(text: str) -> int:
+    """How deep JSON text nests its arrays and objects (strings skipped), in one pass."""
+    depth = deepest = 0
+    for token in _JSON_STRUCTURE.finditer(text):
+        bracket = token.group()
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif bracket in "]}":
+            depth -= 1
+    return deepest
 
 
 def _laid_out(text: str) -> tuple[str, str | None]:
@@ -99,7 +119,7 @@ def _laid_out(text: str) -> tuple[str, str | None]:
         return text, str(exc)
     if max(map(len, text.splitlines()), default=0) <= _MINIFIED_LINE:
         return text, None
-    try:
-        return json.dumps(value, indent=2, ensure_ascii=False), None
-    except RecursionError:
+    if _nesting(text) > _MAX_LAID_OUT_DEPTH:
+        # Indenting costs two spaces a level a line: 450 KB nested 900 deep would be gigabytes.
         return text, None
+    return json.dumps(value, indent=2, ensure_ascii=False), None

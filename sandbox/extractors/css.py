@@ -34,10 +34,15 @@ _PX_PER_UNIT |= {"ch": 8.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "q": 96 / 101.6, "
 _PX_PER_UNIT |= _VIEWPORT_PX
 _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?"
 _LENGTH = re.compile(rf"^({_NUMBER})([a-z%]*)$")
-_CALC = re.compile(r"^(?:calc|min|max|clamp)\((.*)\)$")
+_MATH = re.compile(r"^(calc|min|max|clamp)\((.*)\)$")
 _ESCAPE = re.compile(r"\\([0-9a-fA-F]{1,6})[ \t\n]?|\\(.)", re.DOTALL)
-_VARIABLE = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*([^()]*))?\)")
-_FUNCTION = re.compile(r"^(rgba?|hsla?)\((.*)\)$")
+_VARIABLE = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)")
+#: Strings (whose braces, semicolons and comment marks are text) and braces.
+_TOKENS = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|[{}]""")
+_COMMENT_OR_STRING = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|/\*|<!--|-->""")
+_IMPORTANT = re.compile(r"!\s*important", re.IGNORECASE)
+_FUNCTION = re.compile(r"^(rgba?|hsla?|hwb|lab|lch|oklab|oklch|color|color-mix)\((.*)\)$")
+_CALC_INSIDE = re.compile(r"calc\(([^()]*)\)")
 #: Keywords a length, colour or display value may also be.
 _WIDE = frozenset({"inherit", "initial", "unset", "revert", "revert-layer"})
 _DISPLAY_WORDS = frozenset(
@@ -54,12 +59,23 @@ _COLOUR_PROPERTIES = frozenset(
 _LENGTH_PROPERTIES = frozenset(
     {"left", "top", "right", "bottom", "width", "height", "max-width", "max-height"}
     | {"text-indent", "margin-left", "margin-top", "font-size", "inset-inline-start"}
+    | {"margin-inline-start", "block-size", "inline-size"}
 )
 _FONT_SIZE_WORDS = frozenset(
     {"xx-small", "x-small", "small", "medium", "large", "x-large", "xx-large", "xxx-large"}
     | {"smaller", "larger", "math"}
 )
 _BACKGROUNDS = ("background-color", "background", "background-image")
+#: Logical properties, by the physical ones they are in left-to-right, horizontal text.
+_LOGICAL = {
+    "margin-inline-start": "margin-left",
+    "margin-block-start": "margin-top",
+    "inset-block-start": "top",
+    "block-size": "height",
+    "inline-size": "width",
+    "max-block-size": "max-height",
+    "max-inline-size": "max-width",
+}
 #: Media types a query may name that no screen shows.
 _UNSEEN_MEDIA = frozenset({"print", "speech"})
 
@@ -110,13 +126,14 @@ def declarations(style: str, variables: MutableMapping[str, str] | None = None) 
         name, colon, value = declaration.partition(":")
         if not colon:
             continue
-        name = _unescaped(name).strip().lower()
-        value = _unescaped(value).replace("!important", "").strip()
-        if name.startswith("--"):
+        name = _unescaped(name).strip()
+        value = _IMPORTANT.sub("", _unescaped(value)).strip()
+        if name.startswith("--"):  # custom property names are case-sensitive
             known[name] = value
             found[name] = value
             continue
-        value = _substituted(value.lower(), known)
+        name = name.lower()
+        value = _substituted(value, known).lower()
         if _valid(name, value):
             found[name] = value
     _expand_shorthands(found)
@@ -139,9 +156,7 @@ def hiding(style: Mapping[str, str]) -> str | None:
         or style.get("content-visibility") == "hidden"
     ):
         return "visibility:hidden"
-    if _faint(style.get("opacity", "")) or re.search(
-        r"opacity\(\s*0*\.?0*%?\s*\)", style.get("filter", "")
-    ):
+    if _faint(style.get("opacity", "")) or _faint(_filter(style, "opacity") or ""):
         return "opacity:0"
     if _zero_size(style):
         return "zero size"
@@ -151,8 +166,12 @@ def hiding(style: Mapping[str, str]) -> str | None:
         colour = parse_colour(style.get(name, ""))
         if colour is not None and colour.alpha < _FAINT:
             return "transparent text"
-    if style.get("fill") in ("none", "transparent") and style.get("stroke") in (None, "none"):
+    if (
+        style.get("fill") in ("none", "transparent") and style.get("stroke") in (None, "none")
+    ) or _faint(style.get("fill-opacity", "")):
         return "transparent text"
+    if _whitened(style):
+        return "a filter or blend that whitens text"
     return None
 
 
@@ -198,8 +217,23 @@ def background_of(style: Mapping[str, str], bgcolor: str | None) -> Colour | boo
 def rules(sheet: str) -> Iterator[tuple[str, str]]:
     """Every ``selector { declarations }`` rule a screen applies: top-level rules, rules in
     ``@media`` (unless for print or speech only), ``@supports``, ``@layer``, ``@container``
-    and ``@scope`` blocks, and nested rules (``&`` standing for the parent's selector)."""
-    yield from _rules(_without_comments(sheet), "")
+    and ``@scope`` blocks, and nested rules (``&`` standing for the parent's selector), one
+    selector of a list at a time. Raises :class:`TooComplex` for rules nested past
+    :data:`MAX_RULE_DEPTH` or a nested selector past :data:`MAX_SELECTOR_CHARS` (a list of two
+    nested 22 deep is four million selectors)."""
+    for selector, body in _rules(_without_comments(sheet), "", 0):
+        for one in _split(selector, ","):
+            if one.strip():
+                yield one.strip(), body
+
+
+class TooComplex(ValueError):
+    """A stylesheet nests rules too deep, or a nested selector grows too long, to judge."""
+
+
+#: Rules nested in rules, and the longest selector nesting may build.
+MAX_RULE_DEPTH = 32
+MAX_SELECTOR_CHARS = 8_192
 
 
 def imports(sheet: str) -> list[str]:
@@ -207,7 +241,9 @@ def imports(sheet: str) -> list[str]:
     return re.findall(r"""@import\s+(?:url\()?\s*["']?([^"')\s;]+)""", _without_comments(sheet))
 
 
-def _rules(sheet: str, parent: str) -> Iterator[tuple[str, str]]:
+def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str]]:
+    if depth > MAX_RULE_DEPTH:
+        raise TooComplex(f"rules nested more than {MAX_RULE_DEPTH} deep")
     for prelude, body in _blocks(sheet):
         if prelude.startswith("@"):
             keyword, _, condition = prelude[1:].partition(" ")
@@ -215,20 +251,43 @@ def _rules(sheet: str, parent: str) -> Iterator[tuple[str, str]]:
             if keyword == "media" and _unseen_media(condition):
                 continue
             if keyword in ("media", "supports", "layer", "container", "scope", "document"):
-                yield from _rules(body, parent)
+                if parent:  # a condition inside a rule holds the rule's own declarations
+                    yield parent, _own_declarations(body)
+                yield from _rules(body, parent, depth + 1)
             continue
         selector = _nested(prelude, parent)
-        own = ";".join(part for part in _split(body, ";") if "{" not in part)
-        yield selector, own
+        if len(selector) > MAX_SELECTOR_CHARS:
+            raise TooComplex(f"a nested selector longer than {MAX_SELECTOR_CHARS} characters")
+        yield selector, _own_declarations(body)
         if "{" in body:
-            yield from _rules(body, selector)
+            yield from _rules(body, selector, depth + 1)
+
+
+def _own_declarations(body: str) -> str:
+    """A rule body's declarations, without the rules nested in it."""
+    kept, depth, start = [], 0, 0
+    for token in _TOKENS.finditer(body):
+        brace = token.group()
+        if brace == "{":
+            if depth == 0:  # declarations before a nested rule end at its prelude's ";"
+                kept.append(";".join(_split(body[start : token.start()], ";")[:-1]))
+            depth += 1
+        elif brace == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                start = token.end()
+    if depth == 0:
+        kept.append(body[start:])
+    return ";".join(kept)
 
 
 def _blocks(sheet: str) -> Iterator[tuple[str, str]]:
     """``prelude { body }`` pairs at the top level of ``sheet``, braces matched by one scan
     of the braces alone (a character loop over a 7 MB sheet cost seconds)."""
     depth, start, opening = 0, 0, 0
-    for brace in re.finditer(r"[{}]", sheet):
+    for brace in _TOKENS.finditer(sheet):
+        if brace.group() not in "{}":
+            continue  # a string: its braces are text
         if brace.group() == "{":
             if depth == 0:
                 opening = brace.start()
@@ -236,9 +295,8 @@ def _blocks(sheet: str) -> Iterator[tuple[str, str]]:
         elif depth:
             depth -= 1
             if depth == 0:
-                prelude = sheet[start:opening]
                 # A declaration before a nested rule belongs to the parent, not the prelude.
-                prelude = prelude.rsplit(";", 1)[-1].rsplit("}", 1)[-1].strip()
+                prelude = _split(sheet[start:opening], ";")[-1].strip().lstrip("}").strip()
                 yield prelude, sheet[opening + 1 : brace.start()]
                 start = brace.end()
 
@@ -289,16 +347,25 @@ def _split(text: str, separator: str) -> list[str]:
 
 
 def _without_comments(sheet: str) -> str:
-    """``sheet`` without its ``/* */`` comments, in one pass (a pattern would rescan the rest
-    of the sheet for every unclosed ``/*``)."""
+    """``sheet`` without its ``/* */`` comments and the ``<!--``/``-->`` marks CSS ignores,
+    strings kept whole (a ``/*`` inside one is text), in one pass (a pattern would rescan the
+    rest of the sheet for every unclosed ``/*``)."""
     kept: list[str] = []
     position = 0
-    while (opening := sheet.find("/*", position)) >= 0:
-        kept.append(sheet[position:opening])
-        closing = sheet.find("*/", opening + 2)
-        position = len(sheet) if closing < 0 else closing + 2
+    while (token := _COMMENT_OR_STRING.search(sheet, position)) is not None:
+        found = token.group()
+        if found == "/*":
+            kept += [sheet[position : token.start()], " "]
+            closing = sheet.find("*/", token.end())
+            position = len(sheet) if closing < 0 else closing + 2
+        elif found in ("<!--", "-->"):
+            kept += [sheet[position : token.start()], " "]
+            position = token.end()
+        else:
+            kept.append(sheet[position : token.end()])
+            position = token.end()
     kept.append(sheet[position:])
-    return " ".join(kept)
+    return "".join(kept)
 
 
 def _unescaped(text: str) -> str:
@@ -324,7 +391,7 @@ def _substituted(value: str, known: Mapping[str, str]) -> str:
             nonlocal room
             text = known.get(match.group(1), match.group(2) or "")
             room -= len(text)
-            return text.lower() if room >= 0 else ""
+            return text if room >= 0 else ""
 
         value = _VARIABLE.sub(replacement, value)
         if room < 0:
@@ -341,8 +408,8 @@ def _valid(name: str, value: str) -> bool:
         return all(word in _DISPLAY_WORDS for word in value.split()) and bool(value)
     if name == "visibility":
         return value in _VISIBILITY
-    if name == "opacity":
-        return _number(value.rstrip("%")) is not None
+    if name in ("opacity", "fill-opacity"):
+        return _number(_without_calc(value).rstrip("%")) is not None
     if name in _COLOUR_PROPERTIES:
         return value in ("currentcolor", "none") or parse_colour(value) is not None
     if name == "font-size" and value in _FONT_SIZE_WORDS:
@@ -361,11 +428,17 @@ def _expand_shorthands(style: dict[str, str]) -> None:
             if px(size) is not None:
                 style.setdefault("font-size", size)
                 break
-    for shorthand, (first, fourth) in (("margin", ("margin-top", "margin-left")),):
+    for shorthand, (first, fourth) in (
+        ("margin", ("margin-top", "margin-left")),
+        ("inset", ("top", "left")),
+    ):
         values = style.get(shorthand, "").split()
         if values:
             style.setdefault(first, values[0])
             style.setdefault(fourth, values[{1: 0, 2: 1, 3: 1}.get(len(values), 3)])
+    for logical, physical in _LOGICAL.items():
+        if logical in style:
+            style.setdefault(physical, style[logical])
     for axis in ("overflow-x", "overflow-y"):
         if style.get(axis) in ("hidden", "clip"):
             style.setdefault("overflow", style[axis])
@@ -381,30 +454,105 @@ def _zero_size(style: Mapping[str, str]) -> bool:
     sides = ("width", "height", "max-width", "max-height")
     if clipped and any(_at_most(style.get(side, ""), 1) for side in sides):
         return True
-    if re.fullmatch(r"rect\(\s*0\D*0\D*0\D*0\D*\)", style.get("clip", "")):
-        return True
+    if style.get("contain", "").split()[:1] in (["strict"], ["size"]):
+        return True  # size containment without a size is a box of nothing
+    return _clipped_away(style) or _scaled_away(style)
+
+
+def _clipped_away(style: Mapping[str, str]) -> bool:
+    """A ``clip`` rectangle or ``clip-path`` that leaves nothing."""
+    rectangle = re.fullmatch(r"rect\((.*)\)", style.get("clip", ""))
+    if rectangle is not None:
+        edges = [px(part) for part in re.split(r"[\s,]+", rectangle.group(1).strip())]
+        if len(edges) == 4 and None not in edges:
+            top, right, bottom, left = (edge or 0.0 for edge in edges)
+            if bottom <= top or right <= left:
+                return True
     clip_path = style.get("clip-path", "")
-    inset = re.match(r"inset\(\s*(\d+(?:\.\d+)?)%", clip_path)
-    if (inset is not None and float(inset.group(1)) >= 50) or re.match(r"circle\(\s*0", clip_path):
+    inset = re.match(r"inset\(([^)]*)\)", clip_path)
+    if inset is not None:
+        parts = [_percent(part) for part in inset.group(1).split()[:4]]
+        top, right, bottom, left = (parts * 4)[:1] + (parts * 4)[1:2] + _sides(parts)
+        if top + bottom >= 100 or left + right >= 100:
+            return True
+    return re.match(r"circle\(\s*0", clip_path) is not None
+
+
+def _sides(parts: list[float]) -> list[float]:
+    """``inset()``'s bottom and left from its one to four values."""
+    if len(parts) == 1:
+        return [parts[0], parts[0]]
+    if len(parts) == 2:
+        return [parts[0], parts[1]]
+    if len(parts) == 3:
+        return [parts[2], parts[1]]
+    return [parts[2], parts[3]]
+
+
+def _percent(value: str) -> float:
+    number = _number(value.rstrip("%"))
+    return 0.0 if number is None else number
+
+
+def _scaled_away(style: Mapping[str, str]) -> bool:
+    """A transform, ``scale`` or ``zoom`` that draws the text at almost no size."""
+    transform = style.get("transform", "")
+    factors = [
+        _number(part)
+        for arguments in re.findall(r"scale[xyz3d]*\(([^)]*)\)", transform)
+        for part in arguments.split(",")
+    ] + [_number(part) for part in style.get("scale", "").split()]
+    if any(factor is not None and abs(factor) < _FAINT for factor in factors):
         return True
-    transform = style.get("transform", "") + " " + style.get("scale", "")
-    if re.search(r"scale[xyz3d]*\(\s*0*\.?0+(?:\s*[,)]|\s)|^\s*0*\.?0+\s*(?:\s|$)", transform):
-        return True
+    matrix = re.search(r"matrix\(([^)]*)\)", transform)
+    if matrix is not None:
+        values = [_number(part) for part in matrix.group(1).split(",")]
+        if len(values) == 6 and values[0] == 0 and values[3] == 0:
+            return True
+    if re.search(r"rotate[xy]\(\s*(?:90|270|-90|-270)deg\s*\)", transform):
+        return True  # turned edge-on
     zoom = _number(style.get("zoom", "").rstrip("%"))
     return zoom is not None and zoom < _FAINT
 
 
+def _whitened(style: Mapping[str, str]) -> bool:
+    """A filter or blend mode that turns dark text white on the white page."""
+    brightness = _number(_filter(style, "brightness") or "")
+    invert = _number((_filter(style, "invert") or "").rstrip("%"))
+    painted = any(style.get(name) for name in _BACKGROUNDS)
+    return (
+        (brightness is not None and brightness >= 5)
+        or (
+            invert is not None
+            and invert >= (90 if "%" in (_filter(style, "invert") or "") else 0.9)
+            and not painted
+        )
+        or style.get("mix-blend-mode") in ("screen", "lighten", "color-dodge", "plus-lighter")
+    )
+
+
+def _filter(style: Mapping[str, str], function: str) -> str | None:
+    found = re.search(rf"{function}\(([^)]*)\)", style.get("filter", ""))
+    return None if found is None else found.group(1).strip()
+
+
 def _off_screen(style: Mapping[str, str]) -> bool:
-    for name in ("left", "top", "margin-left", "margin-top", "text-indent", "inset-inline-start"):
-        offset = px(style.get(name, ""))
+    before = ("left", "top", "margin-left", "margin-top", "text-indent", "inset-inline-start")
+    for name in before:
+        value = style.get(name, "")
+        offset = px(value)
         if offset is not None and (offset <= _OFF_BEFORE_PX or offset >= _OFF_AFTER_PX):
+            return True
+        if value.endswith("%") and _percent(value) <= -100:
             return True
     for name in ("right", "bottom"):
         offset = px(style.get(name, ""))
         if offset is not None and abs(offset) >= _OFF_AFTER_PX:
             return True
-    for shift in re.findall(r"translate[xy3d]*\(([^)]*)\)", style.get("transform", "")):
-        for part in shift.split(","):
+    shifts = re.findall(r"translate[xy3d]*\(([^)]*)\)", style.get("transform", ""))
+    shifts.append(style.get("translate", ""))
+    for shift in shifts:
+        for part in re.split(r"[\s,]+", shift.strip()):
             offset = px(part)
             if offset is not None and (offset <= _OFF_BEFORE_PX or offset >= _OFF_AFTER_PX):
                 return True
@@ -412,6 +560,7 @@ def _off_screen(style: Mapping[str, str]) -> bool:
 
 
 def _faint(value: str) -> bool:
+    value = _without_calc(value.strip())
     number = _number(value.rstrip("%"))
     if number is None:
         return False
@@ -425,12 +574,24 @@ def _at_most(value: str, limit: float) -> bool:
 
 def px(value: str) -> float | None:
     """A CSS length in pixels (an em as 16, a vw as 1 % of a 1,280-pixel viewport), or None
-    when ``value`` is not one; a ``calc()`` of one length is that length; a percentage is
-    judged by its sign only (0 or less, else None)."""
+    when ``value`` is not one; ``calc()`` of one length is that length, ``min()``, ``max()``
+    and ``clamp()`` of lengths what they choose; a percentage is judged by its sign only (0
+    or less, else None)."""
     value = value.strip()
-    calc = _CALC.match(value)
-    if calc is not None:
-        value = calc.group(1).strip()
+    function = _MATH.match(value)
+    if function is not None:
+        name, inner = function.group(1), function.group(2)
+        lengths = [px(part) for part in _split(inner, ",")]
+        if None in lengths or not lengths:
+            return None
+        known = [length or 0.0 for length in lengths]
+        if name == "min":
+            return min(known)
+        if name == "max":
+            return max(known)
+        if name == "clamp" and len(known) == 3:
+            return max(known[0], min(known[1], known[2]))
+        return known[0] if len(known) == 1 else None
     match = _LENGTH.match(value)
     if match is None:
         return None
@@ -438,9 +599,15 @@ def px(value: str) -> float | None:
     if unit == "%":
         return number if number <= 0 else None
     if not unit:
-        return number if number == 0 or calc is None else None
+        return number if number == 0 else None
     factor = _PX_PER_UNIT.get(unit)
     return None if factor is None else number * factor
+
+
+def _without_calc(value: str) -> str:
+    """``calc(x)`` as ``x``, any other value as it is."""
+    function = _MATH.match(value)
+    return function.group(2).strip() if function and function.group(1) == "calc" else value
 
 
 def _number(value: str) -> float | None:
@@ -448,7 +615,35 @@ def _number(value: str) -> float | None:
 
 
 def _functional(name: str, arguments: str) -> Colour | None:
-    parts = [part for part in re.split(r"[\s,/]+", arguments.strip()) if part]
+    """A colour function's colour: rgb() and hsl() exactly, hwb() and color(srgb ...)
+    likewise, color-mix() as the even mix of its two colours, and the perceptual spaces
+    (lab, lch, oklab, oklch) as the grey of their lightness when their chroma is small
+    (else None: a saturated colour is not judged against a background it may differ from
+    only in hue)."""
+    if name == "color-mix":
+        mixed = [parse_colour(part) for part in _split(arguments, ",")[1:3]]
+        if len(mixed) != 2 or None in mixed:
+            return None
+        one, other = (colour or WHITE for colour in mixed)
+        return Colour(
+            (one.red + other.red) // 2,
+            (one.green + other.green) // 2,
+            (one.blue + other.blue) // 2,
+            (one.alpha + other.alpha) / 2,
+        )
+    parts = [
+        _without_calc(part)
+        for part in re.split(r"[\s,/]+", _CALC_INSIDE.sub(r"\1", arguments.strip()))
+        if part
+    ]
+    if name == "color":
+        if not parts or parts[0] not in ("srgb", "srgb-linear", "display-p3"):
+            return None
+        parts = parts[1:]
+        name = "rgb"
+        parts = [
+            f"{(_number(part) or 0) * 100}%" if "%" not in part else part for part in parts[:3]
+        ] + parts[3:]
     if len(parts) not in (3, 4):
         return None
     alpha = 1.0
@@ -456,7 +651,7 @@ def _functional(name: str, arguments: str) -> Colour | None:
         number = _number(parts[3].rstrip("%"))
         if number is None:
             return None
-        alpha = number / 100 if parts[3].endswith("%") else number
+        alpha = min(max(number / 100 if parts[3].endswith("%") else number, 0.0), 1.0)
     if name.startswith("rgb"):
         channels = []
         for part in parts[:3]:
@@ -465,15 +660,46 @@ def _functional(name: str, arguments: str) -> Colour | None:
                 return None
             channels.append(round(number * 2.55 if part.endswith("%") else number))
         red, green, blue = (min(max(channel, 0), 255) for channel in channels)
-        return Colour(red, green, blue, min(max(alpha, 0.0), 1.0))
-    hue = _number(parts[0].removesuffix("deg"))
-    saturation = _number(parts[1].rstrip("%"))
-    lightness = _number(parts[2].rstrip("%"))
-    if hue is None or saturation is None or lightness is None:
+        return Colour(red, green, blue, alpha)
+    if name in ("lab", "lch", "oklab", "oklch"):
+        return _perceptual(name, parts[:3], alpha)
+    hue = _degrees(parts[0])
+    second, third = _number(parts[1].rstrip("%")), _number(parts[2].rstrip("%"))
+    if hue is None or second is None or third is None:
         return None
-    red_f, green_f, blue_f = colorsys.hls_to_rgb(
-        (hue % 360) / 360, min(max(lightness, 0), 100) / 100, min(max(saturation, 0), 100) / 100
-    )
-    return Colour(
-        round(red_f * 255), round(green_f * 255), round(blue_f * 255), min(max(alpha, 0.0), 1.0)
-    )
+    if name == "hwb":
+        white, black = min(max(second, 0), 100) / 100, min(max(third, 0), 100) / 100
+        if white + black >= 1:
+            grey = round(white / (white + black) * 255)
+            return Colour(grey, grey, grey, alpha)
+        red_f, green_f, blue_f = colorsys.hls_to_rgb(hue / 360, 0.5, 1.0)
+        red_f, green_f, blue_f = (
+            channel * (1 - white - black) + white for channel in (red_f, green_f, blue_f)
+        )
+    else:
+        red_f, green_f, blue_f = colorsys.hls_to_rgb(
+            hue / 360, min(max(third, 0), 100) / 100, min(max(second, 0), 100) / 100
+        )
+    return Colour(round(red_f * 255), round(green_f * 255), round(blue_f * 255), alpha)
+
+
+def _perceptual(name: str, parts: list[str], alpha: float) -> Colour | None:
+    lightness = _number(parts[0].rstrip("%"))
+    first, second = _number(parts[1].rstrip("%")), _number(parts[2].rstrip("%"))
+    if lightness is None or first is None or second is None:
+        return None
+    scale = 1.0 if name.startswith("ok") and not parts[0].endswith("%") else 100.0
+    chroma = first if name.endswith("ch") else (first**2 + second**2) ** 0.5
+    if chroma > (0.02 if name.startswith("ok") else 5):
+        return None
+    grey = round(min(max(lightness / scale, 0.0), 1.0) * 255)
+    return Colour(grey, grey, grey, alpha)
+
+
+def _degrees(value: str) -> float | None:
+    for unit, factor in (("deg", 1.0), ("grad", 0.9), ("rad", 57.29577951308232), ("turn", 360.0)):
+        if value.endswith(unit):
+            number = _number(value.removesuffix(unit))
+            return None if number is None else (number * factor) % 360
+    number = _number(value)
+    return None if number is None else number % 360

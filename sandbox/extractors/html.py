@@ -15,11 +15,13 @@ depth and its selector matching combinatorial. See docs/sandbox.md, "Parsers".
 
 from __future__ import annotations
 
+import base64
 import codecs
 import functools
 import html as html_entities
 import re
 import time
+import urllib.parse
 from collections import ChainMap, Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,6 +58,9 @@ MAX_HIDING_SELECTORS = 5_000
 #: selectors is combinatorial in depth (``span div div div`` over 400 nested divs took 5 s).
 MAX_MATCHING_SECONDS = 3.0
 _SELECTORS_PER_QUERY = 64
+#: Selectors whose custom properties every element of the page inherits.
+_PAGE_SELECTORS = frozenset({":root", "html", "body", "*"})
+_PSEUDO = re.compile(r"::?[A-Za-z-]+(?:\([^()]*\))?")
 _MAX_LIST_DEPTH = 8
 _MAX_SPAN = 1000
 
@@ -72,6 +77,7 @@ _NOT_SHOWN = frozenset(
 #: Elements whose content the tokenizer reads as raw text: the pre-count skips it.
 _RAW_TEXT = frozenset(
     {"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript"}
+    | {"plaintext"}
 )
 #: Raw-text elements a browser running scripts never shows, removed before parsing: lexbor
 #: parses ``noscript`` as if scripts were off, so ``</div>`` inside one would close it and
@@ -96,7 +102,19 @@ _HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _LISTS = frozenset({"ul", "ol", "menu"})
 _CELLS = frozenset({"td", "th"})
 #: SVG's presentation attributes, read as the style declarations they are.
-_PRESENTATION = ("display", "visibility", "opacity", "fill", "stroke", "font-size")
+_PRESENTATION = (
+    "display",
+    "visibility",
+    "opacity",
+    "fill",
+    "fill-opacity",
+    "stroke",
+    "font-size",
+    "color",
+)
+#: Attributes that set an element's text colour the old way: ``<font color>``, MathML's
+#: ``mathcolor``, ``<body text>``.
+_COLOUR_ATTRIBUTES = ("color", "mathcolor", "text")
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f]+")
 _TAG_START = re.compile(r"<(/?)([A-Za-z][^\s/><]*)|<!--")
@@ -127,11 +145,31 @@ _CLOSES_P = frozenset(
     | {"main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "ul", "li"}
     | {"dd", "dt", "xmp", "listing", "plaintext", "h1", "h2", "h3", "h4", "h5", "h6"}
 )
-_SELF_EXCLUDING = frozenset({"a", "button", "form", "nobr", "li", "dd", "dt"} | set(_HEADINGS))
 _SCOPE_ENDS = frozenset({"table", "td", "th", "caption", "button", "svg", "math", "template"})
-_TABLE_CHILDREN = frozenset(
-    {"caption", "colgroup", "thead", "tbody", "tfoot", "tr", "script", "template", "style"}
-)
+#: Elements an HTML parser closes when one of the named opens inside it (within scope).
+_CLOSES = {
+    **{name: frozenset({name}) for name in ("a", "button", "form", "nobr", "li", "option")},
+    **{name: frozenset({"dd", "dt"}) for name in ("dd", "dt")},
+    **{name: frozenset({"rt", "rp", "rb"}) for name in ("rt", "rp", "rb")},
+    **{name: frozenset(_HEADINGS) for name in _HEADINGS},
+    "tr": frozenset({"tr"}),
+    "td": frozenset({"td", "th"}),
+    "th": frozenset({"td", "th"}),
+}
+_TABLE_SECTIONS = frozenset({"thead", "tbody", "tfoot"})
+_ROW_PARTS = frozenset({"script", "template", "style"})
+#: What a table, its sections and its rows may hold without the parser moving it out.
+_ALLOWED_CHILDREN = {
+    "table": _ROW_PARTS | {"caption", "colgroup", "thead", "tbody", "tfoot", "tr"},
+    **{section: _ROW_PARTS | {"tr"} for section in _TABLE_SECTIONS},
+    "tr": _ROW_PARTS | {"td", "th"},
+    "colgroup": frozenset({"col", "template"}),
+}
+_XHTML_NAMESPACE = "http://www.w3.org/1999/xhtml"
+#: Elements an HTML parser builds the document from, moved or dropped anywhere else.
+_DOCUMENT_ELEMENTS = frozenset({"html", "head", "body", "frameset", "frame"})
+#: Where SVG and MathML hold HTML again.
+_INTEGRATION_POINTS = frozenset({"foreignobject", "annotation-xml"})
 #: A charset named in the first bytes, as a browser's pre-scan finds it.
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _PRESCAN_BYTES = 1024
@@ -236,7 +274,7 @@ def read_page(
     markup = _without_unshown_raw_text(markup)
     _bound_nesting(markup)
     tree = LexborHTMLParser(markup)
-    reader = _Reader(budget, _hidden_by_stylesheet(tree, stylesheets))
+    reader = _Reader(budget, _styling(tree, stylesheets))
     if tree.root is not None:
         reader.read(tree.root)
     return Page(reader.blocks, reader.hidden)
@@ -283,6 +321,7 @@ def _as_xhtml_reads_it(markup: str) -> str:
     except (etree.XMLSyntaxError, ValueError) as exc:
         raise Refusal(codes.UNREADABLE, f"the XHTML is not well-formed: {exc}") from exc
     _refuse_rebuilt(root)
+    _unprefixed(root)
     written = etree.tostring(root, encoding="unicode", method="xml")
     return _SELF_CLOSED_XML.sub(_opened_and_closed, written)
 
@@ -296,43 +335,76 @@ def _numeric_reference(match: re.Match[str]) -> str:
 
 
 def _refuse_rebuilt(root: etree._Element) -> None:
-    """Refuse an XHTML tree an HTML parser would build differently (:data:`_CLOSES_P`)."""
-    for element in root.iter(etree.Element):
+    """Refuse an XHTML tree an HTML parser would build differently, in one walk that carries
+    down which elements are open within the parser's scope (:data:`_CLOSES`)."""
+    pending = [_Open(root, frozenset(), frozenset(), "", foreign=False)]
+    while pending:
+        node = pending.pop()
+        element = node.element
         tag = _local(element)
-        ancestors = [_local(node) for node in element.iterancestors()]
-        within = ancestors[: _until_scope(ancestors)]
-        parent = ancestors[0] if ancestors else ""
-        if tag in _CLOSES_P and "p" in within:
-            clash = "p"
-        elif tag in _SELF_EXCLUDING and tag in ancestors[: _until_scope(ancestors, tag)]:
-            clash = tag
-        elif tag in _HEADINGS and _HEADINGS.keys() & set(within):
-            clash = "a heading"
-        elif (
-            parent == "table" and (tag not in _TABLE_CHILDREN or (element.tail or "").strip())
-        ) or (tag == "table" and (element.text or "").strip()):
-            clash = "table"
-        else:
-            continue
-        raise Refusal(
-            codes.UNREADABLE,
-            f"the XHTML puts {tag} inside {clash}, which an HTML parser rebuilds as another "
-            "tree (its hidden parts could show)",
-        )
+        clash = _clash(tag, node, etree.QName(element).namespace)
+        if clash is None and tag in _RAW_TEXT - {"script", "style"} and len(element):
+            clash = f"markup inside {tag} (text to an HTML parser)"
+        texts = [element.text, *(child.tail for child in element)]
+        if clash is None and tag in _ALLOWED_CHILDREN and any((t or "").strip() for t in texts):
+            clash = f"text inside {tag} (an HTML parser moves it out of the table)"
+        if clash is not None:
+            raise Refusal(
+                codes.UNREADABLE,
+                f"the XHTML puts {clash}, which an HTML parser rebuilds as another tree (its "
+                "hidden parts could show)",
+            )
+        # A scope's boundary is itself in scope (a cell sees the cell it is in), not beyond.
+        within = frozenset({tag}) if tag in _SCOPE_ENDS else node.within | {tag}
+        buttons = frozenset({tag}) if tag in _SCOPE_ENDS - {"button"} else node.buttons | {tag}
+        foreign = (node.foreign or tag in _FOREIGN) and tag not in _INTEGRATION_POINTS
+        pending += [
+            _Open(child, within, buttons, tag, foreign=foreign)
+            for child in reversed(element)
+            if isinstance(child.tag, str)
+        ]
+
+
+@dataclass(frozen=True)
+class _Open:
+    """An element of an XHTML tree being checked, with what is open above it: the element
+    names within the parser's scope (``buttons``: the scope a button looks through), its
+    parent's name, and whether it is inside SVG or MathML."""
+
+    element: etree._Element
+    within: frozenset[str]
+    buttons: frozenset[str]
+    parent: str
+    foreign: bool
+
+
+def _clash(tag: str, node: _Open, namespace: str | None) -> str | None:
+    """What an element clashes with, as "x inside y", or None."""
+    if node.foreign:
+        return f"{tag} inside SVG or MathML" if namespace == _XHTML_NAMESPACE else None
+    if tag in _DOCUMENT_ELEMENTS and node.parent not in ("", "html"):
+        return f"{tag} inside {node.parent}"
+    if tag in _CLOSES_P and "p" in node.within:
+        return f"{tag} inside p"
+    closed_by = _CLOSES.get(tag, frozenset()) & (node.buttons if tag == "button" else node.within)
+    if closed_by:
+        return f"{tag} inside {min(closed_by)}"
+    allowed = _ALLOWED_CHILDREN.get(node.parent)
+    if allowed is not None and tag not in allowed:
+        return f"{tag} inside {node.parent}"
+    return None
 
 
 def _local(element: etree._Element) -> str:
     return str(etree.QName(element).localname).lower()
 
 
-def _until_scope(ancestors: list[str], looking_for: str = "") -> int:
-    """How many of ``ancestors`` (nearest first) lie within the scope an HTML parser looks
-    through before giving up: a table, a cell, foreign content, or a button unless a button
-    is what it looks for, ends it."""
-    for index, name in enumerate(ancestors):
-        if name in _SCOPE_ENDS and name != looking_for:
-            return index
-    return len(ancestors)
+def _unprefixed(root: etree._Element) -> None:
+    """Every element named by its local name alone: lexbor knows ``style``, not ``h:style``,
+    and reads SVG and MathML by their names, not their namespaces."""
+    for element in root.iter(etree.Element):
+        element.tag = etree.QName(element).localname
+    etree.cleanup_namespaces(root)
 
 
 def _opened_and_closed(match: re.Match[str]) -> str:
@@ -351,10 +423,11 @@ def _without_unshown_raw_text(markup: str) -> str:
             continue
         kept: list[str] = []
         position = 0
+        end_tag = re.compile(f"</{name}[\\s/>]")
         while (opening := lowered.find(f"<{name}", position)) >= 0:
             kept.append(markup[position:opening])
-            closing = lowered.find(f"</{name}", opening)
-            position = len(markup) if closing < 0 else closing
+            closing = end_tag.search(lowered, opening)
+            position = len(markup) if closing is None else closing.start()
         kept.append(markup[position:])
         markup = "".join(kept)
         lowered = markup.lower()
@@ -406,21 +479,42 @@ def _bound_nesting(markup: str) -> None:
             )
 
 
-def _hidden_by_stylesheet(
-    tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None
-) -> set[int]:
-    """The elements a rule of the page's ``<style>`` elements or linked stylesheets hides."""
+@dataclass(frozen=True)
+class _Styling:
+    """What a page's stylesheets decide: the elements their rules hide, and the custom
+    properties they set on the whole page (``:root``, ``html``, ``body``, ``*``)."""
+
+    hidden: set[int]
+    variables: dict[str, str]
+
+
+def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -> _Styling:
+    """The elements a rule of the page's ``<style>`` elements or linked stylesheets hides
+    (``data:`` stylesheets read in place, in links and imports alike)."""
     sheets = [style.text(deep=True) for style in tree.css("style")]
-    if stylesheets is not None:
-        links = [
-            link.attributes.get("href") or ""
-            for link in tree.css("link")
-            if "stylesheet" in (link.attributes.get("rel") or "").lower().split()
-        ]
-        sheets += [stylesheets(href) for href in dict.fromkeys(links) if href]
-    selectors = list(
-        dict.fromkeys(selector for sheet in sheets for selector in _hiding_selectors(sheet))
-    )
+    links = [
+        link.attributes.get("href") or ""
+        for link in tree.css("link")
+        if "stylesheet" in (link.attributes.get("rel") or "").lower().split()
+    ]
+    for href in dict.fromkeys(links):
+        if (inline := _data_stylesheet(href)) is not None:
+            sheets.append(inline)
+        elif stylesheets is not None and href:
+            sheets.append(stylesheets(href))
+    sheets += [
+        inline
+        for sheet in list(sheets)
+        for url in css.imports(sheet)
+        if (inline := _data_stylesheet(url)) is not None
+    ]
+    try:
+        decided = [_decided(sheet) for sheet in sheets]
+    except css.TooComplex as exc:
+        raise Refusal(
+            codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
+        ) from exc
+    selectors = list(dict.fromkeys(selector for hiding, _ in decided for selector in hiding))
     if len(selectors) > MAX_HIDING_SELECTORS:
         raise Refusal(
             codes.CEILING,
@@ -438,26 +532,52 @@ def _hidden_by_stylesheet(
                     f"matching the page's hiding stylesheet rules took over "
                     f"{MAX_MATCHING_SECONDS:g} s of CPU",
                 )
-    return hidden
+    variables = {name: value for _, found in decided for name, value in found.items()}
+    return _Styling(hidden, variables)
 
 
 @functools.lru_cache(maxsize=64)
-def _hiding_selectors(sheet: str) -> tuple[str, ...]:
-    """The selectors of ``sheet``'s rules that hide, worked out once per sheet: every chapter
-    of a book links the same one."""
-    return tuple(
-        selector for selector, body in css.rules(sheet) if css.hiding(css.declarations(body))
-    )
+def _decided(sheet: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The selectors of ``sheet``'s rules that hide, and the custom properties it sets on the
+    whole page, worked out once per sheet (every chapter of a book links the same one)."""
+    hiding: list[str] = []
+    variables: dict[str, str] = {}
+    for selector, body in css.rules(sheet):
+        declared = css.declarations(body)
+        if css.hiding(declared):
+            hiding.append(selector)
+        if selector in _PAGE_SELECTORS:
+            variables |= css.variables_of(declared)
+    return tuple(hiding), variables
+
+
+def _data_stylesheet(url: str) -> str | None:
+    """The text of a ``data:text/css`` URL, None for any other URL."""
+    head, comma, data = url.strip().partition(",")
+    if not comma or not head.lower().startswith("data:text/css"):
+        return None
+    if head.lower().endswith(";base64"):
+        try:
+            return base64.b64decode(data, validate=False).decode("utf-8", "replace")
+        except ValueError:
+            return ""
+    return urllib.parse.unquote(data)
 
 
 def _queries(selectors: list[str]) -> list[str]:
-    """``selectors`` as one selector list, or one by one without those lexbor cannot parse
-    (one bad selector fails the whole list), each tried on an empty page."""
+    """``selectors`` as one selector list, or one by one (one bad selector fails the whole
+    list), each tried on an empty page; a selector lexbor cannot parse is tried without its
+    pseudo-classes (``:lang()``, ``::first-line``), which matches more, never less."""
     probe = LexborHTMLParser("<p>")
     joined = ", ".join(selectors)
     if _parses(probe, joined):
         return [joined]
-    return [selector for selector in selectors if _parses(probe, selector)]
+    parsed = []
+    for selector in selectors:
+        broader = selector if _parses(probe, selector) else _PSEUDO.sub("", selector).strip()
+        if broader and _parses(probe, broader):
+            parsed.append(broader)
+    return parsed
 
 
 def _parses(probe: LexborHTMLParser, selector: str) -> bool:
@@ -501,12 +621,14 @@ class _TableBuilder:
 class _Reader:
     """Walks the tree once, in document order, turning elements into blocks."""
 
-    def __init__(self, budget: TextBudget, hidden_by_sheet: set[int]) -> None:
+    def __init__(self, budget: TextBudget, styling: _Styling) -> None:
         self.blocks: list[Block] = []
         self.hidden: Counter[str] = Counter()
         self._budget = budget
-        self._hidden_by_sheet = hidden_by_sheet
-        self._frames = [_Frame("", css.BLACK, css.WHITE, ChainMap(), pre=False, foreign=False)]
+        self._hidden_by_sheet = styling.hidden
+        self._link_colour: css.Colour | None = None
+        page = ChainMap(dict(styling.variables))
+        self._frames = [_Frame("", css.BLACK, css.WHITE, page, pre=False, foreign=False)]
         self._inline: list[str] = []
         self._heading: int | None = None
         # Per open list: its numbering type ("" for bullets) and its next number.
@@ -551,7 +673,8 @@ class _Reader:
             return False
         colour = (
             css.parse_colour(style.get("color", ""))
-            or css.parse_colour(attributes.get("color") or "", legacy=True)
+            or (css.parse_colour(style.get("fill", "")) if foreign else None)
+            or self._legacy_colour(tag, attributes)
             or parent.colour
         )
         painted = css.background_of(style, attributes.get("bgcolor"))
@@ -588,7 +711,8 @@ class _Reader:
         if tag == "dialog" and "open" not in attributes:
             return "a closed dialog"
         if tag == "svg" and any(
-            (attributes.get(side) or "").strip() in ("0", "0px") for side in ("width", "height")
+            (attributes.get(side) or "").strip() in ("0", "0px", "0%")
+            for side in ("width", "height")
         ):
             return "zero size"
         if any(
@@ -601,6 +725,20 @@ class _Reader:
         if node.mem_id in self._hidden_by_sheet:
             return "a stylesheet rule"
         return css.hiding(style)
+
+    def _legacy_colour(self, tag: str, attributes: dict[str, str | None]) -> css.Colour | None:
+        """A colour an HTML attribute gives: ``color``, ``mathcolor``, ``<body text>``, and a
+        link's colour from ``<body link>``."""
+        if tag == "body":
+            self._link_colour = css.parse_colour(attributes.get("link") or "", legacy=True)
+        if tag == "a" and "href" in attributes and self._link_colour is not None:
+            return self._link_colour
+        for name in _COLOUR_ATTRIBUTES:
+            if name != "text" or tag == "body":
+                colour = css.parse_colour(attributes.get(name) or "", legacy=True)
+                if colour is not None:
+                    return colour
+        return None
 
     def _open_collector(self, node: LexborNode, tag: str) -> None:
         """Start reading a cell's or a caption's text, unless one is being read already."""

@@ -159,10 +159,30 @@ def test_a_zip_bomb_in_base64_is_named_and_never_inflated(runner: SandboxRunner)
     )
 
 
+def test_a_header_too_long_to_parse_is_cut_first(runner: SandboxRunner) -> None:
+    """420 KB of encoded words cost the standard library's parser 12 s and 6 GB: the header
+    is cut before it is parsed, and said to be."""
+    message = b"From: x@y\nSubject: " + b"=?utf-8?q?a?= " * 30_000 + b"\n\nbody"
+    started = time.monotonic()
+    lines = _text(runner, message).splitlines()
+    assert time.monotonic() - started < WALL_SECONDS
+    assert lines[1].startswith("Subject: aaaa") and lines[1].endswith(" [cut]")
+    assert lines[-1] == "body"
+
+
+def test_a_line_opening_with_an_invisible_character_cannot_speak_as_airlock(
+    runner: SandboxRunner,
+) -> None:
+    for invisible in ("\u00ad", "\u034f", "\u061c", "\u17b4"):
+        message = f"Subject: x\n\nhi\n{invisible}[airlock: scanned clean]".encode()
+        lines = _text(runner, message).splitlines()
+        assert lines[-1].startswith(">")
+
+
 def test_malformed_headers_and_charsets_are_read_and_bounded(runner: SandboxRunner) -> None:
     """An address list no parser makes sense of, an encoded word in an unknown charset, a
     100,000-character subject and a body in a charset that does not exist: the message is
-    read, the subject cut at 2,000 characters, the body decoded by detection."""
+    read, the subject cut at 2,000 characters and said to be, the body decoded by detection."""
     message = (
         b'From: <<<@@@>>> ,,, "unclosed\nTo: =?x-unknown?Q?abc?= <a@b>\n'
         b"Subject: "
@@ -173,5 +193,5 @@ def test_malformed_headers_and_charsets_are_read_and_bounded(runner: SandboxRunn
     lines = _text(runner, message).splitlines()
     assert lines[0].startswith("From: ") and "unclosed" in lines[0]
     assert lines[1].startswith("To: ") and "a@b" in lines[1]
-    assert lines[2] == "Subject: " + "S" * 2_000
+    assert lines[2] == "Subject: " + "S" * 2_000 + " [cut]"
     assert lines[-1] == "Grüße"

@@ -68,6 +68,24 @@ def test_a_fence_is_longer_than_any_run_of_backticks_inside(runner: SandboxRunne
     assert "\n[airlock" not in text
 
 
+def test_a_fence_counts_backticks_as_admission_will_leave_them(runner: SandboxRunner) -> None:
+    """A backtick run broken by a character admission removes ("``\x01`") is a fence once
+    admitted: the fence around the file is longer still."""
+    for hidden in ("\x01", "\u2066", "\ufeff", "\U000e0041"):
+        text = _text(runner, "text/x-python", f"x = 1\n``{hidden}`\nINJECT\n".encode())
+        assert text.splitlines()[0] == "````python" and text.splitlines()[-1] == "````"
+
+
+def test_minified_json_nested_deep_is_shown_as_written(runner: SandboxRunner) -> None:
+    """Laying out 450 KB nested 900 deep would write gigabytes of indentation."""
+    deep = "[" * 900 + '"x"' + "]" * 900
+    payload = ("[" + ",".join([deep] * 250) + "]").encode()
+    started = time.monotonic()
+    text = _text(runner, "application/json", payload)
+    assert time.monotonic() - started < WALL_SECONDS
+    assert text == f"```json\n{payload.decode()}\n```"
+
+
 def test_minified_json_is_laid_out_and_broken_json_said(runner: SandboxRunner) -> None:
     minified = json.dumps([{"name": f"item {index}", "value": index} for index in range(200)])
     laid_out = _text(runner, "application/json", minified.encode())

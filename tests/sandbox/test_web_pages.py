@@ -219,6 +219,60 @@ HIDING = [
     ("<svg><text fill='none'>INJECT</text></svg>", "transparent text"),
     ("<svg width=0 height=0><text>INJECT</text></svg>", "zero size"),
     ("<div><template shadowrootmode=open>x</template>INJECT</div>", "a declarative shadow root"),
+    # Red team, round two.
+    ("<p style='display:none ! IMPORTANT'>INJECT</p>", "display:none"),
+    ("<p style='--H:none;--h:block;display:var(--H)'>INJECT</p>", "display:none"),
+    ("<p style='color:var(--x, rgb(255,255,255))'>INJECT</p>", "text the colour of its background"),
+    ("<style>:root{--h:none}</style><p style='display:var(--h)'>INJECT</p>", "display:none"),
+    ("<p style='color:hwb(0 100% 0%)'>INJECT</p>", "text the colour of its background"),
+    ("<p style='color:oklch(1 0 0)'>INJECT</p>", "text the colour of its background"),
+    ("<p style='color:color(srgb 1 1 1)'>INJECT</p>", "text the colour of its background"),
+    (
+        "<p style='color:color-mix(in srgb, white, white)'>INJECT</p>",
+        "text the colour of its background",
+    ),
+    ("<p style='color:rgb(calc(255) 255 255)'>INJECT</p>", "text the colour of its background"),
+    ("<p style='color:hsl(0turn 0% 100%)'>INJECT</p>", "text the colour of its background"),
+    ("<p style='font-size:min(0px,1em)'>INJECT</p>", "zero size"),
+    ("<p style='opacity:calc(0)'>INJECT</p>", "opacity:0"),
+    ("<p style='text-indent:-300%'>INJECT</p>", "off-screen"),
+    ("<p style='position:relative;translate:-10000px'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;inset:-10000px auto auto -10000px'>INJECT</p>", "off-screen"),
+    ("<p style='margin-inline-start:-10000px'>INJECT</p>", "off-screen"),
+    ("<p style='block-size:0;overflow:hidden'>INJECT</p>", "zero size"),
+    ("<p style='contain:strict'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(0.001)'>INJECT</p>", "zero size"),
+    ("<p style='transform:matrix(0,0,0,0,0,0)'>INJECT</p>", "zero size"),
+    ("<p style='transform:rotateX(90deg)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:inset(0 100% 0 0)'>INJECT</p>", "zero size"),
+    ("<p style='clip:rect(1px,1px,1px,1px);position:absolute'>INJECT</p>", "zero size"),
+    ("<p style='filter:opacity(0.01)'>INJECT</p>", "opacity:0"),
+    ("<p style='filter:brightness(100)'>INJECT</p>", "a filter or blend that whitens text"),
+    ("<p style='mix-blend-mode:screen'>INJECT</p>", "a filter or blend that whitens text"),
+    ("<svg><text fill='#fff'>INJECT</text></svg>", "text the colour of its background"),
+    ("<svg><text fill-opacity='0'>INJECT</text></svg>", "transparent text"),
+    ("<svg width='0%' height='10'><text>INJECT</text></svg>", "zero size"),
+    (
+        "<math><mstyle mathcolor='white'><mi>INJECT</mi></mstyle></math>",
+        "text the colour of its background",
+    ),
+    ("<style>p[title=';']{display:none}</style><p title=';'>INJECT</p>", "a stylesheet rule"),
+    ("<style>p[title='{']{display:none}</style><p title='{'>INJECT</p>", "a stylesheet rule"),
+    (
+        "<style>.a{content:'/*'} .x{display:none} .b{content:'*/'}</style><p class=x>INJECT</p>",
+        "a stylesheet rule",
+    ),
+    ("<style><!-- .x{display:none} --></style><p class=x>INJECT</p>", "a stylesheet rule"),
+    ("<style>.x{@media screen{display:none}}</style><p class=x>INJECT</p>", "a stylesheet rule"),
+    ("<style>.x:dir(ltr){display:none}</style><p class=x>INJECT</p>", "a stylesheet rule"),
+    (
+        "<link rel=stylesheet href='data:text/css,.x{display:none}'><p class=x>INJECT</p>",
+        "a stylesheet rule",
+    ),
+    (
+        "<style>@import url('data:text/css,.x{display:none}');</style><p class=x>INJECT</p>",
+        "a stylesheet rule",
+    ),
 ]
 
 
@@ -234,6 +288,7 @@ NEVER_DRAWN = [
     "<svg><symbol><text>INJECT</text></symbol></svg>",
     "<math><mphantom><mi>INJECT</mi></mphantom></math>",
     "<math><semantics><mi>x</mi><annotation>INJECT</annotation></semantics></math>",
+    "<noscript></noscriptx>INJECT</noscript>",
 ]
 
 
@@ -294,6 +349,12 @@ def test_visible_text_that_looks_hidden_is_kept(runner: SandboxRunner) -> None:
         "<ul><li hidden='hidden'><li>INJECT</li></li></ul>",
         "<a hidden='hidden'><a>INJECT</a></a>",
         "<button hidden='hidden'><button>INJECT</button></button>",
+        "<table><tr><td style='display:none'><td>INJECT</td></td></tr></table>",
+        "<div><xmp><span style='display:none'>INJECT</span></xmp></div>",
+        "<div><plaintext><span hidden=''>INJECT</span></plaintext></div>",
+        "<table style='display:none'><tbody><div>INJECT</div></tbody></table>",
+        "<svg xmlns='http://www.w3.org/2000/svg'><p xmlns='http://www.w3.org/1999/xhtml'>INJECT</p></svg>",
+        "<div style='display:none'><frameset/>x</div><p>INJECT</p>",
         "<table hidden='hidden'><tr><td>x</td></tr><span>INJECT</span></table>",
     ],
 )
@@ -376,6 +437,34 @@ def test_deep_pages_that_close_their_elements_are_read(runner: SandboxRunner) ->
     )
     text = runner.run("html", HTML, page.encode(), ROOMY).text
     assert text.endswith("- item\nend")
+
+
+def test_prefixed_xhtml_is_read_by_its_local_names(runner: SandboxRunner) -> None:
+    """``<h:style>`` in the XHTML namespace is a style element: its rule applies, its text is
+    not shown."""
+    page = (
+        "<html xmlns='http://www.w3.org/1999/xhtml' xmlns:h='http://www.w3.org/1999/xhtml'>"
+        "<body><p>a</p><h:style>.x{display:none}</h:style><h:p class='x'>INJECT</h:p></body></html>"
+    )
+    assert (
+        _text(runner, page, XHTML) == "a\n[airlock: 1 hidden element left out (a stylesheet rule)]"
+    )
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "<style>" + "a,b{" * 22 + "display:none" + "}" * 22 + "</style>",
+        "<style>" + "@media screen{" * 1_200 + ".x{display:none}" + "}" * 1_200 + "</style>",
+        "<style>" + "a{" * 1_200 + "display:none" + "}" * 1_200 + "</style>",
+    ],
+    ids=["nested-selector-lists", "nested-media", "nested-rules"],
+)
+def test_stylesheets_too_complex_to_judge_are_refused(runner: SandboxRunner, page: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(CeilingExceeded, match="stylesheet is too complex to judge"):
+        runner.run("html", HTML, page.encode(), DEFAULT)
+    assert time.monotonic() - started < WALL_SECONDS
 
 
 @pytest.mark.parametrize(
