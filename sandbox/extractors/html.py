@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import codecs
 import functools
-import html as html_entities
 import re
 import time
 import urllib.parse
@@ -26,7 +25,6 @@ from collections import ChainMap, Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lxml import etree
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from sandbox import codes
@@ -41,6 +39,8 @@ from sandbox.document import (
     Table,
 )
 from sandbox.extractors import css
+from sandbox.extractors import xhtml as xhtml_reading
+from sandbox.extractors.markup import FOREIGN, HEADINGS, RAW_TEXT, VOID, without_internal_subset
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget, decode_text
 from sandbox.limits import ParseLimits
@@ -74,22 +74,12 @@ _NOT_SHOWN = frozenset(
     | {"pattern", "marker", "lineargradient", "radialgradient", "filter", "mphantom"}
     | {"annotation", "annotation-xml"}
 )
-#: Elements whose content the tokenizer reads as raw text: the pre-count skips it.
-_RAW_TEXT = frozenset(
-    {"script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript"}
-    | {"plaintext"}
-)
 #: Raw-text elements a browser running scripts never shows, removed before parsing: lexbor
 #: parses ``noscript`` as if scripts were off, so ``</div>`` inside one would close it and
 #: show what follows.
 _UNSHOWN_RAW_TEXT = ("noscript", "noembed", "noframes")
-_FOREIGN = frozenset({"svg", "math"})
-#: Elements that never hold content, and those a sibling closes by itself wherever they are:
-#: neither deepens the tree for long, so neither is counted.
-_VOID = frozenset(
-    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
-    | {"track", "wbr", "param", "keygen"}
-)
+#: Elements a sibling closes by itself wherever they are: they do not deepen the tree for
+#: long, so the nesting count leaves them out (as it does void elements).
 _SIBLING_CLOSED = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})
 _BLOCKS = frozenset(
     {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog"}
@@ -98,7 +88,6 @@ _BLOCKS = frozenset(
     | {"caption", "html"}
 )
 _PRE = frozenset({"pre", "xmp", "listing", "textarea"})
-_HEADINGS = {f"h{level}": level for level in range(1, 7)}
 _LISTS = frozenset({"ul", "ol", "menu"})
 _CELLS = frozenset({"td", "th"})
 #: SVG's presentation attributes, read as the style declarations they are.
@@ -121,55 +110,6 @@ _TAG_START = re.compile(r"<(/?)([A-Za-z][^\s/><]*)|<!--")
 #: The end of a tag's attributes: a quoted value runs to its closing quote.
 _TAG_END = re.compile(r"""(?:[^>"']|"[^"]*"|'[^']*')*>""")
 _COMMENT_END = re.compile(r"--!?>")
-_SELF_CLOSED_XML = re.compile(
-    r"""<([A-Za-z][\w:.-]*)((?:\s+[^\s=/>"'<]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*)\s*/>"""
-)
-_DOCTYPE = re.compile(r"<!doctype", re.IGNORECASE)
-_NAMED_ENTITY = re.compile(r"&([A-Za-z][A-Za-z0-9]*);")
-_XML_ENTITIES = frozenset({"lt", "gt", "amp", "quot", "apos"})
-_XML_PARSER_OPTIONS = {
-    "resolve_entities": False,
-    "load_dtd": False,
-    "no_network": True,
-    "huge_tree": False,
-    "remove_comments": True,
-    "remove_pis": True,
-}
-#: Where an HTML parser rebuilds a well-formed XHTML tree: a block in a paragraph closes it,
-#: a heading in a heading, a list item in a list item, a link in a link; a table's stray
-#: content is moved before it. An XHTML chapter built so is refused: its hidden parts would
-#: be hidden in one tree and shown in the other.
-_CLOSES_P = frozenset(
-    {"address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div"}
-    | {"dl", "fieldset", "figcaption", "figure", "footer", "form", "header", "hgroup", "hr"}
-    | {"main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "ul", "li"}
-    | {"dd", "dt", "xmp", "listing", "plaintext", "h1", "h2", "h3", "h4", "h5", "h6"}
-)
-_SCOPE_ENDS = frozenset({"table", "td", "th", "caption", "button", "svg", "math", "template"})
-#: Elements an HTML parser closes when one of the named opens inside it (within scope).
-_CLOSES = {
-    **{name: frozenset({name}) for name in ("a", "button", "form", "nobr", "li", "option")},
-    **{name: frozenset({"dd", "dt"}) for name in ("dd", "dt")},
-    **{name: frozenset({"rt", "rp", "rb"}) for name in ("rt", "rp", "rb")},
-    **{name: frozenset(_HEADINGS) for name in _HEADINGS},
-    "tr": frozenset({"tr"}),
-    "td": frozenset({"td", "th"}),
-    "th": frozenset({"td", "th"}),
-}
-_TABLE_SECTIONS = frozenset({"thead", "tbody", "tfoot"})
-_ROW_PARTS = frozenset({"script", "template", "style"})
-#: What a table, its sections and its rows may hold without the parser moving it out.
-_ALLOWED_CHILDREN = {
-    "table": _ROW_PARTS | {"caption", "colgroup", "thead", "tbody", "tfoot", "tr"},
-    **{section: _ROW_PARTS | {"tr"} for section in _TABLE_SECTIONS},
-    "tr": _ROW_PARTS | {"td", "th"},
-    "colgroup": frozenset({"col", "template"}),
-}
-_XHTML_NAMESPACE = "http://www.w3.org/1999/xhtml"
-#: Elements an HTML parser builds the document from, moved or dropped anywhere else.
-_DOCUMENT_ELEMENTS = frozenset({"html", "head", "body", "frameset", "frame"})
-#: Where SVG and MathML hold HTML again.
-_INTEGRATION_POINTS = frozenset({"foreignobject", "annotation-xml"})
 #: A charset named in the first bytes, as a browser's pre-scan finds it.
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _PRESCAN_BYTES = 1024
@@ -270,7 +210,7 @@ def read_page(
     links are not followed."""
     if "\x00" in markup:
         raise Refusal(codes.UNREADABLE, "the page holds NUL characters: it is binary, not HTML")
-    markup = _as_xhtml_reads_it(markup) if xhtml else _without_internal_subset(markup)
+    markup = xhtml_reading.as_read(markup) if xhtml else without_internal_subset(markup)
     markup = _without_unshown_raw_text(markup)
     _bound_nesting(markup)
     tree = LexborHTMLParser(markup)
@@ -288,130 +228,6 @@ def hidden_notice(hidden: Counter[str]) -> list[Block]:
     how = ", ".join(method for method, _ in hidden.most_common())
     noun = "element" if count == 1 else "elements"
     return [Notice(f"[airlock: {count} hidden {noun} left out ({how})]")]
-
-
-def _without_internal_subset(markup: str) -> str:
-    """``markup`` without its DOCTYPE's internal subset, which declares entities: the HTML
-    parser never expands them, but would show the declarations' tail ("]>") as text. Only the
-    first DOCTYPE counts (a parser ignores any other), and it is found in one pass."""
-    opening = _DOCTYPE.search(markup)
-    if opening is None:
-        return markup
-    bracket = markup.find("[", opening.end())
-    closing = markup.find(">", opening.end())
-    if bracket < 0 or 0 <= closing < bracket:
-        return markup
-    end = markup.find("]", bracket)
-    closing = -1 if end < 0 else markup.find(">", end)
-    return markup[: opening.start()] + ("" if closing < 0 else markup[closing + 1 :])
-
-
-def _as_xhtml_reads_it(markup: str) -> str:
-    """XHTML as a reading system's XML parser reads it, written so the HTML parser builds
-    the same tree: parsed as XML (HTML's named entities as the characters they name, no DTD,
-    comments and processing instructions dropped), refused where an HTML parser would
-    rebuild it, and written back with every empty element closed (``<p/>`` is empty in XML,
-    an open paragraph in HTML)."""
-    markup = _without_internal_subset(markup)
-    markup = _NAMED_ENTITY.sub(_numeric_reference, markup)
-    try:
-        root = etree.fromstring(
-            markup.encode("utf-8", "surrogatepass"), etree.XMLParser(**_XML_PARSER_OPTIONS)
-        )
-    except (etree.XMLSyntaxError, ValueError) as exc:
-        raise Refusal(codes.UNREADABLE, f"the XHTML is not well-formed: {exc}") from exc
-    _refuse_rebuilt(root)
-    _unprefixed(root)
-    written = etree.tostring(root, encoding="unicode", method="xml")
-    return _SELF_CLOSED_XML.sub(_opened_and_closed, written)
-
-
-def _numeric_reference(match: re.Match[str]) -> str:
-    name = match.group(1)
-    if name in _XML_ENTITIES:
-        return match.group(0)
-    character = html_entities.unescape(match.group(0))
-    return match.group(0) if character == match.group(0) else f"&#{ord(character[0])};"
-
-
-def _refuse_rebuilt(root: etree._Element) -> None:
-    """Refuse an XHTML tree an HTML parser would build differently, in one walk that carries
-    down which elements are open within the parser's scope (:data:`_CLOSES`)."""
-    pending = [_Open(root, frozenset(), frozenset(), "", foreign=False)]
-    while pending:
-        node = pending.pop()
-        element = node.element
-        tag = _local(element)
-        clash = _clash(tag, node, etree.QName(element).namespace)
-        if clash is None and tag in _RAW_TEXT - {"script", "style"} and len(element):
-            clash = f"markup inside {tag} (text to an HTML parser)"
-        texts = [element.text, *(child.tail for child in element)]
-        if clash is None and tag in _ALLOWED_CHILDREN and any((t or "").strip() for t in texts):
-            clash = f"text inside {tag} (an HTML parser moves it out of the table)"
-        if clash is not None:
-            raise Refusal(
-                codes.UNREADABLE,
-                f"the XHTML puts {clash}, which an HTML parser rebuilds as another tree (its "
-                "hidden parts could show)",
-            )
-        # A scope's boundary is itself in scope (a cell sees the cell it is in), not beyond.
-        within = frozenset({tag}) if tag in _SCOPE_ENDS else node.within | {tag}
-        buttons = frozenset({tag}) if tag in _SCOPE_ENDS - {"button"} else node.buttons | {tag}
-        foreign = (node.foreign or tag in _FOREIGN) and tag not in _INTEGRATION_POINTS
-        pending += [
-            _Open(child, within, buttons, tag, foreign=foreign)
-            for child in reversed(element)
-            if isinstance(child.tag, str)
-        ]
-
-
-@dataclass(frozen=True)
-class _Open:
-    """An element of an XHTML tree being checked, with what is open above it: the element
-    names within the parser's scope (``buttons``: the scope a button looks through), its
-    parent's name, and whether it is inside SVG or MathML."""
-
-    element: etree._Element
-    within: frozenset[str]
-    buttons: frozenset[str]
-    parent: str
-    foreign: bool
-
-
-def _clash(tag: str, node: _Open, namespace: str | None) -> str | None:
-    """What an element clashes with, as "x inside y", or None."""
-    if node.foreign:
-        return f"{tag} inside SVG or MathML" if namespace == _XHTML_NAMESPACE else None
-    if tag in _DOCUMENT_ELEMENTS and node.parent not in ("", "html"):
-        return f"{tag} inside {node.parent}"
-    if tag in _CLOSES_P and "p" in node.within:
-        return f"{tag} inside p"
-    closed_by = _CLOSES.get(tag, frozenset()) & (node.buttons if tag == "button" else node.within)
-    if closed_by:
-        return f"{tag} inside {min(closed_by)}"
-    allowed = _ALLOWED_CHILDREN.get(node.parent)
-    if allowed is not None and tag not in allowed:
-        return f"{tag} inside {node.parent}"
-    return None
-
-
-def _local(element: etree._Element) -> str:
-    return str(etree.QName(element).localname).lower()
-
-
-def _unprefixed(root: etree._Element) -> None:
-    """Every element named by its local name alone: lexbor knows ``style``, not ``h:style``,
-    and reads SVG and MathML by their names, not their namespaces."""
-    for element in root.iter(etree.Element):
-        element.tag = etree.QName(element).localname
-    etree.cleanup_namespaces(root)
-
-
-def _opened_and_closed(match: re.Match[str]) -> str:
-    name = match.group(1)
-    if name.lower() in _VOID:
-        return match.group(0)
-    return f"<{name}{match.group(2)}></{name}>"
 
 
 def _without_unshown_raw_text(markup: str) -> str:
@@ -464,11 +280,11 @@ def _bound_nesting(markup: str) -> None:
                 open_by_name[name] -= 1
                 depth -= 1
             continue
-        if name in _RAW_TEXT and not (open_by_name["svg"] or open_by_name["math"]):
+        if name in RAW_TEXT and not (open_by_name["svg"] or open_by_name["math"]):
             raw_end = lowered.find(f"</{name}", position)
             position = len(markup) if raw_end < 0 else raw_end
             continue
-        if name in _VOID or name in _SIBLING_CLOSED:
+        if name in VOID or name in _SIBLING_CLOSED:
             continue
         open_by_name[name] += 1
         depth += 1
@@ -664,7 +480,7 @@ class _Reader:
             return False
         attributes = node.attributes
         parent = self._frames[-1]
-        foreign = parent.foreign or tag in _FOREIGN
+        foreign = parent.foreign or tag in FOREIGN
         style = css.declarations(_style_of(attributes, foreign=foreign), parent.variables)
         method = self._hides(node, tag, attributes, style)
         if method is not None:
@@ -767,9 +583,9 @@ class _Reader:
             table.rows.append([])
         elif table is not None and (tag in _CELLS or tag == "caption"):
             pass  # the collector opens once the element's frame is known (_open_collector)
-        elif tag in _HEADINGS:
+        elif tag in HEADINGS:
             self._flush()
-            self._heading = _HEADINGS[tag]
+            self._heading = HEADINGS[tag]
         elif tag in _LISTS:
             self._flush()
             start = _whole_number(attributes.get("start"), default=1)
@@ -800,7 +616,7 @@ class _Reader:
             self._table(table)
         elif table is not None and tag == "thead":
             table.header_rows = len(table.rows)
-        elif tag in _HEADINGS:
+        elif tag in HEADINGS:
             self._flush()
             self._heading = None
         elif tag == "li":

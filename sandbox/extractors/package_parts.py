@@ -57,10 +57,15 @@ def member(archive: zipfile.ZipFile, name: str) -> bytes:
     return data
 
 
+def xml_parser() -> etree.XMLParser:
+    """A parser under the one XML policy (a DOCTYPE is for the caller to judge)."""
+    return etree.XMLParser(**_PARSER_OPTIONS)
+
+
 def xml_part(data: bytes, name: str) -> etree._Element:
     """``data`` parsed under the one XML policy; ``name`` is said in a refusal."""
     try:
-        tree = etree.parse(io.BytesIO(data), etree.XMLParser(**_PARSER_OPTIONS))
+        tree = etree.parse(io.BytesIO(data), xml_parser())
     except etree.XMLSyntaxError as exc:
         raise Refusal(codes.UNREADABLE, f"{name} is not well-formed: {exc}") from exc
     if tree.docinfo.doctype:
