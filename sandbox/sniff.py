@@ -18,7 +18,6 @@ import zipfile
 from dataclasses import dataclass
 
 from sandbox import codes
-from sandbox.extractors import package_parts
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -60,6 +59,8 @@ NOTICE_PREFIX = "[airlock: declared as "
 _DOCX_MAIN = "word/document.xml"
 _PPTX_MAIN = "ppt/presentation.xml"
 _ROOT_RELATIONSHIPS = "_rels/.rels"
+_RELATIONSHIP = re.compile(rb"<(?:[\w.-]+:)?Relationship\b([^>]*)>")
+_ATTRIBUTE = re.compile(rb"""([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _MAX_RELATIONSHIPS_BYTES = 64 << 10
 #: An Excel package's workbook part, as XML (XLSX, XLSM) or binary records (XLSB).
 _WORKBOOK_PARTS = frozenset({"xl/workbook.xml", "xl/workbook.bin"})
@@ -261,17 +262,25 @@ def zip_kind(payload: bytes) -> Sniffed:
 def _main_part(archive: zipfile.ZipFile) -> Sniffed | None:
     """An Office package by the main part its root relationships name, as Office opens it: a
     workbook carrying a stray ``word/document.xml`` is a workbook. None when the package has
-    no readable ``_rels/.rels`` naming one of the three that it holds."""
+    no readable ``_rels/.rels`` naming one of the three that it holds.
+
+    The part is read by pattern, not parsed: detection runs before any parser, and the
+    worker, which imports this module with the sandbox, loads no XML parser. A part the
+    pattern misreads only names the reader, which judges the package itself."""
     try:
         info = archive.getinfo(_ROOT_RELATIONSHIPS)
         if info.file_size > _MAX_RELATIONSHIPS_BYTES:
             return None
-        relationships = package_parts.xml_part(archive.read(info), _ROOT_RELATIONSHIPS)
-    except (KeyError, Refusal, *_ZIP_ERRORS):
+        relationships = archive.read(info)
+    except (KeyError, *_ZIP_ERRORS):
         return None
-    for relationship in relationships.iter("{*}Relationship"):
-        if relationship.get("Type", "").endswith("/officeDocument"):
-            target = relationship.get("Target", "").lstrip("/")
+    for element in _RELATIONSHIP.finditer(relationships):
+        attributes = {
+            name.split(b":")[-1]: double or single
+            for name, double, single in _ATTRIBUTE.findall(element.group(1))
+        }
+        if attributes.get(b"Type", b"").endswith(b"/officeDocument"):
+            target = attributes.get(b"Target", b"").decode("ascii", "replace").lstrip("/")
             return _MAIN_PARTS.get(target) if target in archive.namelist() else None
     return None
 
