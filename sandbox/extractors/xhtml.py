@@ -37,6 +37,10 @@ _CLOSES_P = frozenset(
     | {"dd", "dt", "xmp", "listing", "plaintext", "h1", "h2", "h3", "h4", "h5", "h6"}
 )
 _SCOPE_ENDS = frozenset({"table", "td", "th", "caption", "button", "svg", "math", "template"})
+#: The scope a button looks through for another button: every boundary but a button.
+_SCOPE_ENDS_BUT_BUTTON = _SCOPE_ENDS - {"button"}
+#: Elements HTML reads as text whose markup an XML reader shows (script and style show none).
+_TEXT_TO_HTML = RAW_TEXT - {"script", "style"}
 #: Elements an HTML parser closes when one of the named opens inside it (within scope).
 _CLOSES = {
     **{name: frozenset({name}) for name in ("a", "button", "form", "nobr", "li", "option")},
@@ -98,10 +102,9 @@ def _refuse_rebuilt(root: etree._Element) -> None:
         element = node.element
         tag = _local(element)
         clash = _clash(tag, node, etree.QName(element).namespace)
-        if clash is None and tag in RAW_TEXT - {"script", "style"} and len(element):
+        if clash is None and tag in _TEXT_TO_HTML and len(element):
             clash = f"markup inside {tag} (text to an HTML parser)"
-        texts = [element.text, *(child.tail for child in element)]
-        if clash is None and tag in _ALLOWED_CHILDREN and any((t or "").strip() for t in texts):
+        if clash is None and tag in _ALLOWED_CHILDREN and _holds_text(element):
             clash = f"text inside {tag} (an HTML parser moves it out of the table)"
         if clash is not None:
             raise Refusal(
@@ -111,7 +114,7 @@ def _refuse_rebuilt(root: etree._Element) -> None:
             )
         # A scope's boundary is itself in scope (a cell sees the cell it is in), not beyond.
         within = frozenset({tag}) if tag in _SCOPE_ENDS else node.within | {tag}
-        buttons = frozenset({tag}) if tag in _SCOPE_ENDS - {"button"} else node.buttons | {tag}
+        buttons = frozenset({tag}) if tag in _SCOPE_ENDS_BUT_BUTTON else node.buttons | {tag}
         foreign = (node.foreign or tag in FOREIGN) and tag not in _INTEGRATION_POINTS
         pending += [
             _Open(child, within, buttons, tag, foreign=foreign)
@@ -148,6 +151,11 @@ def _clash(tag: str, node: _Open, namespace: str | None) -> str | None:
     if allowed is not None and tag not in allowed:
         return f"{tag} inside {node.parent}"
     return None
+
+
+def _holds_text(element: etree._Element) -> bool:
+    """Whether ``element`` holds text of its own, before or between its children."""
+    return any((text or "").strip() for text in (element.text, *(c.tail for c in element)))
 
 
 def _local(element: etree._Element) -> str:
