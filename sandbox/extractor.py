@@ -11,7 +11,7 @@ import dataclasses
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from sandbox import pages
+from sandbox import enclosures, pages
 from sandbox.errors import SandboxError, SplitRequired
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import ParseLimits, SandboxLimits
@@ -94,6 +94,26 @@ class SandboxExtractor:
         whole = dataclasses.replace(limits, fan_out_pages=0)
         return self._run(kind, media_type, payload, whole, self._on_progress)
 
+    def unpack(
+        self, kind: str, media_type: str, payload: bytes, *, max_pages: int
+    ) -> enclosures.Unpacked:
+        """The files an e-mail or archive (``kind``) carries, decoded in a child under the
+        parse limits' member and byte ceilings, and checked against them."""
+        unpack_kind = enclosures.UNPACK_KINDS.get(kind)
+        if unpack_kind is None:
+            raise ValueError(f"kind {kind!r} is not a container airlock unpacks")
+        limits = dataclasses.replace(self._parse_limits, max_pages=max_pages)
+        untrusted_text = self._run(
+            unpack_kind,
+            media_type,
+            payload,
+            limits,
+            output_bytes=enclosures.answer_allowance(limits.max_unpacked_bytes),
+        )
+        return enclosures.read_unpacked(
+            untrusted_text, limits.max_members, limits.max_unpacked_bytes
+        )
+
     def _run(
         self,
         kind: str,
@@ -101,6 +121,8 @@ class SandboxExtractor:
         payload: bytes,
         limits: ParseLimits,
         on_progress: ProgressCallback | None = None,
+        *,
+        output_bytes: int | None = None,
     ) -> str:
         runner = self._runner or shared_runner(self._limits, self._require, self._uid_base)
         with self._children or contextlib.nullcontext():
@@ -110,7 +132,7 @@ class SandboxExtractor:
                 payload,
                 limits,
                 on_progress,
-                output_bytes=pages.answer_allowance(kind, len(payload)),
+                output_bytes=output_bytes or pages.answer_allowance(kind, len(payload)),
                 deadline=self._deadline,
             ).text
 

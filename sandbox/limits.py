@@ -27,6 +27,11 @@ class ParseLimits:
 
     ``fan_out_pages`` is read by the PDF splitter only: a document with more pages than this is
     split for its OCR pages to be read in parallel (0: never split).
+
+    ``max_members`` and ``max_unpacked_bytes`` bound what an e-mail's or an archive's unpacking
+    hands back: the files it answers and their decoded bytes together. Past either, the rest
+    are named as left out rather than decoded, so a 10,000-attachment message or base64 that
+    decodes to gigabytes costs the child a count, not its memory.
     """
 
     max_pages: int = 20
@@ -36,9 +41,20 @@ class ParseLimits:
     ocr: bool = True
     admit_unreadable: bool = False
     fan_out_pages: int = 0
+    max_members: int = 1024
+    max_unpacked_bytes: int = 8 * MIB
 
     def __post_init__(self) -> None:
-        if self.max_pages < 1 or self.max_pixels < 1 or self.max_text_chars < 1:
+        if (
+            min(
+                self.max_pages,
+                self.max_pixels,
+                self.max_text_chars,
+                self.max_members,
+                self.max_unpacked_bytes,
+            )
+            < 1
+        ):
             raise ValueError("parse limits must be positive")
         if self.fan_out_pages < 0:
             raise ValueError("fan_out_pages must not be negative")

@@ -17,7 +17,7 @@ from typing import Annotated, Protocol, TypeVar
 
 import msgspec
 
-from sandbox import quality
+from sandbox import enclosures, quality
 from sandbox.document import PageLabel
 from sandbox.errors import MalformedAnswer
 from sandbox.limits import ParseLimits
@@ -28,8 +28,9 @@ PAGE_KIND = "pdf-page"
 MERGE_KIND = "pdf-merge"
 #: The kinds that answer parts of a document (their JSON, as text) for the parent to put
 #: together, not a document: the quality check judges the document once merged, never a part,
-#: and a child answering any other kind with text is malformed.
-PARTS_KINDS = frozenset({SPLIT_KIND, PAGE_KIND})
+#: and a child answering any other kind with text is malformed. A container's unpacking
+#: answers its files (sandbox/enclosures.py), each judged when it is read.
+PARTS_KINDS = frozenset({SPLIT_KIND, PAGE_KIND, *enclosures.UNPACK_KINDS.values()})
 PDF_MEDIA_TYPE = "application/pdf"
 #: Split a scanned PDF of more pages than this. Below it the split's fixed cost (one child to
 #: split, one to merge, a task per page) buys too little: docs/operations.md, "Fan-out OCR".

@@ -41,9 +41,11 @@ _NOUNS = {
 #: What a refusal of an unsupported format offers instead.
 SUPPORTED = (
     "PDF, DOCX, ODT, RTF, EPUB, HTML, e-mail (EML), presentations (PPTX, ODP), spreadsheets "
-    "(XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP) and plain text (CSV "
-    "and TSV as tables)"
+    "(XLSX, XLSM, XLSB, XLS, ODS), images (PNG, JPEG, TIFF, GIF, WebP, BMP), plain text (CSV "
+    "and TSV as tables) and ZIP archives of these (declared as kind 'archive')"
 )
+#: What a ZIP that is no package is named: declared as an archive, its files are read.
+PLAIN_ZIP = "a ZIP archive"
 #: The kinds read from a ZIP package: one of them found to be another is read as the other.
 _PACKAGES = frozenset({DOCX, SPREADSHEET, PRESENTATION, ODT, EPUB})
 #: The kind text is read as when its media type says it is a web page or a message: by that
@@ -182,6 +184,13 @@ def reading(declared: str, media_type: str, payload: bytes, limits: ParseLimits)
     if not found.kind:
         if declared in _PACKAGES and payload.startswith(ZIP):
             return Reading(declared, limits)  # the package's own reader names what it lacks
+        if found.name == PLAIN_ZIP:
+            # Its files are read apart, by the trusted side, only when it is declared one.
+            raise Refusal(
+                codes.UNREADABLE,
+                f"the payload is {PLAIN_ZIP}, not {_NOUNS[declared]}; declare it as an archive "
+                "(kind 'archive', a .zip name) to read each of its files",
+            )
         raise Refusal(
             codes.UNREADABLE,
             f"the payload is {found.name}, a format airlock does not read, not "
@@ -290,7 +299,7 @@ def package_name(archive: zipfile.ZipFile) -> str:
     files store in their "mimetype" member; an upload labelled .docx is often one."""
     declared = _declared_media_type(archive)
     if declared is None:
-        return "a ZIP archive"
+        return PLAIN_ZIP
     if declared.startswith("application/vnd.oasis.opendocument."):
         return f"an OpenDocument file ({declared})"
     return f"a ZIP archive of type {declared}"

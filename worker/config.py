@@ -439,11 +439,15 @@ class Settings:
     def parse_limits_for(self, limits: ExtractionLimits) -> ParseLimits:
         """The parse limits of a call with ``limits``: the parser's text budget follows the
         call's text ceiling, so raising ``max_text_chars`` (--max-chars, a job's limits)
-        raises both; a budget left at the deployment's value would refuse the text anyway."""
+        raises both; a budget left at the deployment's value would refuse the text anyway. An
+        e-mail's or archive's unpacking is bounded by the call's member and decoded-byte
+        ceilings, the ones its archive guard applies."""
         return ParseLimits(
             ocr_language=self.ocr_language,
             max_pixels=self.max_pixels,
             max_text_chars=limits.max_text_chars,
+            max_members=limits.max_members,
+            max_unpacked_bytes=limits.max_uncompressed_bytes,
             admit_unreadable=self.admit_unreadable,
             fan_out_pages=self.fan_out_pages,
         )

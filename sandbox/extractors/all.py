@@ -1,6 +1,6 @@
 """Every extractor, imported by the fork server once, before it forks.
 
-Importing this module registers the eleven kinds; :func:`warm_up` runs each parser's lazy
+Importing this module registers the twelve kinds; :func:`warm_up` runs each parser's lazy
 imports once, so none is left for a jailed child that could no longer read the files.
 See docs/sandbox.md, "Shape" and "Notes by module".
 """
@@ -22,6 +22,7 @@ from pypdf import PdfWriter
 from pypdf.generic import ArrayObject, DecodedStreamObject, DictionaryObject, NameObject
 
 from sandbox.extractors import (
+    archive,
     docx,
     epub,
     html,
@@ -38,6 +39,7 @@ from sandbox.extractors import (
 from sandbox.limits import ParseLimits
 
 __all__ = [
+    "archive",
     "docx",
     "epub",
     "html",
@@ -328,8 +330,15 @@ JVBERi0=
 
 def _warm_mail(limits: ParseLimits) -> None:
     """Read a message with encoded-word headers, an address list, quoted-printable and base64
-    alternatives, an attached message and an attachment with an RFC 2231 name."""
+    alternatives, an attached message and an attachment with an RFC 2231 name, and unpack it;
+    unpack a ZIP archive with a deflated file and a directory."""
     mail.extract_email("message/rfc822", _WARM_MESSAGE, limits)
+    mail.unpack_email("message/rfc822", _WARM_MESSAGE, limits)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as bundle:
+        bundle.writestr("a/b.txt", "warm")
+        bundle.writestr("c/", "")
+    archive.unpack_archive("application/zip", buffer.getvalue(), limits)
 
 
 def _warm_codecs() -> None:

@@ -6,8 +6,9 @@ decodes encoded words, quoted-printable and base64. Its header lines come first 
 Cc, Date, Subject); then the body, text/plain preferred over text/html as a mail client
 shows the plain alternative, an HTML body read by the HTML reader (its hidden text left out
 and counted); then each attached message, in the same form, nested up to
-:data:`MAX_DEPTH`. Attachments that are files are not read yet: each is named in a notice with
-its type and size, so nothing leaves the message unsaid. See docs/sandbox.md, "Parsers".
+:data:`MAX_DEPTH`. Attached files are named in a notice with their type and size, and handed
+back by the message's unpacking (``email-unpack``) to be read each as an attachment of its
+own (sandbox/enclosures.py). See docs/sandbox.md, "Parsers" and "Attachments".
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from collections import Counter
 from email.message import EmailMessage, Message
 
-from sandbox import codes
+from sandbox import codes, enclosures
 from sandbox.document import Block, Document, Heading, Notice, Paragraph
 from sandbox.extractors import html
 from sandbox.extractors.registry import Refusal, extractor
@@ -44,6 +45,34 @@ _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 @extractor("email")
 def extract_email(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
+    reader = _Reader(TextBudget(limits))
+    reader.message(_parsed(payload), depth=0)
+    return Document(reader.blocks + html.hidden_notice(reader.hidden) + reader.file_notices())
+
+
+@extractor(enclosures.UNPACK_KINDS["email"])
+def unpack_email(media_type: str, payload: bytes, limits: ParseLimits) -> str:
+    """The files the message and its attached messages carry, in the order a reader meets
+    them, decoded (base64, quoted-printable) under the job's member and byte ceilings."""
+    packing = enclosures.Packing(limits.max_members, limits.max_unpacked_bytes)
+    _unpack(_parsed(payload), 0, packing)
+    return packing.answer()
+
+
+def _unpack(message: EmailMessage, depth: int, packing: enclosures.Packing) -> None:
+    for part in _attachments(message, _body(message)):
+        inner = _attached_message(part)
+        name = _name(part, f"attachment {part.get_content_type()}")
+        if inner is None:
+            raw = part.get_payload(decode=True)
+            packing.add(name, part.get_content_type(), raw if isinstance(raw, bytes) else b"")
+        elif depth + 1 >= MAX_DEPTH:
+            packing.leave_out(name, f"it is a message nested past {MAX_DEPTH} messages")
+        else:
+            _unpack(inner, depth + 1, packing)
+
+
+def _parsed(payload: bytes) -> EmailMessage:
     try:
         message = email.message_from_bytes(payload, policy=email.policy.default)
     except RecursionError as exc:
@@ -51,9 +80,7 @@ def extract_email(media_type: str, payload: bytes, limits: ParseLimits) -> Docum
     _bound_parts(message)
     if not isinstance(message, EmailMessage):  # policy.default builds EmailMessage parts
         raise Refusal(codes.PARSER, "the e-mail parser built no message")
-    reader = _Reader(TextBudget(limits))
-    reader.message(message, depth=0)
-    return Document(reader.blocks + html.hidden_notice(reader.hidden) + reader.unread_notices())
+    return message
 
 
 def _bound_parts(message: Message) -> None:
@@ -74,7 +101,7 @@ class _Reader:
         self.blocks: list[Block] = []
         self.hidden: Counter[str] = Counter()
         self._budget = budget
-        self._unread: list[str] = []
+        self._files: list[str] = []
 
     def message(self, message: EmailMessage, depth: int) -> None:
         """One message's header lines, body and attached messages."""
@@ -85,15 +112,15 @@ class _Reader:
         if body is not None:
             self._body(body)
         for part in _attachments(message, body):
-            inner = part.get_payload() if part.get_content_type() == "message/rfc822" else None
-            if not (isinstance(inner, list) and inner and isinstance(inner[0], EmailMessage)):
-                self._unread.append(_described(part))
+            inner = _attached_message(part)
+            if inner is None:
+                self._files.append(_described(part))
             elif depth + 1 >= MAX_DEPTH:
-                self._unread.append(f"{_described(part)}, nested past {MAX_DEPTH} messages,")
+                self._files.append(f"{_described(part)} nested past {MAX_DEPTH} messages, not read")
             else:
                 title = f"Attached message {_name(part, '')}".strip()
                 self.blocks.append(Heading(2, self._budget.spend(title)))
-                self.message(inner[0], depth + 1)
+                self.message(inner, depth + 1)
 
     def _body(self, part: EmailMessage) -> None:
         text = _content(part)
@@ -104,15 +131,27 @@ class _Reader:
         elif text.strip():
             self.blocks.append(Paragraph(self._budget.spend(text.strip())))
 
-    def unread_notices(self) -> list[Block]:
+    def file_notices(self) -> list[Block]:
+        """The attached files, named: each is read apart, as an attachment of its own, and the
+        message's text still says what it carried when one of them is left out."""
         named: list[Block] = [
-            Notice(f"[airlock: attachment {description} not read]")
-            for description in self._unread[:_NAMED_ATTACHMENTS]
+            Notice(f"[airlock: attached file {description}]")
+            for description in self._files[:_NAMED_ATTACHMENTS]
         ]
-        rest = len(self._unread) - len(named)
+        rest = len(self._files) - len(named)
         if rest > 0:
-            named.append(Notice(f"[airlock: {rest} more attachments not read]"))
+            named.append(Notice(f"[airlock: {rest} more attached files]"))
         return named
+
+
+def _attached_message(part: EmailMessage) -> EmailMessage | None:
+    """The message a ``message/rfc822`` part holds, read as part of the message around it."""
+    if part.get_content_type() != "message/rfc822":
+        return None
+    inner = part.get_payload()
+    if isinstance(inner, list) and inner and isinstance(inner[0], EmailMessage):
+        return inner[0]
+    return None
 
 
 def _body(message: EmailMessage) -> EmailMessage | None:

@@ -28,7 +28,7 @@ _PARSER_OPTIONS = {
 }
 #: What zipfile raises on a member it cannot read: damaged, encrypted, or compressed in a
 #: way it does not know.
-_MEMBER_ERRORS = (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, OSError)
+MEMBER_ERRORS = (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, OSError)
 
 
 class MissingPart(Refusal):
@@ -39,7 +39,7 @@ def opened(payload: bytes, what: str) -> zipfile.ZipFile:
     """The package as a ZIP archive; ``what`` names it in the refusal when it is not one."""
     try:
         return zipfile.ZipFile(io.BytesIO(payload))
-    except (*_MEMBER_ERRORS, zipfile.LargeZipFile) as exc:
+    except (*MEMBER_ERRORS, zipfile.LargeZipFile) as exc:
         raise Refusal(codes.UNREADABLE, f"the {what} is not a readable ZIP package: {exc}") from exc
 
 
@@ -50,7 +50,7 @@ def member(archive: zipfile.ZipFile, name: str) -> bytes:
             data = part.read(MAX_PART_BYTES + 1)
     except KeyError as exc:
         raise MissingPart(codes.UNREADABLE, f"the package has no {name}") from exc
-    except _MEMBER_ERRORS as exc:
+    except MEMBER_ERRORS as exc:
         raise Refusal(codes.UNREADABLE, f"{name} cannot be read: {exc}") from exc
     if len(data) > MAX_PART_BYTES:
         raise Refusal(codes.CEILING, f"{name} is over {MAX_PART_BYTES >> 20} MiB")

@@ -66,8 +66,8 @@ def test_a_multipart_message_reads_one_alternative_and_names_its_attachments(
     ]
     assert text.count("Die Hasen klagten einst") == 1
     assert lines[-2:] == [
-        "[airlock: attachment 'redball.png' (image/png, 1,453 bytes) not read]",
-        "[airlock: attachment 'greenball.png' (image/png, 1,298 bytes) not read]",
+        "[airlock: attached file 'redball.png' (image/png, 1,453 bytes)]",
+        "[airlock: attached file 'greenball.png' (image/png, 1,298 bytes)]",
     ]
 
 
@@ -113,7 +113,7 @@ def test_attached_messages_are_read_to_a_depth(runner: SandboxRunner) -> None:
     assert time.monotonic() - started < WALL_SECONDS
     assert text.count("## Attached message") == 7
     assert "body 7" in text and "body 8" not in text
-    assert text.endswith("(message/rfc822, 0 bytes), nested past 8 messages, not read]")
+    assert text.endswith("(message/rfc822, 0 bytes) nested past 8 messages, not read]")
 
 
 def test_ten_thousand_attachments_are_counted_not_listed(runner: SandboxRunner) -> None:
@@ -123,9 +123,9 @@ def test_ten_thousand_attachments_are_counted_not_listed(runner: SandboxRunner) 
     started = time.monotonic()
     text = _text(runner, _mixed(parts))
     assert time.monotonic() - started < WALL_SECONDS
-    notices = [line for line in text.splitlines() if line.startswith("[airlock: attachment")]
+    notices = [line for line in text.splitlines() if line.startswith("[airlock: attached file")]
     assert len(notices) == 100
-    assert text.endswith("[airlock: 9890 more attachments not read]")
+    assert text.endswith("[airlock: 9890 more attached files]")
 
 
 def test_a_boundary_bomb_is_refused_by_its_parts(runner: SandboxRunner) -> None:
@@ -155,7 +155,7 @@ def test_a_zip_bomb_in_base64_is_named_and_never_inflated(runner: SandboxRunner)
     )
     text = _text(runner, message)
     assert text.endswith(
-        f"[airlock: attachment 'bomb.zip' (application/zip, {len(bomb):,} bytes) not read]"
+        f"[airlock: attached file 'bomb.zip' (application/zip, {len(bomb):,} bytes)]"
     )
 
 
