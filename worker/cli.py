@@ -36,6 +36,7 @@ from bridge.knowledge.attachments import (
 )
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
 from bridge.knowledge.contracts import IngestSelection
+from bridge.knowledge.enclosures import Unpacking
 from bridge.knowledge.errors import BridgeContractError
 from bridge.knowledge.kinds import guess_kind
 from bridge.knowledge.pages import selection_pages
@@ -318,12 +319,15 @@ def _extract(args: argparse.Namespace) -> int:
         selection = _extract_queued(refs, limits, settings, args, progress)
     else:
         # A large scan's pages are read by as many children as files would be.
-        extractor = SandboxExtractor(
-            settings.sandbox,
-            settings.parse_limits_for(limits),
-            require=settings.sandbox_require,
-            uid_base=settings.sandbox_uid_base,
-            page_workers=settings.concurrency,
+        extractor = Unpacking(
+            SandboxExtractor(
+                settings.sandbox,
+                settings.parse_limits_for(limits),
+                require=settings.sandbox_require,
+                uid_base=settings.sandbox_uid_base,
+                page_workers=settings.concurrency,
+            ),
+            limits,
         )
         outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
         selection = assemble_selection(outcomes, limits)

@@ -14,8 +14,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 from redis import Redis
 
 from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
+from bridge.knowledge.enclosures import Unpacking
 from bridge.queue.jobs import ExtractionJob, Stage
-from sandbox.errors import SandboxError
+from sandbox.errors import OcrRequired, SandboxError, SplitRequired
 from sandbox.extractor import SandboxExtractor, shared_runner
 from sandbox.limits import ParseLimits
 from sandbox.runner import ProgressCallback
@@ -25,6 +26,10 @@ from worker.metrics import MeteredExtractor, count_refused_cache_entry
 from worker.retries import TimeLimitReached
 
 _log = logging.getLogger(__name__)
+
+#: What the light stage answers for a document only OCR can read: it goes to the OCR queue,
+#: and so does an e-mail or archive with such a file (its files are read with it).
+NEEDS_OCR = frozenset({OcrRequired.reported_as, SplitRequired.reported_as})
 
 
 def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
@@ -40,7 +45,7 @@ def sandbox_extractor(
     on_progress: ProgressCallback | None = None,
     *,
     deadline: float | None,
-) -> TextExtractor:
+) -> SandboxExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server.
 
     ``deadline`` is the caller's (:func:`time.monotonic`, None: none): a child still running
@@ -113,7 +118,11 @@ def extractor_for(
     text the cache keeps as the single OCR job's).
     """
     extractor = reader or MeteredExtractor(
-        sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline)
+        Unpacking(
+            sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline),
+            limits,
+            hand_on=NEEDS_OCR if stage is Stage.LIGHT else frozenset(),
+        )
     )
     cached = _behind_cache(settings, redis, stage, limits, extractor, payload_sha256=payload_sha256)
     return _WithinTimeLimit(cached)

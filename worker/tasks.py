@@ -22,7 +22,7 @@ from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
 from bridge.queue.envelope import answer_envelope
 from bridge.queue.jobs import PAGE_TASK_NAME, TASK_NAME, ExtractionJob, Stage, job_from_wire
 from sandbox import pages
-from sandbox.errors import OcrRequired, SplitRequired
+from sandbox.errors import SplitRequired
 from sandbox.runner import ProgressCallback
 from worker import extraction, fanout, metrics
 from worker.config import Settings
@@ -32,8 +32,6 @@ from worker.publishing import Message, publish
 from worker.retries import INFRASTRUCTURE_ERRORS, over_delivered, raise_if_retried
 from worker.runtime import Runtime, deadline_of
 
-#: What the light stage answers for a document only OCR can read: it goes to the OCR queue.
-_NEEDS_OCR = frozenset({OcrRequired.reported_as, SplitRequired.reported_as})
 _MAX_RETRIES = 5
 _RETRY_BACKOFF_MAX_SECONDS = 60
 
@@ -81,11 +79,13 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         return _Answered(outcome, TaskOutcome.ADMITTED, deliveries, len(payload))
     failure = outcome.failure
     raise_if_retried(failure, task.request.retries, settings.max_deliveries)
-    if job.stage is Stage.LIGHT and failure.code == SplitRequired.reported_as:
+    # Only a PDF is split into pages; a container whose scanned attachment needs OCR (which
+    # answers the same) is handed on whole.
+    if job.stage is Stage.LIGHT and failure.code == SplitRequired.reported_as and job.kind == "pdf":
         plan = fanout.split(runtime, job, payload, deadline_of(task))
         if plan is not None:
             return _Answered(plan, TaskOutcome.FANNED_OUT, deliveries, len(payload))
-    if job.stage is Stage.LIGHT and failure.code in _NEEDS_OCR:
+    if job.stage is Stage.LIGHT and failure.code in extraction.NEEDS_OCR:
         return _Answered(None, TaskOutcome.HANDED_ON, deliveries, len(payload))
     return _failed(failure, deliveries, len(payload))
 

@@ -229,11 +229,14 @@ def inspect_zip_limits(
     max_expansion_ratio: float,
     max_members: int,
     max_nesting_depth: int,
+    follow_nested: bool = True,
 ) -> None:
     """Raise :class:`ArchiveLimitExceeded` unless the archive is well-formed and within limits.
 
     Work is linear in the size of the central directories (plus a sort of at most
-    ``max_members`` spans per archive); no member is inflated.
+    ``max_members`` spans per archive); no member is inflated. Without ``follow_nested`` the
+    archives among the members are not inspected here: the caller unpacks each member and
+    inspects it as an upload before anything reads it.
     """
     limits = _Limits(max_uncompressed_bytes, max_expansion_ratio, max_members, max_nesting_depth)
     # A worklist rather than recursion, so no nesting limit can reach Python's recursion limit.
@@ -241,7 +244,7 @@ def inspect_zip_limits(
     while pending:
         archive = pending.pop()
         try:
-            pending.extend(_inspect(archive, limits))
+            pending.extend(_inspect(archive, limits, follow_nested))
         except ArchiveLimitExceeded as exc:
             if not archive.path:
                 raise
@@ -249,8 +252,9 @@ def inspect_zip_limits(
             raise ArchiveLimitExceeded(f"{where}{exc}", exc.ceiling, exc.needed) from exc
 
 
-def _inspect(archive: _Archive, limits: _Limits) -> list[_Archive]:
-    """Check one archive; return the inner archives it holds, still to be checked."""
+def _inspect(archive: _Archive, limits: _Limits, follow_nested: bool) -> list[_Archive]:
+    """Check one archive; return the inner archives it holds, still to be checked (none when
+    they are not followed)."""
     directory = _read_directory(archive)
     # Checked before the walk, so a record claiming millions of entries costs nothing.
     if directory.entries > limits.max_members:
@@ -264,6 +268,8 @@ def _inspect(archive: _Archive, limits: _Limits) -> list[_Archive]:
     _check_sizes(members, archive.end - archive.start, limits)
     spans = [_read_local_header(archive, member, directory) for member in members]
     _check_overlaps(spans)
+    if not follow_nested:
+        return []
     return [
         inner
         for member, span in zip(members, spans, strict=True)

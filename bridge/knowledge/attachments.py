@@ -7,11 +7,13 @@ one ``IngestSelection`` with a reason for each one left out (docs/spec-decisions
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
+from bridge.knowledge import sections
 from bridge.knowledge.archive import ArchiveLimitExceeded, inspect_zip_limits, is_zip_container
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, explain_failure
 from bridge.knowledge.contracts import (
@@ -40,6 +42,7 @@ EXTRACTABLE_KINDS = frozenset(
         "epub",
         "html",
         "email",
+        "archive",
         "spreadsheet",
         "presentation",
         "image",
@@ -47,9 +50,14 @@ EXTRACTABLE_KINDS = frozenset(
     }
 )
 
+#: The kinds whose files are read apart, each as an attachment of its own
+#: (bridge/knowledge/enclosures.py): an e-mail, whose own text is its headers and body, and a
+#: ZIP archive, which has none.
+CONTAINER_KINDS = frozenset({"email", "archive"})
+
 # Kinds whose parser opens the payload as a ZIP package (a spreadsheet unless it is an XLS,
 # an OLE2 compound file).
-_ZIP_PARSED_KINDS = frozenset({"docx", "odt", "epub", "spreadsheet", "presentation"})
+_ZIP_PARSED_KINDS = frozenset({"docx", "odt", "epub", "spreadsheet", "presentation", "archive"})
 _OLE2 = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
 # C0 and C1 controls other than tab and newline: terminal escapes, NULs and form feeds in
@@ -195,7 +203,11 @@ def over_byte_ceiling(
 def dropped_entry(label: str, refusal: IngestionRejected | ExtractionFailed) -> tuple[str, str]:
     """How a refused file is listed in ``IngestSelection.dropped``: its label, and the
     error's name with its message."""
-    return safe_label(label), f"{type(refusal).__name__}: {refusal}"
+    return safe_label(label), _reason(refusal)
+
+
+def _reason(refusal: IngestionRejected | ExtractionFailed) -> str:
+    return f"{type(refusal).__name__}: {refusal}"
 
 
 def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT_LIMITS) -> None:
@@ -229,6 +241,9 @@ def check_before_dispatch(ref: AttachmentRef, limits: ExtractionLimits = DEFAULT
                 max_expansion_ratio=limits.max_expansion_ratio,
                 max_members=limits.max_members,
                 max_nesting_depth=limits.max_nesting_depth,
+                # An archive's files are unpacked and each guarded as an upload before it is
+                # read; an archive among them costs a nesting level then (enclosures.py).
+                follow_nested=ref.kind != "archive",
             )
         except ArchiveLimitExceeded as exc:
             hint = (
@@ -257,13 +272,10 @@ def admit_text(
             "not text."
         )
     text = normalise_extracted(untrusted_text)
-    if len(text) > limits.max_text_chars:
-        raise IngestionRejected(
-            f"attachment {label!r} extracted to {len(text)} characters, which exceeds the "
-            f"{limits.max_text_chars}-character ceiling; extracted text is dropped, never "
-            "truncated — a cut fact reads as a complete one. To admit it, "
-            f"{EXTRACTION_SETTINGS['max_text_chars'].to_admit(len(text))}."
-        )
+    # A container's files are held to the ceiling one by one where the text is split; its own
+    # text is held here.
+    own = sections.read(text).own if ref.kind in CONTAINER_KINDS else text
+    over_text_ceiling(label, own, limits)
     return ExtractedAttachment(
         label=label,
         kind=ref.kind,
@@ -271,6 +283,55 @@ def admit_text(
         text=text,
         byte_size=len(ref.payload),
     )
+
+
+def over_text_ceiling(label: str, text: str, limits: ExtractionLimits) -> None:
+    """Refuse ``text`` over ``max_text_chars``: dropped, never truncated."""
+    if len(text) > limits.max_text_chars:
+        raise IngestionRejected(
+            f"attachment {label!r} extracted to {len(text)} characters, which exceeds the "
+            f"{limits.max_text_chars}-character ceiling; extracted text is dropped, never "
+            "truncated — a cut fact reads as a complete one. To admit it, "
+            f"{EXTRACTION_SETTINGS['max_text_chars'].to_admit(len(text))}."
+        )
+
+
+def enclosed_outcomes(
+    extracted: ExtractedAttachment, limits: ExtractionLimits
+) -> Iterator[tuple[str, Outcome]]:
+    """An attachment's outcome as the selection lists it: a container's own text (when it
+    has any) and each of its files under its own label, each file held to ``max_text_chars``
+    as an upload is, and each left out with its reason."""
+    if extracted.kind not in CONTAINER_KINDS:
+        yield extracted.label, extracted
+        return
+    try:
+        read = sections.read(extracted.text)
+    except sections.MalformedSections as exc:
+        yield (
+            extracted.label,
+            ExtractionFailed(f"the text of attachment {extracted.label!r} is malformed: {exc}"),
+        )
+        return
+    if read.own.strip() or not read.files:
+        yield extracted.label, dataclasses.replace(extracted, text=read.own)
+    for file in read.files:
+        label = sections.member_label(extracted.label, file.path)
+        if file.error:
+            error = ExtractionFailed if file.error == "ExtractionFailed" else IngestionRejected
+            yield label, error(file.reason)
+        elif file.kind == "archive" and not file.text.strip():
+            continue  # an archive has no text of its own: its files follow
+        else:
+            member = ExtractedAttachment(
+                label, file.kind, file.media_type, file.text, file.byte_size or 0
+            )
+            try:
+                over_text_ceiling(label, file.text, limits)
+            except IngestionRejected as exc:
+                yield label, exc
+                continue
+            yield label, member
 
 
 def extraction_failure(ref: AttachmentRef, failure: Failure) -> ExtractionFailed:
@@ -330,11 +391,11 @@ def assemble_selection(
     labels: list[str] = []
     dropped: list[tuple[str, str]] = []
     used = 0
-    for ref, outcome in outcomes:
+    for label, outcome in _listed(outcomes, limits):
         if isinstance(outcome, IngestionRejected | ExtractionFailed):
             if on_rejection == "raise":
                 raise outcome
-            dropped.append(dropped_entry(ref.label, outcome))
+            dropped.append((label, _reason(outcome)))
             continue
         if not outcome.text.strip():
             dropped.append((outcome.label, "the extractor returned nothing but whitespace"))
@@ -365,6 +426,18 @@ def assemble_selection(
     return IngestSelection(
         text=BLOCK_SEPARATOR.join(blocks), revision="|".join(labels), dropped=tuple(dropped)
     )
+
+
+def _listed(
+    outcomes: Iterable[tuple[AttachmentRef, Outcome]], limits: ExtractionLimits
+) -> Iterator[tuple[str, Outcome]]:
+    """Each outcome under the label the selection lists it by; a container's files each
+    under their own (:func:`enclosed_outcomes`)."""
+    for ref, outcome in outcomes:
+        if isinstance(outcome, ExtractedAttachment):
+            yield from enclosed_outcomes(outcome, limits)
+        else:
+            yield safe_label(ref.label), outcome
 
 
 def extraction_outcome(

@@ -29,6 +29,7 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".htm": ("html", "text/html"),
     ".xhtml": ("html", "application/xhtml+xml"),
     ".eml": ("email", "message/rfc822"),
+    ".zip": ("archive", "application/zip"),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),
     ".jpeg": ("image", "image/jpeg"),
@@ -101,6 +102,24 @@ _BY_MAGIC: tuple[tuple[bytes, tuple[str, str]], ...] = (
 BINARY = ("binary", "application/octet-stream")
 
 _TEXT_MARKS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+
+
+# The kind a media type names, for a file whose name says nothing (an e-mail's "attachment"
+# declared application/pdf): the first suffix declaring that type decides.
+_BY_MEDIA_TYPE: dict[str, tuple[str, str]] = {}
+for _declared in _BY_SUFFIX.values():
+    _BY_MEDIA_TYPE.setdefault(_declared[1], _declared)
+_BY_MEDIA_TYPE["application/x-zip-compressed"] = _BY_SUFFIX[".zip"]
+
+
+def guess_enclosed_kind(filename: str, media_type: str, head: bytes) -> tuple[str, str]:
+    """:func:`guess_kind` for a file a container carries: by its name's suffix, then by the
+    media type the container declares for it, then by its bytes."""
+    if PurePath(filename).suffix.lower() not in _BY_SUFFIX:
+        by_type = _BY_MEDIA_TYPE.get(media_type.partition(";")[0].strip().lower())
+        if by_type is not None:
+            return by_type
+    return guess_kind(filename, head)
 
 
 def guess_kind(filename: str, head: bytes) -> tuple[str, str]:

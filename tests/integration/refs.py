@@ -6,15 +6,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bridge.knowledge.attachments import AttachmentRef, AttachmentSource, ExtractionLimits
+from bridge.knowledge.attachments import (
+    DEFAULT_LIMITS,
+    AttachmentRef,
+    AttachmentSource,
+    ExtractionLimits,
+)
 from bridge.knowledge.contracts import ContextRequest, IngestSelection
+from bridge.knowledge.enclosures import Unpacking
 from sandbox.extractor import SandboxExtractor
 
 REQUEST = ContextRequest("attachments")
 
 
 def local(refs: list[AttachmentRef]) -> IngestSelection:
-    return AttachmentSource(refs, SandboxExtractor()).select(ContextRequest("x"))
+    return local_selection(refs, DEFAULT_LIMITS)
 
 
 def slow_ref(tag: str) -> AttachmentRef:
@@ -47,4 +53,6 @@ def hostile_refs() -> list[AttachmentRef]:
 
 
 def local_selection(refs: list[AttachmentRef], limits: ExtractionLimits) -> IngestSelection:
-    return AttachmentSource(refs, SandboxExtractor(), limits).select(REQUEST)
+    """The embedded path's selection, as the CLI reads it (a container's files apart)."""
+    extractor = Unpacking(SandboxExtractor(), limits)
+    return AttachmentSource(refs, extractor, limits).select(REQUEST)

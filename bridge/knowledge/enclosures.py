@@ -1,0 +1,187 @@
+"""An e-mail's attachments and an archive's files, each read as an attachment of its own.
+
+A file inside a container is an upload someone else chose: it meets the same guards
+(:func:`check_before_dispatch`), ceilings and sandbox as one, in a child of its own, and is
+cited by its own label (``message.eml/report.pdf``). The reader of a container (the sandbox)
+answers its files as bytes; :class:`Unpacking` reads each and writes the container's text as
+its own text followed by one section per file, each opened by a marker line only this module
+writes. Every path that stores or carries text (the result cache, the queue) carries that one
+string unchanged, and the selection's assembly splits it (bridge/knowledge/sections.py), so
+a file left out is listed in ``dropped`` with its reason on every path alike. See
+docs/spec-decisions.md, "Attachments inside attachments".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from bridge.knowledge import sections
+from bridge.knowledge.attachments import (
+    CONTAINER_KINDS,
+    AttachmentRef,
+    ExtractedAttachment,
+    ExtractionLimits,
+    TextExtractor,
+    extraction_outcome,
+    quoted,
+)
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
+from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.kinds import guess_enclosed_kind
+from bridge.knowledge.sections import Section
+
+_NOUNS = {"email": "an e-mail message", "archive": "a ZIP archive"}
+# How much of a reason a section carries: what a dropped entry shows of a parser's message.
+_REASON_CHARS = 400
+_NAME_CHARS = 255
+_HEAD_BYTES = 4096
+
+
+class UnpackedFile(Protocol):
+    """One file as a container's reader hands it back: decoded ``data``, or None and the
+    ``reason`` it was left out, with the ``ExtractionLimits`` field that would admit it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def media_type(self) -> str: ...
+
+    @property
+    def data(self) -> bytes | None: ...
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def ceiling(self) -> str | None: ...
+
+
+class UnpackedFiles(Protocol):
+    """A container's files in its order, and how many more it held past ``max_members``."""
+
+    @property
+    def files(self) -> Sequence[UnpackedFile]: ...
+
+    @property
+    def unlisted(self) -> int: ...
+
+
+class ContainerReader(TextExtractor, Protocol):
+    """An extractor that also unpacks a container (``sandbox.extractor.SandboxExtractor``):
+    decoding the files is parsing the container, so it happens where parsing does."""
+
+    def unpack(
+        self, kind: str, media_type: str, payload: bytes, *, max_pages: int
+    ) -> UnpackedFiles: ...
+
+
+@dataclass(frozen=True)
+class Unpacking:
+    """A :class:`TextExtractor` that reads an e-mail's or archive's files apart.
+
+    ``limits`` are the call's: each file is held to them as an upload is, and a container
+    inside a container costs a level of ``max_nesting_depth``. A file whose failure code is in
+    ``hand_on`` (the queue's light stage: a scan needs the OCR stage), or whose failure is the
+    host's (``transient``), ends the container's read with that failure: the container is
+    retried or handed on whole, and no such outcome is kept in its text (or its cache entry).
+    """
+
+    reader: ContainerReader
+    limits: ExtractionLimits
+    hand_on: frozenset[str] = frozenset()
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        if kind not in CONTAINER_KINDS:
+            return self.reader.extract(kind, media_type, payload, max_pages=max_pages)
+        own = ""
+        if kind == "email":
+            own = sections.quote_markers(
+                self.reader.extract(kind, media_type, payload, max_pages=max_pages)
+            )
+        unpacked = self.reader.unpack(kind, media_type, payload, max_pages=max_pages)
+        files: list[Section] = []
+        used = len(own)
+        handed = 0
+        unlisted = unpacked.unlisted
+        for file in unpacked.files:
+            name = file.name[:_NAME_CHARS]
+            if file.data is not None:
+                handed += 1
+                if handed > self.limits.max_members:
+                    # The reader's own ceiling may be another call's: this call's holds.
+                    unlisted += 1
+                    continue
+            if file.data is None:
+                reason = file.reason + _to_admit(file.ceiling)
+                files.append(_refused(name, None, IngestionRejected(reason)))
+            elif used >= self.limits.max_total_chars:
+                # Read, it would only be dropped: the files before it fill the selection.
+                refusal = IngestionRejected(
+                    f"the files before it fill the {self.limits.max_total_chars}-character "
+                    "ceiling of the selection, so it was not read" + _to_admit("max_total_chars")
+                )
+                files.append(_refused(name, len(file.data), refusal))
+            else:
+                read = list(self._read(name, file.media_type, file.data, max_pages))
+                used += sum(len(section.text) for section in read)
+                files += read
+        if unlisted:
+            refusal = IngestionRejected(
+                f"{unlisted:,} more files, past the first {self.limits.max_members:,}, "
+                "were not read" + _to_admit("max_members")
+            )
+            files.append(_refused(None, None, refusal))
+        return sections.write(own, files)
+
+    def _read(self, name: str, media_type: str, data: bytes, max_pages: int) -> Iterator[Section]:
+        """One file's section, or its refusal; a container's own section, then its files',
+        their paths continued from its name."""
+        kind, declared_type = guess_enclosed_kind(name, media_type, data[:_HEAD_BYTES])
+        specific = media_type not in ("", "application/octet-stream")
+        ref = AttachmentRef(name, kind, media_type if specific else declared_type, data)
+        extractor: TextExtractor = self.reader
+        if kind in CONTAINER_KINDS:
+            depth = self.limits.max_nesting_depth
+            if depth <= 1:
+                refusal = IngestionRejected(
+                    f"it is {_NOUNS[kind]} inside a container; nesting depth 2 exceeds the "
+                    f"limit of {depth}" + _to_admit("max_nesting_depth", 2)
+                )
+                yield _refused(name, len(data), refusal)
+                return
+            inner = dataclasses.replace(self.limits, max_nesting_depth=depth - 1)
+            extractor = dataclasses.replace(self, limits=inner)
+        outcome = extraction_outcome(ref, extractor, self.limits)
+        if isinstance(outcome, ExtractedAttachment):
+            read = sections.read(outcome.text)
+            yield Section((name,), outcome.byte_size, kind, ref.media_type, read.own)
+            for file in read.files:
+                yield dataclasses.replace(file, path=(name, *file.path))
+            return
+        if isinstance(outcome, ExtractionFailed) and outcome.__cause__ is not None:
+            failure = outcome.failure
+            if failure.transient or failure.code in self.hand_on:
+                raise outcome.__cause__
+        yield _refused(name, len(data), outcome)
+
+
+def _refused(
+    name: str | None, size: int | None, refusal: IngestionRejected | ExtractionFailed
+) -> Section:
+    return Section(
+        () if name is None else (name,),
+        size,
+        error=type(refusal).__name__,
+        reason=quoted(str(refusal), _REASON_CHARS),
+    )
+
+
+def _to_admit(ceiling: str | None, needed: int | None = None) -> str:
+    setting = EXTRACTION_SETTINGS.get(ceiling or "")
+    if setting is None:
+        return ""
+    return "; " + setting.to_admit(needed, at_least=needed is not None)
