@@ -132,8 +132,8 @@ _SIGNATURES: tuple[tuple[bytes, Sniffed], ...] = (
         OLE2,
         Sniffed(
             "",
-            "an OLE2 compound file (a Word 97-2003 .doc or an Outlook .msg; an Excel .xls is "
-            "read when declared a spreadsheet)",
+            "an OLE2 compound file (a Word 97-2003 .doc or an Outlook .msg; an Outlook .msg is "
+            "read when declared as e-mail, an Excel .xls when declared a spreadsheet)",
         ),
     ),
     (b"\x7fELF", Sniffed("", "an ELF executable")),
@@ -176,6 +176,8 @@ def reading(declared: str, media_type: str, payload: bytes, limits: ParseLimits)
         # An OLE2 file declared a spreadsheet is an XLS as far as its signature can tell (a
         # Word 97 .doc has the same one): the spreadsheet reader says which.
         return Reading(declared, limits)
+    if declared == EMAIL and payload.startswith(OLE2):
+        return Reading(declared, limits)  # Outlook's .msg: the e-mail reader says if it is one
     if declared == TEXT:
         declared = _TEXT_BY_MEDIA_TYPE.get(media_type.partition(";")[0].strip().lower(), TEXT)
     found = sniffed(payload)

@@ -29,6 +29,7 @@ _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".htm": ("html", "text/html"),
     ".xhtml": ("html", "application/xhtml+xml"),
     ".eml": ("email", "message/rfc822"),
+    ".msg": ("email", "application/vnd.ms-outlook"),
     ".zip": ("archive", "application/zip"),
     ".png": ("image", "image/png"),
     ".jpg": ("image", "image/jpeg"),

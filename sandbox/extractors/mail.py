@@ -1,14 +1,13 @@
-"""E-mail messages (RFC 822 / MIME, ``.eml``): the header lines a reader sees, the body, and
-what the message carries.
+"""E-mail messages (RFC 822 / MIME, ``.eml``; Outlook's ``.msg`` is handed to
+sandbox/extractors/outlook.py): the header lines a reader sees, the body, and what the message
+carries, read by the one message reader (sandbox/extractors/messages.py).
 
 The message is parsed by the standard library (``email`` with ``policy.default``), which
-decodes encoded words, quoted-printable and base64. Its header lines come first (From, To,
-Cc, Date, Subject); then the body, text/plain preferred over text/html as a mail client
-shows the plain alternative, an HTML body read by the HTML reader (its hidden text left out
-and counted); then each attached message, in the same form, nested up to
-:data:`MAX_DEPTH`. Attached files are named in a notice with their type and size, and handed
-back by the message's unpacking (``email-unpack``) to be read each as an attachment of its
-own (sandbox/enclosures.py). See docs/sandbox.md, "Parsers" and "Attachments".
+decodes encoded words, quoted-printable and base64. The body is text/plain preferred over
+text/html, as a mail client shows the plain alternative; an attached ``message/rfc822`` is read
+as part of the message; the files it carries are handed back by its unpacking
+(``email-unpack``) to be read each as an attachment of its own (sandbox/enclosures.py). See
+docs/sandbox.md, "Parsers" and "Attachments".
 """
 
 from __future__ import annotations
@@ -17,26 +16,20 @@ import email
 import email.header
 import email.policy
 import re
-from collections import Counter
+from collections.abc import Sequence
 from email.message import EmailMessage, Message
 
 from sandbox import codes, enclosures
-from sandbox.document import Block, Document, Heading, Notice, Paragraph
-from sandbox.extractors import html
+from sandbox.document import Document
+from sandbox.extractors import messages, outlook
+from sandbox.extractors.messages import Attached, Body
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget, decode_text
 from sandbox.limits import ParseLimits
+from sandbox.sniff import OLE2
 
-#: Messages attached to messages, read this deep: a mail client shows a forward of a
-#: forward, and a hundred nested messages are an attack on the reader, not a thread.
-MAX_DEPTH = 8
 #: Parts of one message walked, at most: a boundary bomb is refused by count, not by memory.
 MAX_PARTS = 10_000
-#: Attachments named one by one; past this, one notice counts the rest.
-_NAMED_ATTACHMENTS = 100
-_HEADERS = ("From", "To", "Cc", "Date", "Subject")
-#: A header's value is shown up to this length: a 10 MB Subject is an attack, not a subject.
-_MAX_HEADER_CHARS = 2_000
 #: A header longer than this, as written, is cut before it is parsed.
 _MAX_RAW_HEADER_CHARS = 8_000
 #: How the parser keeps a header's raw 8-bit byte: a lone surrogate (surrogateescape).
@@ -45,42 +38,60 @@ _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 @extractor("email")
 def extract_email(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
-    reader = _Reader(TextBudget(limits))
-    reader.message(_parsed(payload), depth=0)
-    return Document(reader.blocks + html.hidden_notice(reader.hidden) + reader.file_notices())
+    return messages.read(_parsed(payload), TextBudget(limits))
 
 
 @extractor(enclosures.UNPACK_KINDS["email"])
 def unpack_email(media_type: str, payload: bytes, limits: ParseLimits) -> str:
-    """The files the message and its attached messages carry, in the order a reader meets
-    them, decoded (base64, quoted-printable) under the job's member and byte ceilings."""
     packing = enclosures.Packing(limits.max_members, limits.max_unpacked_bytes)
-    _unpack(_parsed(payload), 0, packing)
+    messages.unpack(_parsed(payload), packing)
     return packing.answer()
 
 
-def _unpack(message: EmailMessage, depth: int, packing: enclosures.Packing) -> None:
-    for part in _attachments(message, _body(message)):
-        inner = _attached_message(part)
-        name = _name(part, f"attachment {part.get_content_type()}")
-        if inner is None:
-            raw = part.get_payload(decode=True)
-            packing.add(name, part.get_content_type(), raw if isinstance(raw, bytes) else b"")
-        elif depth + 1 >= MAX_DEPTH:
-            packing.leave_out(name, f"it is a message nested past {MAX_DEPTH} messages")
-        else:
-            _unpack(inner, depth + 1, packing)
-
-
-def _parsed(payload: bytes) -> EmailMessage:
+def _parsed(payload: bytes) -> messages.Message:
+    """The message, whichever of the two formats it is in: an OLE2 file is Outlook's."""
+    if payload.startswith(OLE2):
+        return outlook.parsed(payload)
     try:
-        message = email.message_from_bytes(payload, policy=email.policy.default)
+        parsed = email.message_from_bytes(payload, policy=email.policy.default)
     except RecursionError as exc:
         raise Refusal(codes.CEILING, "the message nests its parts too deep to parse") from exc
-    _bound_parts(message)
-    if not isinstance(message, EmailMessage):  # policy.default builds EmailMessage parts
+    _bound_parts(parsed)
+    if not isinstance(parsed, EmailMessage):  # policy.default builds EmailMessage parts
         raise Refusal(codes.PARSER, "the e-mail parser built no message")
-    return message
+    return _Rfc822(parsed)
+
+
+class _Rfc822:
+    """An RFC 822 message as the message reader takes it."""
+
+    def __init__(self, parsed: EmailMessage) -> None:
+        self._message = parsed
+        self._body = _body(parsed)
+
+    def header(self, name: str) -> str:
+        return _header(self._message, name)
+
+    def body(self) -> Body | None:
+        if self._body is None:
+            return None
+        return Body(_content(self._body), self._body.get_content_subtype() == "html")
+
+    def attached(self) -> Sequence[Attached]:
+        return [_attached(part) for part in _attachments(self._message, self._body)]
+
+
+def _attached(part: EmailMessage) -> Attached:
+    inner = _attached_message(part)
+    raw = part.get_payload(decode=True) if inner is None else None
+    data = raw if isinstance(raw, bytes) else b""
+    return Attached(
+        messages.shown_name(part.get_filename()),
+        part.get_content_type(),
+        len(data),
+        lambda: data,
+        None if inner is None else _Rfc822(inner),
+    )
 
 
 def _bound_parts(message: Message) -> None:
@@ -94,54 +105,6 @@ def _bound_parts(message: Message) -> None:
         inner = part.get_payload()
         if isinstance(inner, list):
             pending += [child for child in inner if isinstance(child, Message)]
-
-
-class _Reader:
-    def __init__(self, budget: TextBudget) -> None:
-        self.blocks: list[Block] = []
-        self.hidden: Counter[str] = Counter()
-        self._budget = budget
-        self._files: list[str] = []
-
-    def message(self, message: EmailMessage, depth: int) -> None:
-        """One message's header lines, body and attached messages."""
-        lines = [f"{name}: {value}" for name in _HEADERS if (value := _header(message, name))]
-        if lines:
-            self.blocks.append(Paragraph(self._budget.spend("\n".join(lines))))
-        body = _body(message)
-        if body is not None:
-            self._body(body)
-        for part in _attachments(message, body):
-            inner = _attached_message(part)
-            if inner is None:
-                self._files.append(_described(part))
-            elif depth + 1 >= MAX_DEPTH:
-                self._files.append(f"{_described(part)} nested past {MAX_DEPTH} messages, not read")
-            else:
-                title = f"Attached message {_name(part, '')}".strip()
-                self.blocks.append(Heading(2, self._budget.spend(title)))
-                self.message(inner, depth + 1)
-
-    def _body(self, part: EmailMessage) -> None:
-        text = _content(part)
-        if part.get_content_subtype() == "html":
-            page = html.read_page(text, self._budget, xhtml=False)
-            self.blocks += page.blocks
-            self.hidden.update(page.hidden)
-        elif text.strip():
-            self.blocks.append(Paragraph(self._budget.spend(text.strip())))
-
-    def file_notices(self) -> list[Block]:
-        """The attached files, named: each is read apart, as an attachment of its own, and the
-        message's text still says what it carried when one of them is left out."""
-        named: list[Block] = [
-            Notice(f"[airlock: attached file {description}]")
-            for description in self._files[:_NAMED_ATTACHMENTS]
-        ]
-        rest = len(self._files) - len(named)
-        if rest > 0:
-            named.append(Notice(f"[airlock: {rest} more attached files]"))
-        return named
 
 
 def _attached_message(part: EmailMessage) -> EmailMessage | None:
@@ -219,7 +182,7 @@ def _header(message: Message, name: str) -> str:
             text = str(message.get(name))
         except Exception:  # noqa: BLE001 - a malformed header is shown raw, not a failed message
             text = raw
-    return " ".join(text.split())[:_MAX_HEADER_CHARS]
+    return " ".join(text.split())[: messages.MAX_HEADER_CHARS]
 
 
 def _cut_header(raw: str) -> str:
@@ -230,7 +193,7 @@ def _cut_header(raw: str) -> str:
         text = str(email.header.make_header(email.header.decode_header(head)))
     except (ValueError, LookupError, UnicodeError):
         text = head
-    return " ".join(text.split())[:_MAX_HEADER_CHARS] + " [cut]"
+    return " ".join(text.split())[: messages.MAX_HEADER_CHARS] + " [cut]"
 
 
 def _raw_bytes(value: bytes, message: Message) -> str:
@@ -272,15 +235,3 @@ def _content(part: EmailMessage) -> str:
         except (LookupError, UnicodeDecodeError):
             pass
     return decode_text(data)
-
-
-def _name(part: EmailMessage, fallback: str) -> str:
-    name = part.get_filename() or fallback
-    return " ".join(str(name).split())[:200]
-
-
-def _described(part: EmailMessage) -> str:
-    """An attachment for a notice: its name, type and decoded size."""
-    raw = part.get_payload(decode=True)
-    size = len(raw) if isinstance(raw, bytes) else 0
-    return f"{_name(part, 'unnamed')!r} ({part.get_content_type()}, {size:,} bytes)"

@@ -1,8 +1,12 @@
-"""The corpus's workbooks, decks, books, web pages, mail, notebooks, code and delimited texts
-through real workers: each gives the selection the embedded path gives, byte for byte."""
+"""The corpus's workbooks, decks, books, web pages, mail, notebooks, code and delimited texts,
+and e-mails and ZIP archives carrying them, through real workers: each gives the selection the
+embedded path gives, byte for byte."""
 
 from __future__ import annotations
 
+import io
+import zipfile
+from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
@@ -48,7 +52,9 @@ def test_office_formats_on_the_queue_read_as_embedded(
         refs.append(AttachmentRef(name, kind, media_type, payload))
     queued = gather(refs, client, limits=LIMITS, deadline=120, use_cache=False)
     assert queued == local_selection(refs, LIMITS)
-    assert queued.dropped == ()
+    # The message's attached pictures are read as attachments of their own: OCR finds no
+    # English in the red ball (tesseract's confidence 48), as it would uploaded alone.
+    assert [label for label, _ in queued.dropped] == ["mail-mime-parser_m1005.eml/redball.png"]
     assert "# Вариант использования" in queued.text
     assert queued.text.count("| 0 | 0 | This is row 0 of 10 |") == 2
     assert "| This is a cat. 1-1 | That is a dog. 1-2 | This is a fox. 1-3 |" in queued.text
@@ -60,3 +66,47 @@ def test_office_formats_on_the_queue_read_as_embedded(
     assert "Subject: Die Hasen und die Frösche (Netscape Messenger 4.7)" in queued.text
     assert '```json\n[\n  {\n    "section": "[extension] Tables",' in queued.text
     assert "```\nhello\n```" in queued.text
+
+
+def test_containers_on_the_queue_read_their_files_as_embedded(
+    start_worker: WorkerFactory, client: CeleryQueue, corpus_dir: Path
+) -> None:
+    """An e-mail carrying a PDF, a DOCX, a scanned PDF and a program, and a ZIP of a workbook,
+    a deck and an e-mail inside it: the light stage hands the message with a scan on to the
+    OCR stage whole, and both containers' files come out as the embedded path reads them."""
+    start_worker(concurrency=2)
+    message = EmailMessage()
+    message["From"] = "Ann <ann@example.com>"
+    message["Subject"] = "Reports"
+    message.set_content("The reports are attached.")
+    for name in (
+        "pypdf-samples_google-doc-document.pdf",
+        "docling_word_sample.docx",
+        "docling_ocr_test-scanned.pdf",
+    ):
+        message.add_attachment(
+            (corpus_dir / name).read_bytes(), "application", "octet-stream", filename=name
+        )
+    message.add_attachment(b"MZ\x90\x00program", "application", "x-msdownload", filename="a.exe")
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in ("xlsx2csv_sheets.xlsx", "pango_table.pptx", "mail-mime-parser_m0001.eml"):
+            archive.writestr(f"q3/{name}", (corpus_dir / name).read_bytes())
+    refs = [
+        AttachmentRef("reports.eml", "email", "message/rfc822", message.as_bytes()),
+        AttachmentRef("bundle.zip", "archive", "application/zip", bundle.getvalue()),
+    ]
+    limits = ExtractionLimits(max_total_chars=500_000, max_nesting_depth=2)
+    queued = gather(refs, client, limits=limits, deadline=180, use_cache=False)
+    assert queued == local_selection(refs, limits)
+    assert [entry.rpartition(":")[0] for entry in queued.revision.split("|")] == [
+        "reports.eml",
+        "reports.eml/pypdf-samples_google-doc-document.pdf",
+        "reports.eml/docling_word_sample.docx",
+        "reports.eml/docling_ocr_test-scanned.pdf",
+        "bundle.zip/q3/xlsx2csv_sheets.xlsx",
+        "bundle.zip/q3/pango_table.pptx",
+        "bundle.zip/q3/mail-mime-parser_m0001.eml",
+    ]
+    assert [label for label, _ in queued.dropped] == ["reports.eml/a.exe"]
+    assert "ATTACHMENT [reports.eml/docling_ocr_test-scanned.pdf]\n[page 1]\n" in queued.text

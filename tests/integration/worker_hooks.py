@@ -28,8 +28,10 @@ import signal
 import time
 from pathlib import Path
 
-from bridge.knowledge.attachments import ExtractionLimits, TextExtractor
+from bridge.knowledge.attachments import ExtractionLimits
 from bridge.queue.jobs import Stage
+from sandbox.enclosures import Unpacked
+from sandbox.extractor import SandboxExtractor
 from sandbox.pages import PAGE_KIND
 from sandbox.runner import ProgressCallback
 from worker import extraction
@@ -64,8 +66,11 @@ def _directive(kind: str, payload: bytes) -> bytes | None:
 
 
 class HookedExtractor:
-    def __init__(self, inner: TextExtractor) -> None:
+    def __init__(self, inner: SandboxExtractor) -> None:
         self._inner = inner
+
+    def unpack(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> Unpacked:
+        return self._inner.unpack(kind, media_type, payload, max_pages=max_pages)
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         directive = _directive(kind, payload)
@@ -90,10 +95,10 @@ def _hooked(
     on_progress: ProgressCallback | None = None,
     *,
     deadline: float | None,
-) -> TextExtractor:
+) -> HookedExtractor:
     return HookedExtractor(
         _real_sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline)
     )
 
 
-extraction.sandbox_extractor = _hooked
+extraction.sandbox_extractor = _hooked  # type: ignore[assignment]

@@ -93,8 +93,8 @@ def _zip_of_text() -> bytes:
     [
         (
             _ole2(),
-            "an OLE2 compound file (a Word 97-2003 .doc or an Outlook .msg; an Excel .xls is "
-            "read when declared a spreadsheet)",
+            "an OLE2 compound file (a Word 97-2003 .doc or an Outlook .msg; an Outlook .msg is "
+            "read when declared as e-mail, an Excel .xls when declared a spreadsheet)",
         ),
         (b"\x7fELF\x02\x01\x01" + bytes(200), "an ELF executable"),
         (gzip.compress(b"text inside"), "a gzip stream"),
