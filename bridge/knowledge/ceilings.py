@@ -52,10 +52,16 @@ EXTRACTION_SETTINGS: Mapping[str, CeilingSetting] = MappingProxyType(
         setting.field: setting
         for setting in (
             _setting("max_bytes", "bytes of one uploaded file"),
-            _setting("max_uncompressed_bytes", "declared uncompressed bytes of one archive"),
+            _setting(
+                "max_uncompressed_bytes",
+                "declared uncompressed bytes of one archive; bytes an e-mail's files decode to",
+            ),
             _setting("max_expansion_ratio", "uncompressed:compressed ratio of an archive"),
-            _setting("max_members", "members of one archive"),
-            _setting("max_nesting_depth", "archives inside an archive (1: none)"),
+            _setting("max_members", "members of one archive; files read from one e-mail"),
+            _setting(
+                "max_nesting_depth",
+                "archives inside an archive, e-mails or ZIPs inside an e-mail or ZIP (1: none)",
+            ),
             _setting(
                 "max_pages",
                 "pages, frames, sheets or slides of one document, embedded images OCR'd",
