@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import re
 import signal
 import subprocess
@@ -18,16 +19,20 @@ import sys
 import tempfile
 import termios
 import time
+import zipfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
 from sandbox import policy
+from sandbox.enclosures import UNPACK_KINDS
 from sandbox.errors import SandboxError
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
 from tests.sandbox.hostile_inputs import DOCX, HOSTILE, LIMITS, PPTX, XLSX
+
+OFFICE_DATA = Path(__file__).parents[1] / "data" / "office"
 
 # Room for every corpus page to be OCR'd under strace, which slows each call.
 TRACE_LIMITS = replace(LIMITS, cpu_seconds=120, wall_seconds=300.0)
@@ -153,10 +158,28 @@ def corpus_jobs(corpus: Path) -> list[Job]:
         ".py": ("text", "text/x-python"),
         ".xml": ("text", "application/xml"),
     }
-    return [
+    documents = [
         (*kinds[path.suffix], path.read_bytes())
         for path in sorted(corpus.iterdir())
         if path.suffix in kinds
+    ]
+    return documents + _container_jobs(documents)
+
+
+def _container_jobs(documents: list[Job]) -> list[Job]:
+    """Each e-mail unpacked, Outlook's messages read and unpacked, and a ZIP of the corpus's
+    text files unpacked: the unpacking children's calls count as a parser's do."""
+    messages = [payload for kind, _, payload in documents if kind == "email"]
+    messages += [path.read_bytes() for path in sorted(OFFICE_DATA.glob("*.msg"))]
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
+        for index, (kind, _, payload) in enumerate(documents):
+            if kind == "text":
+                archive.writestr(f"texts/{index}.txt", payload)
+    return [
+        *(("email", "application/vnd.ms-outlook", payload) for payload in messages),
+        *((UNPACK_KINDS["email"], "message/rfc822", payload) for payload in messages),
+        (UNPACK_KINDS["archive"], "application/zip", bundle.getvalue()),
     ]
 
 
