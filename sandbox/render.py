@@ -43,6 +43,12 @@ _READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*([^\W\d_]{1,12})\.?\s*\d")
 # quality warning) would speak with airlock's voice: only a notice block may.
 # Any colon-like mark after the word: "ː", "꞉", "∶" and "։" read as a colon.
 _READS_AS_NOTICE = re.compile(r"[\s>]*\[\s*airlock\s*[:\u02d0\ua789\u2236\u0589\ufe55\ufe13]")
+# The line that opens a file's section in a container's text, written only on the trusted
+# side (bridge/knowledge/sections.py, which this package may not import): no notice a child
+# writes may read as one, whatever else a notice may say.
+_READS_AS_SECTION = re.compile(
+    r"[\s>]*\[\s*airlock\s*[:\u02d0\ua789\u2236\u0589\ufe55\ufe13]\s*enclosed\b"
+)
 # The labels of furniture ("[speaker notes]", "[footer]"), which only the renderer writes.
 _READS_AS_FURNITURE = re.compile(
     r"[\s>]*\[\s*(?:" + "|".join(re.escape(role) for role in get_args(FurnitureRole)) + r")\s*\]"
@@ -131,6 +137,8 @@ def _quoted(line: str, *, notice: bool = False) -> str:
     if word in _PAGE_WORDS:
         return QUOTE + line
     folded = start.casefold().translate(_DRAWN_LIKE_LATIN)
+    if _READS_AS_SECTION.match(folded):
+        return QUOTE + line
     if not notice and (_READS_AS_NOTICE.match(folded) or _READS_AS_FURNITURE.match(folded)):
         return QUOTE + line
     return line

@@ -157,7 +157,10 @@ class Unpacking:
             extractor = dataclasses.replace(self, limits=inner)
         outcome = extraction_outcome(ref, extractor, self.limits)
         if isinstance(outcome, ExtractedAttachment):
-            read = sections.read(outcome.text)
+            # Only a container's text, written here, has sections; any other file's lines that
+            # open as one are its own words (an extractor plugged in that does not quote them).
+            text = outcome.text if kind in CONTAINER_KINDS else sections.quote_markers(outcome.text)
+            read = sections.read(text)
             yield Section((name,), outcome.byte_size, kind, ref.media_type, read.own)
             for file in read.files:
                 yield dataclasses.replace(file, path=(name, *file.path))
