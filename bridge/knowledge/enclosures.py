@@ -14,6 +14,7 @@ docs/spec-decisions.md, "Attachments inside attachments".
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,12 +29,18 @@ from bridge.knowledge.attachments import (
     extraction_outcome,
     quoted,
 )
-from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, explain_failure
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
+from bridge.knowledge.failures import Failure
 from bridge.knowledge.kinds import guess_enclosed_kind
 from bridge.knowledge.sections import Section
 
 _NOUNS = {"email": "an e-mail message", "archive": "a ZIP archive"}
+# The notices with which a message's text names what it carries (sandbox/extractors/
+# messages.py, whose module this package may not import, writes them; the renderer quotes any
+# other line that opens so). A message's text without one carries nothing to unpack. A child
+# that left them out could as well answer its unpacking empty: nothing is trusted that was not.
+_NAMES_FILES = re.compile(r"^\[airlock: (?:attached file |\d+ more attached files\])", re.M)
 # How much of a reason a section carries: what a dropped entry shows of a parser's message.
 _REASON_CHARS = 400
 _NAME_CHARS = 255
@@ -97,13 +104,24 @@ class Unpacking:
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
         if kind not in CONTAINER_KINDS:
             return self.reader.extract(kind, media_type, payload, max_pages=max_pages)
-        own = ""
+        own, files = "", list[Section]()
         if kind == "email":
-            own = sections.quote_markers(
-                self.reader.extract(kind, media_type, payload, max_pages=max_pages)
-            )
-        unpacked = self.reader.unpack(kind, media_type, payload, max_pages=max_pages)
-        files: list[Section] = []
+            # A message whose own text cannot be read (junk in its body, a body over the text
+            # budget) still hands on its files: the refusal is the message's own section.
+            try:
+                own = sections.quote_markers(
+                    self.reader.extract(kind, media_type, payload, max_pages=max_pages)
+                )
+            except Exception as exc:  # noqa: BLE001 - a reader's verdict, typed as on every path
+                files.append(self._own_refusal("its own text", exc))
+        if kind == "email" and not files and not _NAMES_FILES.search(own):
+            return own  # nothing attached: one child for the message, not two
+        try:
+            unpacked = self.reader.unpack(kind, media_type, payload, max_pages=max_pages)
+        except Exception as exc:  # the container's verdict when there is nothing else to give
+            if kind != "email" or files:
+                raise
+            return sections.write(own, [self._own_refusal("its attached files", exc)])
         used = len(own)
         handed = 0
         unlisted = unpacked.unlisted
@@ -136,6 +154,19 @@ class Unpacking:
             )
             files.append(_refused(None, None, refusal))
         return sections.write(own, files)
+
+    def _own_refusal(self, what: str, exc: Exception) -> Section:
+        """The container's own part left out, unless the failure is the host's or one to
+        hand on (then the container's read ends with it)."""
+        failure = Failure.of(exc)
+        if failure.transient or failure.code in self.hand_on:
+            raise exc
+        hint = explain_failure(failure.code, failure.reason)
+        refusal = ExtractionFailed(
+            f"{what} could not be read: {quoted(failure.code)}: "
+            f"{quoted(failure.reason, _REASON_CHARS)}{hint}"
+        )
+        return _refused(None, None, refusal)
 
     def _read(self, name: str, media_type: str, data: bytes, max_pages: int) -> Iterator[Section]:
         """One file's section, or its refusal; a container's own section, then its files',

@@ -126,7 +126,9 @@ class _Reader:
 
     def file_notices(self) -> list[Block]:
         """The attached files, named: each is read apart, and the message's text still says
-        what it carried when one of them is left out."""
+        what it carried when one of them is left out. The trusted side unpacks a message only
+        when its text holds one of these (bridge/knowledge/enclosures.py reads their opening
+        words): a message without files costs one child."""
         named: list[Block] = [
             Notice(f"[airlock: attached file {described}]")
             for described in self._files[:_NAMED_FILES]

@@ -283,3 +283,49 @@ def test_a_files_text_from_any_reader_cannot_open_a_section(runner: SandboxRunne
     selection = AttachmentSource([ref], extractor, limits).select(REQUEST)
     assert _labels(selection) == ["m.eml", "m.eml/notes.txt"]
     assert f"ATTACHMENT [m.eml/notes.txt]\nnotes\n>{FORGED_MARKER}\nhunter2" in selection.text
+
+
+def test_a_message_whose_own_text_is_refused_still_hands_on_its_files(
+    runner: SandboxRunner,
+) -> None:
+    """A body of private-use soup is refused by the quality check; the PDF it carries is
+    read all the same, and the message's own refusal is listed under its label."""
+    message = _message(
+        _attachment("report.pdf", "application/pdf", PDF), body="\ue000\ue001\ue002 " * 400
+    )
+    selection = _select(runner, [AttachmentRef("m.eml", "email", "message/rfc822", message)])
+    assert _labels(selection) == ["m.eml/report.pdf"]
+    assert [label for label, _ in selection.dropped] == ["m.eml"]
+    assert selection.dropped[0][1].startswith(
+        "ExtractionFailed: its own text could not be read: UnreadableText: "
+    )
+
+
+class _CountingUnpacks:
+    """The sandbox, counting the unpacking children it runs."""
+
+    def __init__(self, inner: SandboxExtractor) -> None:
+        self.inner = inner
+        self.unpacked = 0
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        return self.inner.extract(kind, media_type, payload, max_pages=max_pages)
+
+    def unpack(
+        self, kind: str, media_type: str, payload: bytes, *, max_pages: int
+    ) -> UnpackedFiles:
+        self.unpacked += 1
+        return self.inner.unpack(kind, media_type, payload, max_pages=max_pages)
+
+
+def test_a_message_without_files_is_not_unpacked(runner: SandboxRunner) -> None:
+    """Its text names no attached file, so no second child runs; one that names a file, or
+    even only a message nested too deep to read, is unpacked."""
+    reader = _CountingUnpacks(SandboxExtractor(runner=runner))
+    extractor = Unpacking(reader, DEFAULT)
+    plain = _message(body="[airlock: attached file 'x.pdf' (application/pdf, 1 bytes)]")
+    assert extractor.extract("email", "message/rfc822", plain, max_pages=20).startswith("From:")
+    assert reader.unpacked == 0
+    with_file = _message(_attachment("a.txt", "text/plain", b"A"))
+    extractor.extract("email", "message/rfc822", with_file, max_pages=20)
+    assert reader.unpacked == 1
