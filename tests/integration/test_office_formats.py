@@ -71,8 +71,8 @@ def test_office_formats_on_the_queue_read_as_embedded(
 def test_containers_on_the_queue_read_their_files_as_embedded(
     start_worker: WorkerFactory, client: CeleryQueue, corpus_dir: Path
 ) -> None:
-    """An e-mail carrying a PDF, a DOCX, a scanned PDF and a program, and a ZIP of a workbook,
-    a deck and an e-mail inside it: the light stage hands the message with a scan on to the
+    """An e-mail carrying a PDF, a DOCX, a scanned PDF and a program, a ZIP of a workbook, a
+    deck and an e-mail, and an Outlook message whose attached message carries a PDF: the light stage hands the message with a scan on to the
     OCR stage whole, and both containers' files come out as the embedded path reads them."""
     start_worker(concurrency=2)
     message = EmailMessage()
@@ -92,9 +92,11 @@ def test_containers_on_the_queue_read_their_files_as_embedded(
     with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in ("xlsx2csv_sheets.xlsx", "pango_table.pptx", "mail-mime-parser_m0001.eml"):
             archive.writestr(f"q3/{name}", (corpus_dir / name).read_bytes())
+    outlook = Path(__file__).parents[1] / "data" / "office" / "msg_parser_other.msg"
     refs = [
         AttachmentRef("reports.eml", "email", "message/rfc822", message.as_bytes()),
         AttachmentRef("bundle.zip", "archive", "application/zip", bundle.getvalue()),
+        AttachmentRef("notice.msg", "email", "application/vnd.ms-outlook", outlook.read_bytes()),
     ]
     limits = ExtractionLimits(max_total_chars=500_000, max_nesting_depth=2)
     queued = gather(refs, client, limits=limits, deadline=180, use_cache=False)
@@ -107,6 +109,8 @@ def test_containers_on_the_queue_read_their_files_as_embedded(
         "bundle.zip/q3/xlsx2csv_sheets.xlsx",
         "bundle.zip/q3/pango_table.pptx",
         "bundle.zip/q3/mail-mime-parser_m0001.eml",
+        "notice.msg",
+        "notice.msg/北京 2017年12月02-03日 销售主管 确认n.pdf",
     ]
     assert [label for label, _ in queued.dropped] == ["reports.eml/a.exe"]
     assert "ATTACHMENT [reports.eml/docling_ocr_test-scanned.pdf]\n[page 1]\n" in queued.text
