@@ -50,9 +50,8 @@ class File(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
 
 
 class Unpacked(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """A container's files in its own order; ``unlisted`` counts the files past
-    ``max_members``, which are counted, not named one by one (10,000 names would bury the
-    reasons)."""
+    """A container's files in its own order, at most ``max_members`` of them handed back or
+    named; ``unlisted`` counts the rest (10,000 names would bury the reasons)."""
 
     files: list[File]
     unlisted: _Count = 0
@@ -77,12 +76,11 @@ def read_unpacked(untrusted_text: str, max_members: int, max_unpacked_bytes: int
         raise MalformedAnswer(f"the unpacking's answer is malformed: {exc}") from None
     except msgspec.DecodeError as exc:
         raise MalformedAnswer(f"the unpacking's answer is not JSON: {exc}") from None
-    handed = [file.data for file in unpacked.files if file.data is not None]
-    if len(handed) > max_members:
+    if len(unpacked.files) > max_members:
         raise MalformedAnswer(
-            f"the unpacking answers {len(handed)} files, over the {max_members} it may"
+            f"the unpacking answers {len(unpacked.files)} files, over the {max_members} it may"
         )
-    decoded = sum(map(len, handed))
+    decoded = sum(len(file.data) for file in unpacked.files if file.data is not None)
     if decoded > max_unpacked_bytes:
         raise MalformedAnswer(
             f"the unpacking answers {decoded:,} decoded bytes, over the "
@@ -93,21 +91,20 @@ def read_unpacked(untrusted_text: str, max_members: int, max_unpacked_bytes: int
 
 class Packing:
     """A container's files as its unpacking child gathers them, under the job's ceilings:
-    the first ``max_members`` files, and no more than ``max_unpacked_bytes`` decoded in all."""
+    the first ``max_members`` files (handed back or named), and no more than
+    ``max_unpacked_bytes`` decoded in all."""
 
     def __init__(self, max_members: int, max_unpacked_bytes: int) -> None:
         self._max_members = max_members
         self._room = max_unpacked_bytes
         self._max_unpacked_bytes = max_unpacked_bytes
         self._files: list[File] = []
-        self._handed = 0
         self._unlisted = 0
 
     def admits(self, name: str, size: int) -> bool:
         """Whether a file of ``size`` decoded bytes fits; one that does not is named as left
         out, with the ceiling to raise, before anything is decoded."""
-        if self._handed >= self._max_members:
-            self._unlisted += 1
+        if self._full():
             return False
         if size > self._room:
             self.leave_out(
@@ -122,12 +119,20 @@ class Packing:
     def add(self, name: str, media_type: str, data: bytes) -> None:
         """A file, decoded; one that no longer fits is left out as :meth:`admits` says."""
         if self.admits(name, len(data)):
-            self._handed += 1
             self._room -= len(data)
             self._files.append(File(_cut(name), media_type[:_MAX_MEDIA_TYPE_CHARS], data))
 
     def leave_out(self, name: str, reason: str, ceiling: str | None = None) -> None:
-        self._files.append(File(_cut(name), "", None, reason[:MAX_REASON_CHARS], ceiling))
+        if not self._full():
+            self._files.append(File(_cut(name), "", None, reason[:MAX_REASON_CHARS], ceiling))
+
+    def _full(self) -> bool:
+        """Whether ``max_members`` files are answered, handed back or named: the rest are
+        counted (10,000 links or oversized files must not bury the reasons either)."""
+        if len(self._files) < self._max_members:
+            return False
+        self._unlisted += 1
+        return True
 
     def answer(self) -> str:
         return encode(Unpacked(self._files, self._unlisted))

@@ -274,7 +274,12 @@ def admit_text(
     text = normalise_extracted(untrusted_text)
     # A container's files are held to the ceiling one by one where the text is split; its own
     # text is held here.
-    own = sections.read(text).own if ref.kind in CONTAINER_KINDS else text
+    own = text
+    if ref.kind in CONTAINER_KINDS:
+        try:
+            own = sections.read(text).own
+        except sections.MalformedSections as exc:
+            raise ExtractionFailed(f"the text of attachment {label!r} is malformed: {exc}") from exc
     over_text_ceiling(label, own, limits)
     return ExtractedAttachment(
         label=label,
@@ -300,8 +305,8 @@ def enclosed_outcomes(
     extracted: ExtractedAttachment, limits: ExtractionLimits
 ) -> Iterator[tuple[str, Outcome]]:
     """An attachment's outcome as the selection lists it: a container's own text (when it
-    has any) and each of its files under its own label, each file held to ``max_text_chars``
-    as an upload is, and each left out with its reason."""
+    has any) and each of its files under a label of its own, each file held to
+    ``max_text_chars`` as an upload is, and each left out with its reason."""
     if extracted.kind not in CONTAINER_KINDS:
         yield extracted.label, extracted
         return
@@ -313,25 +318,60 @@ def enclosed_outcomes(
             ExtractionFailed(f"the text of attachment {extracted.label!r} is malformed: {exc}"),
         )
         return
-    if read.own.strip() or not read.files:
+    files = read.files
+    if extracted.kind == "archive" and not files:
+        yield extracted.label, IngestionRejected(_EMPTY_ARCHIVE)
+    elif read.own.strip() or not files:
         yield extracted.label, dataclasses.replace(extracted, text=read.own)
-    for file in read.files:
+    labels = _UniqueLabels(extracted.label)
+    for index, file in enumerate(files):
         label = sections.member_label(extracted.label, file.path)
         if file.error:
             error = ExtractionFailed if file.error == "ExtractionFailed" else IngestionRejected
             yield label, error(file.reason)
-        elif file.kind == "archive" and not file.text.strip():
-            continue  # an archive has no text of its own: its files follow
-        else:
-            member = ExtractedAttachment(
-                label, file.kind, file.media_type, file.text, file.byte_size or 0
-            )
-            try:
-                over_text_ceiling(label, file.text, limits)
-            except IngestionRejected as exc:
-                yield label, exc
+            continue
+        if not file.text.strip() and file.kind in CONTAINER_KINDS:
+            if _speaks_for(file.path, files[index + 1 :]):
+                continue  # a container without text of its own: what follows speaks for it
+            if file.kind == "archive":
+                yield labels.unique(label), IngestionRejected(_EMPTY_ARCHIVE)
                 continue
-            yield label, member
+        label = labels.unique(label)
+        try:
+            over_text_ceiling(label, file.text, limits)
+        except IngestionRejected as exc:
+            yield label, exc
+            continue
+        yield (
+            label,
+            ExtractedAttachment(label, file.kind, file.media_type, file.text, file.byte_size or 0),
+        )
+
+
+_EMPTY_ARCHIVE = "the archive holds no file to read"
+
+
+def _speaks_for(path: tuple[str, ...], following: Sequence[sections.Section]) -> bool:
+    """Whether a section after a container's own one belongs to it (its files, or the
+    refusal of its own text)."""
+    return any(file.path[: len(path)] == path for file in following[:1])
+
+
+class _UniqueLabels:
+    """Labels a selection can cite by: a second file of the same label (``a.txt`` and
+    ``./a.txt``, two unnamed parts, a name cut at 128 characters) is told apart by a number
+    in brackets, which no sanitised name holds."""
+
+    def __init__(self, container: str) -> None:
+        self._taken = {container}
+
+    def unique(self, label: str) -> str:
+        candidate, number = label, 1
+        while candidate in self._taken:
+            number += 1
+            candidate = f"{label} ({number})"
+        self._taken.add(candidate)
+        return candidate
 
 
 def extraction_failure(ref: AttachmentRef, failure: Failure) -> ExtractionFailed:

@@ -27,6 +27,7 @@ from bridge.knowledge.attachments import (
     ExtractionLimits,
     TextExtractor,
     extraction_outcome,
+    normalise_extracted,
     quoted,
 )
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, explain_failure
@@ -40,7 +41,7 @@ _NOUNS = {"email": "an e-mail message", "archive": "a ZIP archive"}
 # messages.py, whose module this package may not import, writes them; the renderer quotes any
 # other line that opens so). A message's text without one carries nothing to unpack. A child
 # that left them out could as well answer its unpacking empty: nothing is trusted that was not.
-_NAMES_FILES = re.compile(r"^\[airlock: (?:attached file |\d+ more attached files\])", re.M)
+_FILE_NOTICES = re.compile(r"^\[airlock: (?:attached file |\d+ more attached files\])", re.M)
 # How much of a reason a section carries: what a dropped entry shows of a parser's message.
 _REASON_CHARS = 400
 _NAME_CHARS = 255
@@ -91,10 +92,13 @@ class Unpacking:
     """A :class:`TextExtractor` that reads an e-mail's or archive's files apart.
 
     ``limits`` are the call's: each file is held to them as an upload is, and a container
-    inside a container costs a level of ``max_nesting_depth``. A file whose failure code is in
-    ``hand_on`` (the queue's light stage: a scan needs the OCR stage), or whose failure is the
-    host's (``transient``), ends the container's read with that failure: the container is
-    retried or handed on whole, and no such outcome is kept in its text (or its cache entry).
+    inside a container costs a level of ``max_nesting_depth``. One upload lists at most
+    ``max_members`` files (read or left out) and reads ``max_total_chars`` of text across all
+    its levels, so nesting cannot multiply the children it costs. A file whose failure code
+    is in ``hand_on`` (the queue's light stage: a scan needs the OCR stage), or whose failure
+    is the host's (``transient``), ends the container's read with that failure: the container
+    is retried or handed on whole, and no such outcome is kept in its text (or its cache
+    entry).
     """
 
     reader: ContainerReader
@@ -102,64 +106,100 @@ class Unpacking:
     hand_on: frozenset[str] = frozenset()
 
     def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        tree = _Tree(self.limits.max_members, self.limits.max_total_chars)
+        level = _Level(self, tree, self.limits.max_nesting_depth)
+        return level.extract(kind, media_type, payload, max_pages=max_pages)
+
+
+@dataclass
+class _Tree:
+    """What one upload may still list and read, across all its levels: files (a child each
+    when read, a marker each when left out) and characters of text."""
+
+    files: int
+    chars: int
+
+
+@dataclass(frozen=True)
+class _Level:
+    """:class:`Unpacking` at one level of an upload's containers, ``depth`` levels allowed."""
+
+    unpacking: Unpacking
+    tree: _Tree
+    depth: int
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        reader, limits = self.unpacking.reader, self.unpacking.limits
         if kind not in CONTAINER_KINDS:
-            return self.reader.extract(kind, media_type, payload, max_pages=max_pages)
+            return reader.extract(kind, media_type, payload, max_pages=max_pages)
         own, files = "", list[Section]()
         if kind == "email":
-            # A message whose own text cannot be read (junk in its body, a body over the text
-            # budget) still hands on its files: the refusal is the message's own section.
-            try:
-                own = sections.quote_markers(
-                    self.reader.extract(kind, media_type, payload, max_pages=max_pages)
-                )
-            except Exception as exc:  # noqa: BLE001 - a reader's verdict, typed as on every path
-                files.append(self._own_refusal("its own text", exc))
-        if kind == "email" and not files and not _NAMES_FILES.search(own):
+            own, own_refusal = self._own_text(media_type, payload, max_pages)
+            files += [] if own_refusal is None else [own_refusal]
+        if kind == "email" and not files and not _FILE_NOTICES.search(own):
             return own  # nothing attached: one child for the message, not two
         try:
-            unpacked = self.reader.unpack(kind, media_type, payload, max_pages=max_pages)
+            unpacked = reader.unpack(kind, media_type, payload, max_pages=max_pages)
         except Exception as exc:  # the container's verdict when there is nothing else to give
             if kind != "email" or files:
                 raise
             return sections.write(own, [self._own_refusal("its attached files", exc)])
-        used = len(own)
-        handed = 0
+        self.tree.chars -= len(own)
         unlisted = unpacked.unlisted
         for file in unpacked.files:
             name = file.name[:_NAME_CHARS]
-            if file.data is not None:
-                handed += 1
-                if handed > self.limits.max_members:
-                    # The reader's own ceiling may be another call's: this call's holds.
-                    unlisted += 1
-                    continue
+            if self.tree.files <= 0:
+                unlisted += 1  # the upload has listed all the files it may, at every level
+                continue
+            self.tree.files -= 1
             if file.data is None:
                 reason = file.reason + _to_admit(file.ceiling)
                 files.append(_refused(name, None, IngestionRejected(reason)))
-            elif used >= self.limits.max_total_chars:
-                # Read, it would only be dropped: the files before it fill the selection.
+            elif self.tree.chars <= 0:
                 refusal = IngestionRejected(
-                    f"the files before it fill the {self.limits.max_total_chars}-character "
+                    f"the text read before it fills the {limits.max_total_chars}-character "
                     "ceiling of the selection, so it was not read" + _to_admit("max_total_chars")
                 )
                 files.append(_refused(name, len(file.data), refusal))
             else:
                 read = list(self._read(name, file.media_type, file.data, max_pages))
-                used += sum(len(section.text) for section in read)
+                self.tree.chars -= sum(len(section.text) for section in read)
                 files += read
         if unlisted:
             refusal = IngestionRejected(
-                f"{unlisted:,} more files, past the first {self.limits.max_members:,}, "
-                "were not read" + _to_admit("max_members")
+                f"{unlisted:,} more files were not read: one upload lists at most "
+                f"{limits.max_members:,}, at all its levels" + _to_admit("max_members")
             )
             files.append(_refused(None, None, refusal))
         return sections.write(own, files)
+
+    def _own_text(
+        self, media_type: str, payload: bytes, max_pages: int
+    ) -> tuple[str, Section | None]:
+        """A message's own text, or its refusal: a message whose own text cannot be read or
+        admitted (junk in its body, a body over the text ceiling) still hands on its files."""
+        limits = self.unpacking.limits
+        try:
+            untrusted = self.unpacking.reader.extract(
+                "email", media_type, payload, max_pages=max_pages
+            )
+        except Exception as exc:  # noqa: BLE001 - a reader's verdict, typed as on every path
+            return "", self._own_refusal("its own text", exc)
+        own = sections.quote_markers(normalise_extracted(untrusted))
+        if len(own) <= limits.max_text_chars:
+            return own, None
+        refusal = IngestionRejected(
+            f"its own text is {len(own)} characters, over the {limits.max_text_chars}-character "
+            "ceiling; extracted text is dropped, never truncated"
+            + _to_admit("max_text_chars", len(own))
+        )
+        return "", _refused(None, None, refusal)
 
     def _own_refusal(self, what: str, exc: Exception) -> Section:
         """The container's own part left out, unless the failure is the host's or one to
         hand on (then the container's read ends with it)."""
         failure = Failure.of(exc)
-        if failure.transient or failure.code in self.hand_on:
+        if failure.transient or failure.code in self.unpacking.hand_on:
             raise exc
         hint = explain_failure(failure.code, failure.reason)
         refusal = ExtractionFailed(
@@ -174,19 +214,22 @@ class Unpacking:
         kind, declared_type = guess_enclosed_kind(name, media_type, data[:_HEAD_BYTES])
         specific = media_type not in ("", "application/octet-stream")
         ref = AttachmentRef(name, kind, media_type if specific else declared_type, data)
-        extractor: TextExtractor = self.reader
+        extractor: TextExtractor = self.unpacking.reader
         if kind in CONTAINER_KINDS:
-            depth = self.limits.max_nesting_depth
-            if depth <= 1:
+            if self.depth <= 1:
                 refusal = IngestionRejected(
-                    f"it is {_NOUNS[kind]} inside a container; nesting depth 2 exceeds the "
-                    f"limit of {depth}" + _to_admit("max_nesting_depth", 2)
+                    f"it is {_NOUNS[kind]} inside a container; nesting depth "
+                    f"{self.unpacking.limits.max_nesting_depth - self.depth + 2} exceeds the "
+                    f"limit of {self.unpacking.limits.max_nesting_depth}"
+                    + _to_admit(
+                        "max_nesting_depth",
+                        self.unpacking.limits.max_nesting_depth - self.depth + 2,
+                    )
                 )
                 yield _refused(name, len(data), refusal)
                 return
-            inner = dataclasses.replace(self.limits, max_nesting_depth=depth - 1)
-            extractor = dataclasses.replace(self, limits=inner)
-        outcome = extraction_outcome(ref, extractor, self.limits)
+            extractor = dataclasses.replace(self, depth=self.depth - 1)
+        outcome = extraction_outcome(ref, extractor, self.unpacking.limits)
         if isinstance(outcome, ExtractedAttachment):
             # Only a container's text, written here, has sections; any other file's lines that
             # open as one are its own words (an extractor plugged in that does not quote them).
@@ -198,7 +241,7 @@ class Unpacking:
             return
         if isinstance(outcome, ExtractionFailed) and outcome.__cause__ is not None:
             failure = outcome.failure
-            if failure.transient or failure.code in self.hand_on:
+            if failure.transient or failure.code in self.unpacking.hand_on:
                 raise outcome.__cause__
         yield _refused(name, len(data), outcome)
 

@@ -15,6 +15,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import msgspec
 
 from bridge.knowledge.labels import FALLBACK_LABEL, safe_label
 
@@ -49,6 +52,12 @@ class Section:
 class Sections:
     own: str
     files: tuple[Section, ...]
+
+
+def marker_bytes(depth: int) -> int:
+    """The most bytes one marker takes for a file ``depth`` containers deep: each name up to
+    255 characters and a reason up to 400, six bytes for a character escaped in JSON."""
+    return 6 * (255 * depth + 400) + 256
 
 
 def quote_markers(text: str) -> str:
@@ -87,20 +96,28 @@ def read(text: str) -> Sections:
     return Sections(own, tuple(files))
 
 
+class _Marker(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """A marker's JSON, decoded strictly: it crosses the queue inside a stored answer."""
+
+    path: list[str]
+    bytes: Annotated[int, msgspec.Meta(ge=0)] | None
+    kind: str = ""
+    type: str = ""
+    error: Literal["", "IngestionRejected", "ExtractionFailed"] = ""
+    reason: str = ""
+
+
 def _section(marker: str, body: str) -> Section:
     try:
-        entry = json.loads(marker)
-        path = tuple(entry["path"])
-        size = entry["bytes"]
-        if not all(isinstance(name, str) for name in path) or not (
-            size is None or (isinstance(size, int) and size >= 0)
-        ):
-            raise TypeError("a section's path or size is malformed")
-        if "error" in entry:
-            return Section(path, size, error=str(entry["error"]), reason=str(entry["reason"]))
-        return Section(path, size, str(entry["kind"]), str(entry["type"]), body)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise MalformedSections(f"a section marker is malformed: {exc}") from exc
+        entry = msgspec.json.decode(marker, type=_Marker)
+    except msgspec.DecodeError as exc:  # ValidationError included
+        raise MalformedSections(f"a section marker is malformed: {exc}") from None
+    if entry.error:
+        return Section(tuple(entry.path), entry.bytes, error=entry.error, reason=entry.reason)
+    if not entry.path:
+        # Only a refusal speaks for the container itself (its own text, its uncounted files).
+        raise MalformedSections("a section marker names no file")
+    return Section(tuple(entry.path), entry.bytes, entry.kind, entry.type, body)
 
 
 def member_label(container: str, path: Sequence[str]) -> str:

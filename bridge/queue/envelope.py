@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from bridge.knowledge import sections
 from bridge.knowledge.attachments import (
     AttachmentRef,
     ExtractedAttachment,
@@ -38,8 +39,16 @@ _FINAL_STATES = frozenset({"SUCCESS", "FAILURE", "REVOKED", "REJECTED"})
 
 
 def answer_size_cap(limits: ExtractionLimits) -> int:
-    """The most bytes a legitimate stored answer takes (12 per character: a ``\\u`` pair)."""
-    return 12 * limits.max_text_chars + _ANSWER_OVERHEAD_BYTES
+    """The most bytes a legitimate stored answer takes (12 per character: a ``\\u`` pair).
+
+    An e-mail's or archive's text holds its own and its files' (the last file read may pass
+    ``max_total_chars`` by up to ``max_text_chars``) and a marker per file listed, at most
+    ``max_members`` of them, and for each container in it (at most one a file) the refusals
+    of its own text and of its uncounted files.
+    """
+    markers = (3 * limits.max_members + 2) * sections.marker_bytes(limits.max_nesting_depth)
+    text = 2 * limits.max_text_chars + limits.max_total_chars
+    return 12 * text + markers + _ANSWER_OVERHEAD_BYTES
 
 
 def answer_envelope(

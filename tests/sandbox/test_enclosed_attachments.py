@@ -196,8 +196,8 @@ def test_ten_thousand_attachments_end_counted_within_the_wall(runner: SandboxRun
     assert selection.dropped == (
         (
             "m.eml",
-            "IngestionRejected: 9,987 more files, past the first 3, were not read; raise "
-            "max_members (--max-members N, AIRLOCK_MAX_MEMBERS=N)",
+            "IngestionRejected: 9,987 more files were not read: one upload lists at most 3, "
+            "at all its levels; raise max_members (--max-members N, AIRLOCK_MAX_MEMBERS=N)",
         ),
     )
 
@@ -329,3 +329,98 @@ def test_a_message_without_files_is_not_unpacked(runner: SandboxRunner) -> None:
     with_file = _message(_attachment("a.txt", "text/plain", b"A"))
     extractor.extract("email", "message/rfc822", with_file, max_pages=20)
     assert reader.unpacked == 1
+
+
+def test_nesting_cannot_multiply_the_files_one_upload_reads(runner: SandboxRunner) -> None:
+    """Four ZIPs of ten blank files each inside a ZIP, nesting allowed: one upload lists at
+    most ``max_members`` files at all its levels together, so the children it costs do not
+    grow as members to the power of depth; the rest are counted."""
+    inner = _zip({f"blank{index}.txt": b" " for index in range(10)})
+    bundle = _zip({f"inner{index}.zip": inner for index in range(4)})
+    limits = ExtractionLimits(max_nesting_depth=2, max_members=12)
+    reader = _CountingReads(SandboxExtractor(runner=runner))
+    extractor = Unpacking(reader, limits)
+    ref = AttachmentRef("b.zip", "archive", "application/zip", bundle)
+    selection = AttachmentSource([ref], extractor, limits).select(REQUEST)
+    assert reader.extracted == 12 - 2  # two of the twelve listed are inner archives
+    counted = [
+        (label, reason.partition(" more files")[0])
+        for label, reason in selection.dropped
+        if "more files were not read" in reason
+    ]
+    # The second inner archive lists none of its ten; the last two are not listed at all.
+    assert counted == [
+        ("b.zip/inner1.zip", "IngestionRejected: 10"),
+        ("b.zip", "IngestionRejected: 2"),
+    ]
+
+
+class _CountingReads(_CountingUnpacks):
+    """The sandbox, counting the files it reads (not the unpackings)."""
+
+    def __init__(self, inner: SandboxExtractor) -> None:
+        super().__init__(inner)
+        self.extracted = 0
+
+    def extract(self, kind: str, media_type: str, payload: bytes, *, max_pages: int) -> str:
+        self.extracted += 1
+        return super().extract(kind, media_type, payload, max_pages=max_pages)
+
+
+def test_files_whose_labels_would_be_the_same_are_told_apart(runner: SandboxRunner) -> None:
+    """``a.txt`` and ``./a.txt``, a name that imitates a nested archive's file, two
+    unnamed parts: each gets a label of its own, numbered in brackets, which no sanitised
+    name can hold."""
+    inner = _zip({"secret.txt": b"the real one"})
+    bundle = _zip(
+        {
+            "a.txt": b"first",
+            "./a.txt": b"second",
+            "inner.zip/secret.txt": b"posing",
+            "inner.zip": inner,
+        }
+    )
+    limits = ExtractionLimits(max_nesting_depth=2)
+    selection = _select(
+        runner, [AttachmentRef("b.zip", "archive", "application/zip", bundle)], limits
+    )
+    assert _labels(selection) == [
+        "b.zip/a.txt",
+        "b.zip/a.txt (2)",
+        "b.zip/inner.zip/secret.txt",
+        "b.zip/inner.zip/secret.txt (2)",
+    ]
+    unnamed = "Content-Type: text/plain\nContent-Disposition: attachment\n\n"
+    message = _message(f"{unnamed}one", f"{unnamed}two")
+    mail = _select(runner, [AttachmentRef("m.eml", "email", "message/rfc822", message)])
+    assert _labels(mail) == ["m.eml", "m.eml/unnamed", "m.eml/unnamed (2)"]
+
+
+def test_a_body_over_the_ceiling_with_its_notices_still_hands_on_its_files(
+    runner: SandboxRunner,
+) -> None:
+    """The attached-file notices are not charged to the child's text budget: a body just
+    under it with 60 notices is over the call's ceiling. The body is refused, each file read."""
+    parts = [_attachment(f"f{index}.txt", "text/plain", b"x") for index in range(60)]
+    message = _message(*parts, body="word " * 9_700)
+    selection = _select(runner, [AttachmentRef("m.eml", "email", "message/rfc822", message)])
+    assert len(_labels(selection)) == 60
+    assert [label for label, _ in selection.dropped] == ["m.eml"]
+    assert "its own text is" in selection.dropped[0][1]
+
+
+def test_an_empty_archive_and_a_nested_message_refused_are_each_listed_once(
+    runner: SandboxRunner,
+) -> None:
+    junk_body = _message(body="\ue000\ue001\ue002 " * 400)
+    bundle = _zip({"empty.zip": _zip({}), "m.eml": junk_body, "keep.txt": b"keep"})
+    limits = ExtractionLimits(max_nesting_depth=2)
+    selection = _select(
+        runner, [AttachmentRef("b.zip", "archive", "application/zip", bundle)], limits
+    )
+    assert _labels(selection) == ["b.zip/keep.txt"]
+    assert [(label, reason.partition(":")[0]) for label, reason in selection.dropped] == [
+        ("b.zip/empty.zip", "IngestionRejected"),
+        ("b.zip/m.eml", "ExtractionFailed"),
+    ]
+    assert selection.dropped[0][1] == "IngestionRejected: the archive holds no file to read"

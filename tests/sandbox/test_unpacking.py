@@ -202,3 +202,19 @@ def test_an_unpacking_answer_over_its_ceilings_is_malformed() -> None:
         enclosures.read_unpacked(both, max_members=5, max_unpacked_bytes=10)
     with pytest.raises(MalformedAnswer, match="not JSON"):
         enclosures.read_unpacked("{", max_members=5, max_unpacked_bytes=10)
+
+
+def test_files_left_out_count_against_the_member_ceiling_too() -> None:
+    """Names of files not handed back (links, files past the byte ceiling) are bounded as
+    handed ones are: past ``max_members`` entries, the rest are counted."""
+    packing = enclosures.Packing(max_members=3, max_unpacked_bytes=10)
+    packing.add("a", "text/plain", b"1")
+    for index in range(5):
+        packing.leave_out(f"link{index}", "it is a symbolic link, not a file")
+    packing.add("b", "text/plain", b"2")
+    unpacked = enclosures.read_unpacked(packing.answer(), max_members=3, max_unpacked_bytes=10)
+    assert [file.name for file in unpacked.files] == ["a", "link0", "link1"]
+    assert unpacked.unlisted == 4
+    names = [File(f"n{index}", "", None, "r") for index in range(4)]
+    with pytest.raises(MalformedAnswer, match="4 files, over the 3"):
+        enclosures.read_unpacked(enclosures.encode(Unpacked(names)), 3, 10)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bridge.knowledge import sections
 from bridge.knowledge.attachments import (
     AttachmentRef,
     ExtractedAttachment,
@@ -257,3 +258,52 @@ def test_any_parser_failure_crosses_the_wire_with_the_local_wording(message: str
         local = exc
     crossed = _through_the_wire(local, "report.txt")
     assert type(crossed) is ExtractionFailed and str(crossed) == str(local)
+
+
+CONTAINER = AttachmentRef("m.eml", "email", "message/rfc822", b"payload bytes")
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "own\n[airlock: enclosed {}]\nbody",
+        "own\n[airlock: enclosed " + '{"path":' + "[" * 5_000 + "]" * 5_000 + ',"bytes":1}]',
+        'own\n[airlock: enclosed {"path":["a"],"bytes":true,"kind":"text","type":"t"}]',
+        'own\n[airlock: enclosed {"path":[],"bytes":1,"kind":"text","type":"t"}]\nmine',
+        'own\n[airlock: enclosed {"path":["a"],"bytes":1,"error":"SystemExit","reason":"r"}]',
+    ],
+)
+def test_a_stored_container_answer_with_a_forged_section_fails_typed(forged: str) -> None:
+    """What a writer of the result store could plant for an e-mail: a marker missing its
+    fields, nested 5,000 deep, a boolean size, a read file without a path (it would take the
+    message's own label), an error class that is not a refusal. Each is the attachment's
+    failure, never an exception out of the caller's gather."""
+    answer = read_stored(
+        json.dumps({"status": "SUCCESS", "result": ok(text=forged)}).encode(), LIMITS
+    )
+    assert answer is not None
+    refused = outcome_from_stored(CONTAINER, answer, LIMITS, SHA)
+    assert isinstance(refused, ExtractionFailed)
+    assert "is malformed" in str(refused)
+
+
+def test_a_containers_largest_legitimate_answer_fits_under_the_cap() -> None:
+    """Its own text, files of CJK text up to the selection's ceiling (6 bytes a character
+    in JSON), and a marker for every file it may list: the queue carries it as the embedded
+    path returns it."""
+    limits = ExtractionLimits()
+    files = [
+        sections.Section((f"{'名' * 255}{i}.txt",), 1, "text", "text/plain", "字" * 50_000)
+        for i in range(3)
+    ]
+    files += [
+        sections.Section((f"{'名' * 255}{i}",), None, error="IngestionRejected", reason="原" * 400)
+        for i in range(limits.max_members - 3)
+    ]
+    text = sections.write("标" * 50_000, files)
+    raw = json.dumps({"status": "SUCCESS", "result": ok(text=text)}).encode()
+    assert len(raw) > 12 * limits.max_text_chars
+    answer = read_stored(raw, limits)
+    assert answer is not None
+    admitted = outcome_from_stored(CONTAINER, answer, limits, SHA)
+    assert isinstance(admitted, ExtractedAttachment)
