@@ -72,8 +72,9 @@ def test_containers_on_the_queue_read_their_files_as_embedded(
     start_worker: WorkerFactory, client: CeleryQueue, corpus_dir: Path
 ) -> None:
     """An e-mail carrying a PDF, a DOCX, a scanned PDF and a program, a ZIP of a workbook, a
-    deck and an e-mail, and an Outlook message whose attached message carries a PDF: the light stage hands the message with a scan on to the
-    OCR stage whole, and both containers' files come out as the embedded path reads them."""
+    deck and an e-mail, and an Outlook message whose attached message carries a PDF: the
+    light stage hands the message with a scan on to the OCR stage whole, and every
+    container's files come out as the embedded path reads them."""
     start_worker(concurrency=2)
     message = EmailMessage()
     message["From"] = "Ann <ann@example.com>"
