@@ -20,6 +20,7 @@ from redis import Redis
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.knowledge.contracts import IngestSelection
 from bridge.queue.celery_queue import CeleryQueue, result_key
+from bridge.queue.envelope import answer_size_cap
 from bridge.queue.jobs import LIGHT_QUEUE
 from bridge.queue.source import gather
 
@@ -118,7 +119,7 @@ REFUSED = {
         "IngestionRejected: attachment 'report.txt' extracted to 1001 characters",
     ),
     "answer over the size cap": (
-        lambda _, job: genuine(job, text="x" * 200_000),
+        lambda _, job: genuine(job, text="x" * answer_size_cap(LIMITS)),
         "exceeds the size any legitimate answer has",
     ),
     "unknown field": (
