@@ -98,9 +98,16 @@ def _nothing_left(redis: Redis) -> None:
     try:
         wait_until(lambda: redis.hlen(UNACKED_KEY) == 0, 60, "every job acknowledged")
     except AssertionError:
-        held = [json.loads(raw)[0]["headers"] for raw in redis.hvals(UNACKED_KEY)]
-        ids = [(h["task"], h["id"]) for h in held]
-        raise AssertionError(f"left unacknowledged: {ids}") from None
+        # What kombu's restore would need to see it: its index entry (the delivery time it is
+        # restored after) and whether the restore lock is held; and where else the job is.
+        held = []
+        for tag, raw in redis.hgetall(UNACKED_KEY).items():
+            headers = json.loads(raw)[0]["headers"]
+            since = redis.zscore(f"{UNACKED_KEY}_index", tag)
+            queued = {queue: redis.llen(queue) for queue in QUEUES}
+            held.append((headers["task"], headers["id"], tag, since, time.time(), queued))
+        lock = redis.get(f"{UNACKED_KEY}_mutex")
+        raise AssertionError(f"left unacknowledged: {held}; restore lock {lock!r}") from None
 
 
 def test_redis_kill_9_and_aof_restart_under_load_loses_nothing(
