@@ -163,7 +163,9 @@ class _Level:
                 files.append(_refused(name, len(file.data), refusal))
             else:
                 read = list(self._read(name, file.media_type, file.data, max_pages))
-                self.tree.chars -= sum(len(section.text) for section in read)
+                if read[0].kind not in CONTAINER_KINDS:
+                    # A container inside charged the shared budget with its texts itself.
+                    self.tree.chars -= len(read[0].text)
                 files += read
         if unlisted:
             refusal = IngestionRejected(

@@ -424,3 +424,16 @@ def test_an_empty_archive_and_a_nested_message_refused_are_each_listed_once(
         ("b.zip/m.eml", "ExtractionFailed"),
     ]
     assert selection.dropped[0][1] == "IngestionRejected: the archive holds no file to read"
+
+
+def test_a_nested_archives_text_is_charged_to_the_selection_once(runner: SandboxRunner) -> None:
+    """600 characters read inside a nested ZIP leave 400 of a 1,000-character budget for the
+    file after it, not less: the nested level charges the shared budget, its parent does not
+    charge it again."""
+    inner = _zip({"a.txt": b"a" * 600})
+    bundle = _zip({"inner.zip": inner, "after.txt": b"read me"})
+    limits = ExtractionLimits(max_nesting_depth=2, max_total_chars=1_000)
+    selection = _select(
+        runner, [AttachmentRef("b.zip", "archive", "application/zip", bundle)], limits
+    )
+    assert _labels(selection) == ["b.zip/inner.zip/a.txt", "b.zip/after.txt"]
