@@ -274,12 +274,7 @@ def admit_text(
     text = normalise_extracted(untrusted_text)
     # A container's files are held to the ceiling one by one where the text is split; its own
     # text is held here.
-    own = text
-    if ref.kind in CONTAINER_KINDS:
-        try:
-            own = sections.read(text).own
-        except sections.MalformedSections as exc:
-            raise ExtractionFailed(f"the text of attachment {label!r} is malformed: {exc}") from exc
+    own = _sections(label, text).own if ref.kind in CONTAINER_KINDS else text
     over_text_ceiling(label, own, limits)
     return ExtractedAttachment(
         label=label,
@@ -311,12 +306,9 @@ def enclosed_outcomes(
         yield extracted.label, extracted
         return
     try:
-        read = sections.read(extracted.text)
-    except sections.MalformedSections as exc:
-        yield (
-            extracted.label,
-            ExtractionFailed(f"the text of attachment {extracted.label!r} is malformed: {exc}"),
-        )
+        read = _sections(extracted.label, extracted.text)
+    except ExtractionFailed as exc:
+        yield extracted.label, exc
         return
     files = read.files
     if extracted.kind == "archive" and not files:
@@ -351,10 +343,19 @@ def enclosed_outcomes(
 _EMPTY_ARCHIVE = "the archive holds no file to read"
 
 
+def _sections(label: str, text: str) -> sections.Sections:
+    """A container's text split into its own and its files', or the attachment's failure:
+    a stored answer can hold markers nobody on the trusted side wrote."""
+    try:
+        return sections.read(text)
+    except sections.MalformedSections as exc:
+        raise ExtractionFailed(f"the text of attachment {label!r} is malformed: {exc}") from exc
+
+
 def _speaks_for(path: tuple[str, ...], following: Sequence[sections.Section]) -> bool:
-    """Whether a section after a container's own one belongs to it (its files, or the
-    refusal of its own text)."""
-    return any(file.path[: len(path)] == path for file in following[:1])
+    """Whether the section after a container's own one belongs to it (its first file, or the
+    refusal of its own text): a container's sections are written right after it."""
+    return bool(following) and following[0].path[: len(path)] == path
 
 
 class _UniqueLabels:

@@ -107,10 +107,10 @@ _TEXT_MARKS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 
 # The kind a media type names, for a file whose name says nothing (an e-mail's "attachment"
 # declared application/pdf): the first suffix declaring that type decides.
-_BY_MEDIA_TYPE: dict[str, tuple[str, str]] = {}
-for _declared in _BY_SUFFIX.values():
-    _BY_MEDIA_TYPE.setdefault(_declared[1], _declared)
-_BY_MEDIA_TYPE["application/x-zip-compressed"] = _BY_SUFFIX[".zip"]
+_BY_MEDIA_TYPE: dict[str, tuple[str, str]] = {
+    **{declared[1]: declared for declared in reversed(_BY_SUFFIX.values())},
+    "application/x-zip-compressed": _BY_SUFFIX[".zip"],
+}
 
 
 def guess_enclosed_kind(filename: str, media_type: str, head: bytes) -> tuple[str, str]:
