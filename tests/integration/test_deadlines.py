@@ -30,6 +30,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PIL import Image
@@ -126,20 +127,22 @@ class _Watcher:
 
     workers: frozenset[int]
     groups: dict[tuple[int, int], _Group] = field(default_factory=dict)
-    _zygotes: dict[int, bool] = field(default_factory=dict)
+    #: Whether a process (pid, start time) runs ``sandbox.zygote``: keyed by its start time
+    #: too, since this machine's pid space (32,768) wraps within a loaded suite's minutes.
+    _zygotes: dict[tuple[int, int], bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def _is_zygote(self, pid: int, worker: int) -> bool:
+    def _is_zygote(self, pid: int, started: int, worker: int) -> bool:
         """A fork server of one of the workers' pool processes (``worker``: the pool process's
-        parent)."""
-        if pid not in self._zygotes:
+        parent, looked at on every read: only the command line is remembered)."""
+        if (pid, started) not in self._zygotes:
             try:
-                own = b"sandbox.zygote" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 return False
-            self._zygotes[pid] = own and worker in self.workers
-        return self._zygotes[pid]
+            self._zygotes[pid, started] = b"sandbox.zygote" in command
+        return self._zygotes[pid, started] and worker in self.workers
 
     def _read(self) -> None:
         processes: dict[int, tuple[int, int, int, float]] = {}
@@ -162,7 +165,9 @@ class _Watcher:
         leaders = {
             pid: started
             for pid, (parent, group, started, _) in processes.items()
-            if group == pid and self._is_zygote(parent, above(pid, 3))
+            if group == pid
+            and parent in processes
+            and self._is_zygote(parent, processes[parent][2], above(pid, 3))
         }
         usage: dict[int, float] = dict.fromkeys(leaders, 0.0)
         for _, group, _, cpu in processes.values():
@@ -215,19 +220,36 @@ class _Run:
     #: The cut run's: how long after the caller's deadline each child killed at it was
     #: logged dead.
     killed_after: tuple[float, ...] = ()
+    #: What the workers logged of the call's deliveries (which worker, stage, outcome, time),
+    #: to tell a failed bound's cause: the CPU a watcher missed from the CPU a path saved.
+    deliveries: tuple[str, ...] = ()
+
+
+def _logged(workers: list[WorkerProcess], label: str) -> list[tuple[int, dict[str, Any]]]:
+    """The workers' log entries of ``label``'s deliveries, with the logging worker's pid."""
+    entries = []
+    for worker in workers:
+        for line in worker.log().splitlines():
+            if line.startswith("{") and f'"label": "{label}"' in line:
+                entries.append((worker.process.pid, json.loads(line)))
+    return entries
+
+
+def _deliveries(workers: list[WorkerProcess], label: str) -> tuple[str, ...]:
+    return tuple(
+        f"worker {pid}: {entry.get('stage')} {entry.get('outcome')} "
+        f"{entry.get('reason_class') or ''} {entry.get('duration_seconds')} s"
+        for pid, entry in _logged(workers, label)
+    )
 
 
 def _kills(workers: list[WorkerProcess], label: str) -> list[float]:
     """When the workers logged each child of ``label`` killed at the caller's deadline."""
-    times = []
-    for worker in workers:
-        for line in worker.log().splitlines():
-            if not line.startswith("{") or f'"label": "{label}"' not in line:
-                continue
-            entry = json.loads(line)
-            if "WallClockExceeded" in entry.get("reason_class", ""):
-                times.append(datetime.fromisoformat(entry["time"]).timestamp())
-    return times
+    return [
+        datetime.fromisoformat(entry["time"]).timestamp()
+        for _, entry in _logged(workers, label)
+        if "WallClockExceeded" in (entry.get("reason_class") or "")
+    ]
 
 
 def _run(
@@ -251,7 +273,7 @@ def _run(
     wait_until(lambda: all(group.gone for group in ours), 60, f"the children of {label} to end")
     cpu_seconds = sum(group.cpu for group in watcher.ours(before))
     if not selection.dropped:
-        return _Run(seconds, cpu_seconds)
+        return _Run(seconds, cpu_seconds, deliveries=_deliveries(workers, label))
     [(_, reason)] = selection.dropped
     assert "DeadlineExceeded" in reason, reason
     kills: list[float] = []
@@ -261,7 +283,8 @@ def _run(
         return bool(kills)
 
     wait_until(logged, 30, f"a child of {label} killed at the caller's deadline")
-    return _Run(seconds, cpu_seconds, tuple(t - (called_at + deadline) for t in sorted(kills)))
+    late = tuple(t - (called_at + deadline) for t in sorted(kills))
+    return _Run(seconds, cpu_seconds, late, _deliveries(workers, label))
 
 
 def test_the_child_of_a_job_whose_caller_gave_up_is_killed_at_the_deadline_on_every_path(

@@ -92,7 +92,7 @@ def _in_flight(redis: Redis) -> Callable[[], bool]:
     return lambda: redis.hlen(UNACKED_KEY) >= 3 and any(redis.scan_iter(match=_FANOUT_KEYS))
 
 
-def _nothing_left(redis: Redis) -> None:
+def _nothing_left(redis: Redis, workers: list[WorkerProcess]) -> None:
     """Once all work is done, no fan-out state and no job held unacknowledged remain."""
     wait_until(lambda: not any(redis.scan_iter(match=_FANOUT_KEYS)), 60, "no fan-out key left")
     try:
@@ -107,7 +107,18 @@ def _nothing_left(redis: Redis) -> None:
             queued = {queue: redis.llen(queue) for queue in QUEUES}
             held.append((headers["task"], headers["id"], tag, since, time.time(), queued))
         lock = redis.get(f"{UNACKED_KEY}_mutex")
-        raise AssertionError(f"left unacknowledged: {held}; restore lock {lock!r}") from None
+        # And what each worker said of the held jobs and of restoring (the worker that took
+        # one, whether it ran and acknowledged it, whether a restore saw it).
+        said = [
+            f"worker {worker.process.pid}: {line[:400]}"
+            for worker in workers
+            for line in worker.log().splitlines()
+            if "estor" in line or any(job_id in line for _, job_id, *_ in held)
+        ]
+        raise AssertionError(
+            f"left unacknowledged: {held}; restore lock {lock!r}; the workers' lines:\n"
+            + "\n".join(said[-60:])
+        ) from None
 
 
 def test_redis_kill_9_and_aof_restart_under_load_loses_nothing(
@@ -140,7 +151,7 @@ def test_redis_kill_9_and_aof_restart_under_load_loses_nothing(
     twice = duplicated(own_workers.marker_dir, [call.ref.label[:-4] for call in texts.calls])
     assert all(count <= 3 for count in twice.values()), twice
     _serving_all(workers, own_workers, own_redis.url())
-    _nothing_left(redis)
+    _nothing_left(redis, workers)
     print(f"texts: {text_tally.summary()}; scans: {scan_tally.summary()}; ran twice: {twice}")
     redis.close()
 
@@ -223,5 +234,5 @@ def test_redis_at_maxmemory_mid_fan_out_under_load_answers_or_fails_typed_and_we
     assert not late, summary
     assert text_tally.full > 0, f"no call was told Redis was full: {summary}"
     _serving_all(workers, own_workers, own_redis.url())
-    _nothing_left(redis)
+    _nothing_left(redis, workers)
     redis.close()
