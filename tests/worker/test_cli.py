@@ -44,11 +44,16 @@ def test_a_path_that_cannot_be_read_costs_only_its_own_file(
 ) -> None:
     missing, directory = tmp_path / "missing.pdf", tmp_path / "folder.txt"
     directory.mkdir()
-    assert main(["extract", str(missing), str(note), str(directory)]) == EXIT_USAGE
+    assert main(["extract", "--json", str(missing), str(note), str(directory)]) == EXIT_OMITTED
     out, err = capsys.readouterr()
-    assert out.startswith("ATTACHMENT [note.txt]\nhello\n")
-    assert f"airlock: cannot read {missing}: No such file or directory\n" in err
-    assert f"airlock: cannot read {directory}: Is a directory\n" in err
+    selection = json.loads(out)
+    assert selection["text"].startswith("ATTACHMENT [note.txt]\nhello\n")
+    # Omitted like any refused file: in the selection's dropped, with its reason, in order.
+    assert selection["dropped"] == [
+        ["missing.pdf", f"IngestionRejected: cannot read {missing}: No such file or directory"],
+        ["folder.txt", f"IngestionRejected: cannot read {directory}: Is a directory"],
+    ]
+    assert f"airlock: omitted missing.pdf: IngestionRejected: cannot read {missing}: " in err
     assert "Errno" not in err
 
 
@@ -96,7 +101,6 @@ def test_an_unreachable_broker_exits_3(
     "arguments",
     [
         [],
-        ["extract", "missing-file.txt"],
         ["extract", "--max-pages", "0", "NOTE"],
         ["extract", "--broker", UNREACHABLE, "--deadline", "0", "NOTE"],
     ],

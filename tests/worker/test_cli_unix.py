@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import run_on_a_terminal
+from tests.pdf_builders import pdf_with_text_lines
+from tests.scanned_pdfs import scanned_pdf
 
 AIRLOCK = Path(sys.executable).parent / "airlock"
 
@@ -83,6 +85,43 @@ def test_progress_is_shown_to_a_terminal(files: tuple[Path, Path]) -> None:
     assert b"extracting" not in stdout
 
 
+def test_standard_input_is_read_when_named_dash() -> None:
+    """``-`` reads standard input, its kind told by its bytes (a PDF here), labelled stdin."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    done = subprocess.run(
+        [str(AIRLOCK), "extract", "--json", "-"],
+        input=pdf_with_text_lines(["read from a pipe"]),
+        capture_output=True,
+        timeout=120,
+        env=clean,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    selection = json.loads(done.stdout)
+    assert selection["text"].startswith("ATTACHMENT [stdin]\n")
+    assert "read from a pipe" in selection["text"]
+    assert selection["dropped"] == []
+
+
+@pytest.mark.slow
+def test_the_pages_of_one_long_document_are_shown_to_a_terminal(
+    tmp_path: Path, corpus_dir: Path
+) -> None:
+    """One scanned document shows its pages as they are read, not minutes of silence."""
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(scanned_pdf(corpus_dir, 3))
+    status, stdout, shown = run_on_a_terminal(
+        [str(AIRLOCK), "extract", str(scan)],
+        {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")},
+        timeout=300,
+    )
+    assert status == 0, shown
+    assert b"extracting 0/1, page 1/3" in shown
+    assert b"page 3/3" in shown
+    assert shown.rstrip().endswith(b"extracting 1/1")
+    assert b"extracting" not in stdout
+
+
 @pytest.mark.slow
 def test_unreadable_text_is_omitted_with_its_reason_or_admitted_flagged(tmp_path: Path) -> None:
     broken = tmp_path / "broken.txt"
@@ -103,7 +142,6 @@ def test_unreadable_text_is_omitted_with_its_reason_or_admitted_flagged(tmp_path
 @pytest.mark.parametrize(
     ("args", "env"),
     [
-        (["extract", "missing.txt"], {}),
         (["extract", "--ocr-language", "eng,--psm", "README.md"], {}),
         # The queue's workers parse with their own settings: the flag would do nothing there.
         (["extract", "--admit-unreadable", "--broker", "redis://127.0.0.1:1/0", "README.md"], {}),
