@@ -96,7 +96,10 @@ ENV PATH=/opt/airlock/bin:$PATH \
     # Where one of these layers is missing, refuse to run parsers instead of running them less
     # confined (compose and Kubernetes set the same list).
     AIRLOCK_SANDBOX_REQUIRE=rlimits,no_new_privs,seccomp,landlock \
-    AIRLOCK_METRICS_PORT=9808
+    AIRLOCK_METRICS_PORT=9808 \
+    # Prometheus scrapes from another container or pod; outside the image the default is
+    # loopback.
+    AIRLOCK_METRICS_HOST=0.0.0.0
 
 # Not /tmp: `python -c` and `celery -A` put the working directory on sys.path, and the probes
 # must never import a module a parser could have written there.

@@ -6,6 +6,7 @@ defines its own counters on top. Metric names: docs/operations.md (Metrics).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -24,6 +25,11 @@ from bridge.redis_client import redis_client
 _log = logging.getLogger(__name__)
 
 METRICS_PORT_VARIABLE = "AIRLOCK_METRICS_PORT"
+METRICS_HOST_VARIABLE = "AIRLOCK_METRICS_HOST"
+#: Loopback unless told otherwise: a metrics page names queues and rejection counts, and a
+#: host's other interfaces are not the operator's to open by default (the image, whose
+#: scraper is in another container, sets 0.0.0.0).
+DEFAULT_METRICS_HOST = "127.0.0.1"
 #: What a label value becomes when it is not one of the values the label is declared with.
 OTHER = "other"
 #: A scrape must answer even when Redis does not: every Redis call of a scrape gets this long.
@@ -42,6 +48,21 @@ def metrics_port(env: Mapping[str, str], default: int) -> int:
     if not raw.isdigit() or int(raw) > _MAX_PORT:
         raise ValueError(f"{METRICS_PORT_VARIABLE}={raw!r} must be a port number, or 0 to disable")
     return int(raw)
+
+
+def metrics_host(env: Mapping[str, str]) -> str:
+    """``AIRLOCK_METRICS_HOST`` (an IP address to listen on), or loopback when unset.
+
+    Raises :class:`ValueError` naming the variable for anything that is not an address.
+    """
+    raw = env.get(METRICS_HOST_VARIABLE, "").strip() or DEFAULT_METRICS_HOST
+    try:
+        return str(ipaddress.ip_address(raw))
+    except ValueError:
+        raise ValueError(
+            f"{METRICS_HOST_VARIABLE}={raw!r} must be an IP address to listen on "
+            "(127.0.0.1, 0.0.0.0, ::)"
+        ) from None
 
 
 def bounded(value: str, known: Iterable[str]) -> str:
@@ -125,7 +146,7 @@ def start_endpoint(
     port: int,
     *collectors: Collector,
     multiprocess_dir: str | None = None,
-    addr: str = "0.0.0.0",  # noqa: S104 - Prometheus scrapes from another container or pod
+    addr: str = DEFAULT_METRICS_HOST,
 ) -> MetricsEndpoint:
     """Serve this process's metrics, plus ``collectors``, on ``port`` from a daemon thread.
 
@@ -145,17 +166,30 @@ def start_endpoint(
 
 
 def serve_metrics(
-    port: int, *collectors: Collector, multiprocess_dir: str | None = None
+    port: int,
+    *collectors: Collector,
+    multiprocess_dir: str | None = None,
+    addr: str = DEFAULT_METRICS_HOST,
 ) -> MetricsEndpoint | None:
     """:func:`start_endpoint`, or None with the failure logged when ``port`` cannot be bound.
 
     Extraction is the service: a taken port (a worker and the bridge on one host both
-    defaulted to 9808, and the bridge exited) costs the metrics, not the process.
+    defaulted to 9808, and the bridge exited) costs the metrics, not the process. The log
+    line names the address and the variables that move it, since the operator who reads it
+    has to pick another port.
     """
     try:
-        endpoint = start_endpoint(port, *collectors, multiprocess_dir=multiprocess_dir)
+        endpoint = start_endpoint(port, *collectors, multiprocess_dir=multiprocess_dir, addr=addr)
     except OSError as exc:
-        _log.error("metrics endpoint not started on port %d: %s", port, exc)
+        _log.error(
+            "metrics endpoint not started on %s port %d: %s; set %s to a free port (0: no "
+            "endpoint) or %s to another address",
+            addr,
+            port,
+            exc.strerror or exc,
+            METRICS_PORT_VARIABLE,
+            METRICS_HOST_VARIABLE,
+        )
         return None
-    _log.info("metrics served on port %d", endpoint.port)
+    _log.info("metrics served on %s port %d", addr, endpoint.port)
     return endpoint

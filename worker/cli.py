@@ -420,8 +420,12 @@ def _bridge(settings: Settings) -> int:
         max_queued=settings.max_queued,
     )
     endpoint = (
-        serve_metrics(settings.metrics_port, QueueDepthCollector(settings.broker_url))
-        if settings.metrics_port
+        serve_metrics(
+            settings.bridge_metrics_port,
+            QueueDepthCollector(settings.broker_url),
+            addr=settings.metrics_host,
+        )
+        if settings.bridge_metrics_port
         else None
     )
     try:

@@ -17,7 +17,13 @@ from bridge.knowledge.attachments import DEFAULT_LIMITS, ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS
 from bridge.knowledge.errors import BridgeContractError
 from bridge.logs import LOG_FORMAT_VARIABLE, LogFormat, requested_log_format
-from bridge.metrics import METRICS_PORT_VARIABLE, metrics_port
+from bridge.metrics import (
+    DEFAULT_METRICS_HOST,
+    METRICS_HOST_VARIABLE,
+    METRICS_PORT_VARIABLE,
+    metrics_host,
+    metrics_port,
+)
 from bridge.queue.admission import DEFAULT_MAX_QUEUED
 from bridge.queue.jobs import QUEUES
 from bridge.redis_client import names_redis
@@ -29,8 +35,11 @@ from sandbox.pages import DEFAULT_FAN_OUT_PAGES
 from sandbox.runner import mechanism_names
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
-#: The deployments give the bridge service 9809, so it and a worker can share a host.
+#: The worker's and the bridge's metrics ports when AIRLOCK_METRICS_PORT is unset: apart, so
+#: the README's worker and bridge can run on one host (both once took 9808, and the second
+#: started had none).
 DEFAULT_METRICS_PORT = 9808
+DEFAULT_BRIDGE_METRICS_PORT = 9809
 #: In TMPDIR: the one writable place of a worker container (a tmpfs or emptyDir).
 _DEFAULT_HEARTBEAT_FILE = Path(tempfile.gettempdir()) / "airlock-worker.heartbeat"
 # One pool process per core: OCR runs tesseract single-threaded (OMP_THREAD_LIMIT=1), so more
@@ -115,6 +124,10 @@ def _secret(name: str, raw: str) -> bytes:
 # Parsers the bridge service shares (it reads the same variables without Settings).
 def _port(name: str, raw: str) -> int:
     return metrics_port({name: raw}, DEFAULT_METRICS_PORT)
+
+
+def _host(name: str, raw: str) -> str:
+    return metrics_host({name: raw})
 
 
 def _log_format(name: str, raw: str) -> LogFormat | None:
@@ -243,7 +256,8 @@ VARIABLES: tuple[Variable[Any], ...] = (
     Variable("result_cache", "AIRLOCK_RESULT_CACHE", _flag, "1"),
     Variable("result_cache_ttl", "AIRLOCK_RESULT_CACHE_TTL", _integer, "86400"),
     Variable("result_cache_key", "AIRLOCK_RESULT_CACHE_KEY", _secret, None),
-    Variable("metrics_port", METRICS_PORT_VARIABLE, _port, _as_text(DEFAULT_METRICS_PORT)),
+    Variable("metrics_port", METRICS_PORT_VARIABLE, _port, None),
+    Variable("metrics_host", METRICS_HOST_VARIABLE, _host, DEFAULT_METRICS_HOST),
     Variable("log_format", LOG_FORMAT_VARIABLE, _log_format, None),
     Variable("heartbeat_file", "AIRLOCK_HEARTBEAT_FILE", _path, lambda _: _DEFAULT_HEARTBEAT_FILE),
     Variable("heartbeat_seconds", "AIRLOCK_HEARTBEAT_SECONDS", _number, "10"),
@@ -394,7 +408,11 @@ class Settings:
     result_cache_ttl: int
     #: The workers' secret that MACs cache entries; no key, no cache.
     result_cache_key: bytes | None = field(repr=False)
-    metrics_port: int
+    #: AIRLOCK_METRICS_PORT, None when unset: each process then takes its own default
+    #: (:meth:`worker_metrics_port`, :meth:`bridge_metrics_port`).
+    metrics_port: int | None
+    #: The address both listen on.
+    metrics_host: str
     #: None when AIRLOCK_LOG_FORMAT is unset: ``airlock worker`` then logs JSON, Celery's own
     #: command line plain text.
     log_format: LogFormat | None
@@ -451,6 +469,16 @@ class Settings:
             admit_unreadable=self.admit_unreadable,
             fan_out_pages=self.fan_out_pages,
         )
+
+    @property
+    def worker_metrics_port(self) -> int:
+        """The worker's metrics port (0: none)."""
+        return DEFAULT_METRICS_PORT if self.metrics_port is None else self.metrics_port
+
+    @property
+    def bridge_metrics_port(self) -> int:
+        """The bridge service's metrics port (0: none)."""
+        return DEFAULT_BRIDGE_METRICS_PORT if self.metrics_port is None else self.metrics_port
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:

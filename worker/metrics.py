@@ -231,7 +231,10 @@ class _Endpoint:
             return
         self._queue_depth = QueueDepthCollector(self._settings.broker_url)
         self._endpoint = serve_metrics(
-            self._settings.metrics_port, self._queue_depth, multiprocess_dir=self._directory
+            self._settings.worker_metrics_port,
+            self._queue_depth,
+            multiprocess_dir=self._directory,
+            addr=self._settings.metrics_host,
         )
 
     def stop(self, sender: Any, **_: object) -> None:
@@ -254,7 +257,7 @@ def _forget_live_gauges(pid: int, **_: object) -> None:
 
 def install(app: Any, settings: Settings) -> None:
     """Serve ``app``'s worker metrics from its main process (unless the port is 0)."""
-    if not settings.metrics_port:
+    if not settings.worker_metrics_port:
         return
     endpoint = _Endpoint(app, settings)
     signals.worker_init.connect(endpoint.prepare, weak=False)

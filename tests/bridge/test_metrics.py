@@ -88,15 +88,20 @@ def test_the_metrics_port(raw: str, port: int) -> None:
 def test_a_taken_port_costs_the_metrics_not_the_process(caplog: pytest.LogCaptureFixture) -> None:
     """A worker and the bridge on one host both defaulted to 9808, and the bridge exited."""
     with socket.socket() as taken:
-        taken.bind(("0.0.0.0", 0))  # where the endpoint binds
+        taken.bind(("127.0.0.1", 0))  # where the endpoint binds by default
         taken.listen()
         port = taken.getsockname()[1]
         with caplog.at_level(logging.ERROR, logger="bridge.metrics"):
             assert serve_metrics(port) is None
-    assert f"metrics endpoint not started on port {port}" in caplog.text
+    # The operator is told where, why, and which variables move it.
+    assert (
+        f"metrics endpoint not started on 127.0.0.1 port {port}: Address already in use; set "
+        "AIRLOCK_METRICS_PORT to a free port (0: no endpoint) or AIRLOCK_METRICS_HOST"
+    ) in caplog.text
     endpoint = serve_metrics(port)  # free again
     assert endpoint is not None
     try:
         assert endpoint.port == port
+        assert endpoint.server.server_address[0] == "127.0.0.1"  # not every interface
     finally:
         endpoint.close()

@@ -198,12 +198,25 @@ def test_ocr_pages_are_counted_as_the_sandbox_finishes_them(redis: Redis, corpus
         {"AIRLOCK_METRICS_PORT": "65536"},
         {"AIRLOCK_METRICS_PORT": "-1"},
         {"AIRLOCK_METRICS_PORT": "http"},
+        {"AIRLOCK_METRICS_HOST": "everywhere"},
+        {"AIRLOCK_METRICS_HOST": "example.org"},
         {"AIRLOCK_LOG_FORMAT": "xml"},
     ],
 )
 def test_bad_settings_are_refused_at_start(env: dict[str, str]) -> None:
     with pytest.raises(ConfigurationError, match=next(iter(env))):
         Settings.from_env(env)
+
+
+def test_a_worker_and_the_bridge_on_one_host_serve_metrics_apart_on_loopback() -> None:
+    """The README runs both on one host: both defaulted to 9808 once, and the second had none.
+    One variable moves both; the address is loopback unless the operator opens it."""
+    unset = Settings.from_env({})
+    assert (unset.worker_metrics_port, unset.bridge_metrics_port) == (9808, 9809)
+    assert unset.metrics_host == "127.0.0.1"
+    given = Settings.from_env({"AIRLOCK_METRICS_PORT": "9100", "AIRLOCK_METRICS_HOST": "::"})
+    assert (given.worker_metrics_port, given.bridge_metrics_port) == (9100, 9100)
+    assert given.metrics_host == "::"
 
 
 # --- logs ------------------------------------------------------------------------------------
