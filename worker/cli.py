@@ -8,18 +8,16 @@ See README.md and docs/operations.md.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import signal
 import stat
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import TYPE_CHECKING, BinaryIO, TextIO
 
 from bridge import __version__
 from bridge.knowledge.attachments import (
@@ -27,31 +25,22 @@ from bridge.knowledge.attachments import (
     EXTRACTABLE_KINDS,
     AttachmentRef,
     ExtractionLimits,
-    Outcome,
-    TextExtractor,
-    assemble_selection,
     dropped_entry,
-    extraction_outcome,
     over_byte_ceiling,
 )
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
 from bridge.knowledge.contracts import IngestSelection
-from bridge.knowledge.enclosures import Unpacking
 from bridge.knowledge.errors import BridgeContractError, IngestionRejected
 from bridge.knowledge.kinds import guess_kind
-from bridge.knowledge.pages import selection_pages
-from bridge.logs import LogFormat, configure
-from bridge.metrics import QueueDepthCollector, serve_metrics
-from bridge.queue.celery_queue import CeleryQueue
-from bridge.queue.source import QueueUnavailable, gather
-from bridge.redis_client import redis_client, refuse_cluster
-from bridge.service.connections import held_connections
-from bridge.service.server import BridgeService
-from sandbox.doctor import DoctorReport, probe
-from sandbox.extractor import SandboxExtractor
-from worker import health
-from worker.application import run_worker
+from bridge.queue.source import QueueUnavailable
 from worker.config import ConfigurationError, Settings
+from worker.selections import extract_locally, extract_queued, selection_json
+
+if TYPE_CHECKING:
+    from sandbox.doctor import DoctorReport
+
+# Each command imports what only it needs (Celery, the sandbox's probes, the bridge service):
+# `airlock --version` once took 0.6 CPU-s importing all of them.
 
 # How much of a file the kind guess looks at: enough to see NUL bytes in a binary header.
 _SNIFF_BYTES = 8192
@@ -65,6 +54,8 @@ EXIT_BROKER = 3
 #: The bridge's blocking reads last a second at most: a connection silent for this long is
 #: broken, and the service retries on a new one.
 _BRIDGE_REDIS_TIMEOUT_SECONDS = 10.0
+#: How long ``airlock health --ready`` waits for the broker and the worker by default.
+_HEALTH_TIMEOUT_SECONDS = 5.0
 #: Long enough for the slowest legitimate job (a sandbox wall clock of OCR) plus queueing.
 _CLI_DEADLINE_SECONDS = 300.0
 
@@ -191,10 +182,10 @@ def _parser() -> argparse.ArgumentParser:
     health_command.add_argument(
         "--timeout",
         type=float,
-        default=health.DEFAULT_TIMEOUT_SECONDS,
+        default=_HEALTH_TIMEOUT_SECONDS,
         metavar="SECONDS",
         help=f"--ready: how long the broker and the worker may take "
-        f"(default {health.DEFAULT_TIMEOUT_SECONDS:g})",
+        f"(default {_HEALTH_TIMEOUT_SECONDS:g})",
     )
     return parser
 
@@ -297,31 +288,9 @@ class _Progress:
         self._stream.flush()
 
 
-def _outcomes(
-    refs: Sequence[AttachmentRef],
-    extractor: TextExtractor,
-    limits: ExtractionLimits,
-    concurrency: int,
-    progress: _Progress,
-) -> Iterator[tuple[AttachmentRef, Outcome]]:
-    one = functools.partial(extraction_outcome, extractor=extractor, limits=limits)
-    # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
-    # input order, so the selection is the one AttachmentSource.select would build. As many at
-    # once as a worker runs jobs (AIRLOCK_CONCURRENCY, one per core): each child is one busy
-    # core (tesseract single-threaded), so more would only wait inside their wall clocks.
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        for ref, outcome in zip(refs, pool.map(one, refs), strict=True):
-            progress.step()
-            yield ref, outcome
-
-
 def _print_selection(selection: IngestSelection, as_json: bool) -> None:
     if as_json:
-        # The page map rides beside the spec's fields: offsets into "text" of each page of
-        # each attachment block, for a caller that cites pages.
-        pages = [asdict(attachment) for attachment in selection_pages(selection.text)]
-        json.dump({**asdict(selection), "pages": pages}, sys.stdout, ensure_ascii=False, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(selection_json(selection))
     elif selection.text:
         sys.stdout.write(selection.text + "\n")
     for label, reason in selection.dropped:
@@ -353,51 +322,37 @@ def _extract(args: argparse.Namespace) -> int:
     refs = files.refs
     progress = _Progress(len(refs), sys.stderr)
     if settings.broker_configured:
-        selection = _extract_queued(refs, limits, settings, args, progress)
-    else:
-        # A large scan's pages are read by as many children as files would be.
-        extractor = Unpacking(
-            SandboxExtractor(
-                settings.sandbox,
-                settings.parse_limits_for(limits),
-                require=settings.sandbox_require,
-                uid_base=settings.sandbox_uid_base,
-                page_workers=settings.concurrency,
-                on_progress=progress.pages,
-            ),
+        selection = extract_queued(
+            refs,
             limits,
+            settings,
+            deadline=args.deadline,
+            use_cache=not args.no_cache,
+            on_file=progress.step,
         )
-        outcomes = _outcomes(refs, extractor, limits, settings.concurrency, progress)
-        selection = assemble_selection(outcomes, limits)
+    else:
+        selection = extract_locally(
+            refs,
+            limits,
+            settings,
+            concurrency=settings.concurrency,
+            on_file=progress.step,
+            on_pages=progress.pages,
+        )
     progress.finish()
     selection = replace(selection, dropped=(*files.refused, *selection.dropped))
     _print_selection(selection, args.json)
     return EXIT_OMITTED if selection.dropped else EXIT_OK
 
 
-def _extract_queued(
-    refs: Sequence[AttachmentRef],
-    limits: ExtractionLimits,
-    settings: Settings,
-    args: argparse.Namespace,
-    progress: _Progress,
-) -> IngestSelection:
-    client = CeleryQueue(
-        settings.broker_url,
-        settings.result_backend,
-        payload_ttl=settings.payload_ttl,
-        max_queued=settings.max_queued,
-        on_answer=progress.step,
-    )
-    try:
-        return gather(
-            refs, client, limits=limits, deadline=args.deadline, use_cache=not args.no_cache
-        )
-    finally:
-        client.close()
-
-
 def _bridge(settings: Settings) -> int:
+    from bridge.logs import LogFormat, configure  # noqa: PLC0415
+    from bridge.metrics import QueueDepthCollector, serve_metrics  # noqa: PLC0415
+    from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
+    from bridge.redis_client import redis_client, refuse_cluster  # noqa: PLC0415
+    from bridge.service.connections import held_connections  # noqa: PLC0415
+    from bridge.service.server import BridgeService  # noqa: PLC0415
+
     configure(settings.log_format or LogFormat.JSON)
     stop = threading.Event()
     # The handler only sets the event: the loop then stops reading and drains, so a stop
@@ -456,6 +411,8 @@ def _doctor_json(report: DoctorReport) -> dict[str, object]:
 
 
 def _doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from sandbox.doctor import probe  # noqa: PLC0415
+
     report = probe(settings.sandbox_require, settings.sandbox_uid_base)
     if args.json:
         json.dump(_doctor_json(report), sys.stdout, indent=2)
@@ -469,6 +426,8 @@ def _doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _health(args: argparse.Namespace) -> int:
+    from worker import health  # noqa: PLC0415
+
     settings = Settings.from_env()
     verdict = (
         health.live(settings) if args.live else health.ready(settings, args.worker, args.timeout)
@@ -489,6 +448,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "extract":
             return _extract(args)
         if args.command == "worker":
+            from worker.application import run_worker  # noqa: PLC0415
+
             return run_worker(Settings.from_env(), celery_args)
         if args.command == "bridge":
             return _bridge(Settings.from_env())

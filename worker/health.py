@@ -19,8 +19,6 @@ from sandbox.runner import SandboxRunner
 from worker import heartbeat
 from worker.config import Settings
 
-DEFAULT_TIMEOUT_SECONDS = 5.0
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -42,7 +40,7 @@ def live(settings: Settings) -> Verdict:
     return Verdict(True, f"worker {beat.node} beat {beat.age_seconds:.1f} s ago")
 
 
-def ready(settings: Settings, worker: bool, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> Verdict:
+def ready(settings: Settings, worker: bool, timeout: float) -> Verdict:
     """The broker answers within ``timeout``; with ``worker``, so does this container's node."""
     broker = celery_endpoint(settings.broker_url)
     app = Celery("airlock-health", broker=broker.url, set_as_current=False)

@@ -204,7 +204,11 @@ def _marker_pattern() -> str:
     return f"{prefix}(?={_within(guard)})(?:{heading}|{role}|{token}|{bos})"
 
 
-_MARKER = re.compile(_marker_pattern())
+@functools.cache
+def _marker() -> re.Pattern[str]:
+    # Built at first use, not at import: 80 ms that every importer of the bridge (the CLI's
+    # --version among them) paid before it did anything.
+    return re.compile(_marker_pattern())
 
 
 def reads_as_marker(line: str) -> bool:
@@ -212,7 +216,7 @@ def reads_as_marker(line: str) -> bool:
     (leading ``>`` are among what a reader skips, so the escape does not change the answer)."""
     if not line.isascii():  # an ASCII line is its own decomposition (isascii costs nothing)
         line = unicodedata.normalize("NFKD", line)
-    return _MARKER.match(_IGNORABLE.sub("", line)) is not None
+    return _marker().match(_IGNORABLE.sub("", line)) is not None
 
 
 def escape_markers(body: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.pdf_builders import pdf_of_pages
-from worker import cli
+from worker import application
 from worker.cli import EXIT_BROKER, EXIT_OK, EXIT_OMITTED, EXIT_USAGE, main
 from worker.config import Settings
 
@@ -177,7 +177,7 @@ def test_each_text_ceiling_names_the_value_that_admits_the_file(
 def test_worker_hands_every_argument_to_celery(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Settings, list[str]]] = []
     monkeypatch.setattr(
-        cli,
+        application,
         "run_worker",
         lambda settings, args: calls.append((settings, args)) or 0,  # type: ignore[func-returns-value]
     )

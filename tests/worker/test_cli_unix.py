@@ -182,3 +182,17 @@ def test_doctor_reports_a_missing_required_layer_and_exits_1() -> None:
         "required (AIRLOCK_SANDBOX_REQUIRE): seccomp, uid_drop; MISSING uid_drop" in report.stdout
     )
     assert report.stderr == "airlock: the sandbox does not hold as required on this host\n"
+
+
+def test_local_commands_import_neither_celery_nor_the_sandbox_probes() -> None:
+    """``--version`` and a local extraction once spent 0.6 CPU-s importing Celery, the doctor's
+    probes and the bridge service before any work; each command now imports what it uses."""
+    modules = subprocess.run(
+        [sys.executable, "-c", "import sys, worker.cli; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert not [name for name in modules if name.split(".")[0] == "celery"]
+    for heavy in ("sandbox.doctor", "worker.application", "bridge.service.server"):
+        assert heavy not in modules, heavy

@@ -1,0 +1,116 @@
+"""Files in, one selection out: the one path ``airlock extract`` and ``airlock serve`` share.
+
+Both the command line and the HTTP door answer with the same document for the same files
+(``--json`` and a 200's body are byte for byte alike), whether the files are read in this
+process's sandbox or through the queue: one function builds each, so they cannot drift.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+
+from bridge.knowledge.attachments import (
+    AttachmentRef,
+    ExtractionLimits,
+    Outcome,
+    TextExtractor,
+    assemble_selection,
+    extraction_outcome,
+)
+from bridge.knowledge.contracts import IngestSelection
+from bridge.knowledge.enclosures import Unpacking
+from bridge.knowledge.pages import selection_pages
+from sandbox.extractor import SandboxExtractor
+from sandbox.runner import ProgressCallback
+from worker.config import Settings
+
+#: Called once per file as its outcome is folded in.
+FileDone = Callable[[], None]
+
+
+def _outcomes(
+    refs: Sequence[AttachmentRef],
+    extractor: TextExtractor,
+    limits: ExtractionLimits,
+    concurrency: int,
+    on_file: FileDone | None,
+) -> Iterator[tuple[AttachmentRef, Outcome]]:
+    one = functools.partial(extraction_outcome, extractor=extractor, limits=limits)
+    # Files are extracted concurrently (the sandbox runs each in its own child) but folded in
+    # input order, so the selection is the one AttachmentSource.select would build.
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for ref, outcome in zip(refs, pool.map(one, refs), strict=True):
+            if on_file is not None:
+                on_file()
+            yield ref, outcome
+
+
+def extract_locally(
+    refs: Sequence[AttachmentRef],
+    limits: ExtractionLimits,
+    settings: Settings,
+    *,
+    concurrency: int,
+    on_file: FileDone | None = None,
+    on_pages: ProgressCallback | None = None,
+) -> IngestSelection:
+    """``refs`` read in this process's sandbox, ``concurrency`` children at once at most (files
+    at once, and a long scan's pages at once): each child is one busy core (tesseract runs
+    single-threaded), so more would only wait inside their wall clocks."""
+    extractor = Unpacking(
+        SandboxExtractor(
+            settings.sandbox,
+            settings.parse_limits_for(limits),
+            require=settings.sandbox_require,
+            uid_base=settings.sandbox_uid_base,
+            page_workers=concurrency,
+            on_progress=on_pages,
+        ),
+        limits,
+    )
+    return assemble_selection(_outcomes(refs, extractor, limits, concurrency, on_file), limits)
+
+
+def extract_queued(
+    refs: Sequence[AttachmentRef],
+    limits: ExtractionLimits,
+    settings: Settings,
+    *,
+    deadline: float,
+    use_cache: bool,
+    on_file: FileDone | None = None,
+) -> IngestSelection:
+    """``refs`` read by the workers behind ``settings.broker_url`` within ``deadline`` seconds.
+
+    Raises ``QueueUnavailable`` (``QueueFull`` among them) when the broker cannot take them.
+    """
+    # Imported here: Celery and redis cost half a second of start-up that a local extraction
+    # never needs.
+    from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
+    from bridge.queue.source import gather  # noqa: PLC0415
+
+    client = CeleryQueue(
+        settings.broker_url,
+        settings.result_backend,
+        payload_ttl=settings.payload_ttl,
+        max_queued=settings.max_queued,
+        on_answer=on_file,
+    )
+    try:
+        return gather(refs, client, limits=limits, deadline=deadline, use_cache=use_cache)
+    finally:
+        client.close()
+
+
+def selection_json(selection: IngestSelection) -> str:
+    """The selection as ``airlock extract --json`` prints it and ``airlock serve`` answers it.
+
+    The page map rides beside the spec's fields: offsets into ``text`` of each page of each
+    attachment block, for a caller that cites pages.
+    """
+    pages = [asdict(attachment) for attachment in selection_pages(selection.text)]
+    return json.dumps({**asdict(selection), "pages": pages}, ensure_ascii=False, indent=2) + "\n"
