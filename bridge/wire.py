@@ -107,11 +107,15 @@ def parse_json(untrusted_raw: bytes, *, schema_integers: bool = False) -> object
         raise WireError("is not a JSON document") from None
 
 
-def decode(untrusted: object, into: type[T]) -> T:
+def decode(untrusted: object, into: type[T], *, from_text: bool = False) -> T:
     """Plain values held to a msgspec type: exact keys, exact types (no bool for an int, no
-    string for a number), every bound; or :class:`WireError` naming the first field refused."""
+    string for a number), every bound; or :class:`WireError` naming the first field refused.
+
+    ``from_text``: the values are strings that stand for numbers (an HTTP query), read as
+    the type asks; nothing else is loosened.
+    """
     try:
-        return msgspec.convert(untrusted, into, strict=True)
+        return msgspec.convert(untrusted, into, strict=not from_text)
     except msgspec.ValidationError as exc:
         detail, at, where = str(exc).partition(" - at `$")
         raise WireError(detail, where.rstrip("`").lstrip(".") if at else "") from None

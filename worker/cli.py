@@ -34,7 +34,12 @@ from bridge.knowledge.errors import BridgeContractError, IngestionRejected
 from bridge.knowledge.kinds import guess_kind
 from bridge.queue.source import QueueUnavailable
 from worker.config import ConfigurationError, Settings
-from worker.selections import extract_locally, extract_queued, selection_json
+from worker.selections import (
+    QUEUED_DEADLINE_SECONDS,
+    extract_locally,
+    extract_queued,
+    selection_json,
+)
 
 if TYPE_CHECKING:
     from sandbox.doctor import DoctorReport
@@ -56,8 +61,6 @@ EXIT_BROKER = 3
 _BRIDGE_REDIS_TIMEOUT_SECONDS = 10.0
 #: How long ``airlock health --ready`` waits for the broker and the worker by default.
 _HEALTH_TIMEOUT_SECONDS = 5.0
-#: Long enough for the slowest legitimate job (a sandbox wall clock of OCR) plus queueing.
-_CLI_DEADLINE_SECONDS = 300.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -122,10 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     extract.add_argument(
         "--deadline",
         type=float,
-        default=_CLI_DEADLINE_SECONDS,
+        default=QUEUED_DEADLINE_SECONDS,
         metavar="SECONDS",
         help=f"queue mode: omit files not answered within this time "
-        f"(default {_CLI_DEADLINE_SECONDS:g})",
+        f"(default {QUEUED_DEADLINE_SECONDS:g})",
     )
     extract.add_argument(
         "--no-cache",
@@ -151,6 +154,21 @@ def _parser() -> argparse.ArgumentParser:
         "tenant's airlock:tenant:<tenant>:results and under "
         "airlock:tenant:<tenant>:selection:<request_id>. SIGTERM or SIGINT stops reading; the "
         "requests in flight are finished first. Exit 3 when Redis is unreachable at start.",
+    )
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve the HTTP door: POST /v1/extract, jobs, Open WebUI's /process, /tika",
+        description="Serve airlock over HTTP (docs/http.md): uploads in, selections out, the "
+        "same as `airlock extract --json`. Files run in this process's sandbox, or through the "
+        "queue when $AIRLOCK_BROKER_URL is set. Without $AIRLOCK_HTTP_KEYS_FILE it listens on "
+        "loopback only. Exit 2 on a configuration error.",
+    )
+    serve.add_argument(
+        "--host", help="address to listen on (default: $AIRLOCK_HTTP_HOST, else 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--port", type=int, help="port to listen on (default: $AIRLOCK_HTTP_PORT, else 8080)"
     )
 
     doctor = commands.add_parser(
@@ -394,6 +412,42 @@ def _bridge(settings: Settings) -> int:
     return EXIT_OK
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import ipaddress  # noqa: PLC0415
+
+    import uvicorn  # noqa: PLC0415
+
+    from worker.door.app import create_app  # noqa: PLC0415
+    from worker.door.keys import ApiKeys, KeysFileError  # noqa: PLC0415
+
+    settings = Settings.from_env()
+    host = args.host or settings.http.host
+    port = settings.http.port if args.port is None else args.port
+    try:
+        keys = None if settings.http.keys_file is None else ApiKeys.load(settings.http.keys_file)
+    except KeysFileError as exc:
+        raise ConfigurationError(f"AIRLOCK_HTTP_KEYS_FILE: {exc}") from None
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if keys is None and not loopback:
+        # An open door on the network would let anyone spend this host's CPU on their files.
+        raise ConfigurationError(
+            f"without API keys (AIRLOCK_HTTP_KEYS_FILE) airlock serve listens on loopback "
+            f"only, not on {host}"
+        )
+    where = (
+        f"through the queue at {settings.broker_url}"
+        if settings.broker_configured
+        else "in this process's sandbox"
+    )
+    access = f"{len(keys.digests)} API keys" if keys else "no API keys: loopback only"
+    sys.stderr.write(f"airlock serve: http://{host}:{port}/ extracting {where}; {access}\n")
+    uvicorn.run(create_app(settings, keys), host=host, port=port, log_level="warning")
+    return EXIT_OK
+
+
 def _doctor_json(report: DoctorReport) -> dict[str, object]:
     return {
         "active": sorted(report.mechanisms),
@@ -455,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _bridge(Settings.from_env())
         if args.command == "health":
             return _health(args)
+        if args.command == "serve":
+            return _serve(args)
         return _doctor(args, Settings.from_env())
     except QueueUnavailable as exc:
         sys.stderr.write(f"airlock: {exc}\n")

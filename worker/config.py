@@ -33,6 +33,7 @@ from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.pages import DEFAULT_FAN_OUT_PAGES
 from sandbox.runner import mechanism_names
+from worker.door.config import DoorConfig
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 #: The worker's and the bridge's metrics ports when AIRLOCK_METRICS_PORT is unset: apart, so
@@ -49,6 +50,7 @@ _CORES = os.cpu_count() or 1
 _SANDBOX = SandboxLimits()
 _PARSE = ParseLimits()
 _SERVICE = ServiceConfig(consumer="")
+_DOOR = DoorConfig()
 
 
 class ConfigurationError(ValueError):
@@ -312,6 +314,11 @@ VARIABLES: tuple[Variable[Any], ...] = (
     Variable("sandbox_require", "AIRLOCK_SANDBOX_REQUIRE", _mechanisms, ""),
     #: Each jailed child runs as this plus its pid (as root).
     Variable("sandbox_uid_base", "AIRLOCK_SANDBOX_UID_BASE", _count, _as_text(DEFAULT_UID_BASE)),
+    Variable("http.host", "AIRLOCK_HTTP_HOST", _text, _DOOR.host),
+    Variable("http.port", "AIRLOCK_HTTP_PORT", _integer, _as_text(_DOOR.port)),
+    Variable("http.keys_file", "AIRLOCK_HTTP_KEYS_FILE", _path, None),
+    Variable("http.result_ttl", "AIRLOCK_HTTP_RESULT_TTL", _integer, _as_text(_DOOR.result_ttl)),
+    Variable("http.max_jobs", "AIRLOCK_HTTP_MAX_JOBS", _integer, _as_text(_DOOR.max_jobs)),
 )
 
 
@@ -419,6 +426,8 @@ class Settings:
     heartbeat_file: Path
     heartbeat_seconds: float
     bridge_service: ServiceConfig
+    #: ``airlock serve``'s own settings.
+    http: DoorConfig
     sandbox_require: frozenset[str]
     sandbox_uid_base: int
 
@@ -491,4 +500,5 @@ class Settings:
             sandbox=SandboxLimits(**groups["sandbox"]),
             extraction_limits=limits,
             bridge_service=ServiceConfig(limits=limits, **groups["bridge_service"]),
+            http=DoorConfig(**groups["http"]),
         )

@@ -28,6 +28,10 @@ from sandbox.extractor import SandboxExtractor
 from sandbox.runner import ProgressCallback
 from worker.config import Settings
 
+#: How long a queued extraction may take by default: the slowest legitimate job (a sandbox
+#: wall clock of OCR) plus queueing.
+QUEUED_DEADLINE_SECONDS = 300.0
+
 #: Called once per file as its outcome is folded in.
 FileDone = Callable[[], None]
 

@@ -305,10 +305,10 @@ _RULES = {
 }
 
 
-def _limit_rule(name: str, ceilings: ExtractionLimits) -> str:
+def _limit_rule(name: str, ceilings: ExtractionLimits, where: str = "limits.") -> str:
     ceiling = getattr(ceilings, name)
     kind = "a number" if isinstance(ceiling, float) else "an integer"
-    return f"limits.{name} must be {kind} above 0 and at most {ceiling:g}"
+    return f"{where}{name} must be {kind} above 0 and at most {ceiling:g}"
 
 
 def _refusal(error: WireError, ceilings: ExtractionLimits) -> str:
@@ -334,7 +334,7 @@ def _attachment(attachment: Attachment, index: int) -> AttachmentRef | ClaimChec
     return AttachmentRef(attachment.label, attachment.kind, attachment.media_type, payload)
 
 
-def _limits(asked: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
+def _limits(asked: Any, ceilings: ExtractionLimits, where: str = "limits.") -> ExtractionLimits:
     """The request's limits, each at most the service's ceiling.
 
     A request may tighten a ceiling, never loosen it: the service's ceilings (the defaults, or
@@ -346,8 +346,22 @@ def _limits(asked: Any, ceilings: ExtractionLimits) -> ExtractionLimits:
     }
     for name, value in chosen.items():
         if value > getattr(ceilings, name):
-            raise InvalidRequest(_limit_rule(name, ceilings))
+            raise InvalidRequest(_limit_rule(name, ceilings, where))
     return replace(ceilings, **chosen)
+
+
+def query_limits(
+    untrusted_params: Mapping[str, str], ceilings: ExtractionLimits
+) -> ExtractionLimits:
+    """Limits an HTTP query asks for by name (``max_pages=5``), each at most the service's
+    ceiling as in a stream request; :class:`InvalidRequest` naming the rule otherwise."""
+    try:
+        asked = decode(dict(untrusted_params), _Limits, from_text=True)
+    except WireError as exc:
+        raise InvalidRequest(
+            _limit_rule(exc.field, ceilings, where="") if exc.field else _RULES["limits"]
+        ) from None
+    return _limits(asked, ceilings, where="")
 
 
 def _request_id(untrusted_doc: dict[str, object]) -> str:

@@ -1,0 +1,59 @@
+"""``airlock serve`` as a test starts it: a process on a free loopback port, ready on return."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.metrics_scrape import free_port
+
+AIRLOCK = Path(sys.executable).parent / "airlock"
+_START_SECONDS = 60
+
+
+class Door:
+    """One ``airlock serve`` process on a free loopback port."""
+
+    def __init__(self, env: dict[str, str], tmp_path: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+        self.log = tmp_path / f"serve-{self.port}.log"
+        with self.log.open("wb") as log:
+            self.process = subprocess.Popen(
+                [str(AIRLOCK), "serve", "--port", str(self.port)],
+                env={**clean, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + _START_SECONDS
+        while True:
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "airlock serve did not answer /healthz"
+            time.sleep(0.05)
+
+    def resident_bytes(self) -> int:
+        """The server's resident memory (VmRSS)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()

@@ -1,0 +1,329 @@
+"""``airlock serve`` started as a user starts it, asked by real HTTP clients (httpx and curl):
+the same selection as ``airlock extract --json`` byte for byte, the drop-ins' shapes, every
+refusal typed with its status, keys that keep tenants apart, and a 2 GB upload refused at the
+ceiling with the server's memory flat."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tests.door.serving import AIRLOCK, Door
+from tests.metrics_scrape import free_port
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def door(tmp_path: Path) -> Iterator[Door]:
+    serving = Door({}, tmp_path)
+    yield serving
+    serving.stop()
+
+
+def _cli_json(path: Path) -> bytes:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    done = subprocess.run(
+        [str(AIRLOCK), "extract", "--json", str(path)],
+        capture_output=True,
+        env=clean,
+        timeout=300,
+        check=False,
+    )
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "docling_multi_page.pdf",
+        "docling_docx_lists.docx",
+        "csv-spectrum_utf8.csv",
+        "docling_ocr_test-scanned.pdf",
+    ],
+)
+def test_a_raw_upload_answers_what_the_cli_prints_byte_for_byte(
+    door: Door, corpus_dir: Path, name: str
+) -> None:
+    path = corpus_dir / name
+    answered = httpx.post(
+        f"{door.url}/v1/extract?wait=300",
+        content=path.read_bytes(),
+        headers={"X-Filename": quote(name), "Content-Type": "application/octet-stream"},
+        timeout=310,
+    )
+    assert answered.status_code == 200, answered.text
+    assert answered.headers["content-type"] == "application/json"
+    assert answered.content == _cli_json(path)
+
+
+def test_a_form_of_several_files_answers_one_selection_in_their_order(
+    door: Door, corpus_dir: Path, tmp_path: Path
+) -> None:
+    note = tmp_path / "note.txt"
+    note.write_text("a short note\n")
+    docx = corpus_dir / "docling_docx_lists.docx"
+    files = [
+        ("file", ("note.txt", note.read_bytes(), "text/plain")),
+        ("file", ("docling_docx_lists.docx", docx.read_bytes(), "application/octet-stream")),
+    ]
+    answered = httpx.post(f"{door.url}/v1/extract", files=files, timeout=120)
+    assert answered.status_code == 200, answered.text
+    selection = answered.json()
+    assert selection["text"].startswith("ATTACHMENT [note.txt]\na short note\n")
+    assert "ATTACHMENT [docling_docx_lists.docx]" in selection["text"]
+    assert selection["revision"] == f"note.txt:13|docling_docx_lists.docx:{docx.stat().st_size}"
+
+
+def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path) -> None:
+    body = "Café crème\n".encode("latin-1")
+    # Open WebUI's ExternalDocumentLoader: PUT {url}/process, raw body, X-Filename URL-quoted.
+    processed = httpx.put(
+        f"{door.url}/process",
+        content=body,
+        headers={"Content-Type": "text/plain", "X-Filename": quote("menü.txt")},
+        timeout=60,
+    )
+    assert processed.status_code == 200, processed.text
+    answer = processed.json()
+    assert answer["page_content"] == "ATTACHMENT [menü.txt]\nCafé crème\n"
+    assert answer["metadata"]["source"] == "menü.txt"
+    assert answer["metadata"]["dropped"] == []
+    # A file left out is an error Open WebUI shows, never an empty document.
+    empty = httpx.put(f"{door.url}/process", content=b"", headers={"X-Filename": "e.txt"})
+    assert empty.status_code == 422
+    assert empty.json()["error"]["type"] == "Omitted"
+    assert "e.txt" in empty.json()["error"]["reason"]
+    # Tika's text endpoint, through curl as Tika's users call it.
+    note = tmp_path / "note.txt"
+    note.write_bytes(body)
+    command = [
+        "curl", "-sS", "-T", str(note), "-H", "Accept: text/plain",
+        "-H", "Content-Disposition: attachment; filename=note.txt", f"{door.url}/tika",
+    ]  # fmt: skip
+    tika = subprocess.run(
+        command,
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    assert tika.stdout.decode() == "ATTACHMENT [note.txt]\nCafé crème\n"
+
+
+def test_every_refusal_is_typed_with_its_status(door: Door) -> None:
+    def refused(response: httpx.Response, status: int, kind: str) -> str:
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert error["type"] == kind
+        return str(error["reason"])
+
+    extract = f"{door.url}/v1/extract"
+    unknown = httpx.post(extract, content=b"MZ\x90\x00\x03" + bytes(200))
+    assert "it reads archive, docx, email" in refused(unknown, 415, "UnsupportedFormat")
+    over = httpx.post(f"{extract}?max_pages=100000", content=b"text")
+    assert (
+        refused(over, 422, "InvalidRequest")
+        == "max_pages must be an integer above 0 and at most 20"
+    )
+    refused(httpx.post(f"{extract}?max_pages=two", content=b"text"), 422, "InvalidRequest")
+    refused(httpx.post(f"{extract}?wait=-1", content=b"text"), 422, "InvalidRequest")
+    refused(httpx.post(f"{extract}?kind=exe", content=b"text"), 422, "InvalidRequest")
+    refused(httpx.post(extract, files={"field": (None, "not a file")}), 422, "InvalidRequest")
+    refused(httpx.get(f"{door.url}/v1/jobs/no-such-job"), 404, "NotFound")
+    declared = httpx.post(f"{extract}?max_bytes=100", content=b"x" * 101)
+    assert "101 bytes, over the 100-byte ceiling" in refused(declared, 413, "PayloadTooLarge")
+
+
+def test_a_2_gb_upload_is_refused_at_the_ceiling_with_the_servers_memory_flat(
+    door: Door,
+) -> None:
+    """Chunked (no length to refuse it by): read up to the 1 MB ceiling, refused at the chunk
+    that passes it; the other 2 GB are never read, and the server holds no more than before."""
+    before = door.resident_bytes()
+    gigabytes = 2 << 30
+    feeder = subprocess.Popen(["head", "-c", str(gigabytes), "/dev/zero"], stdout=subprocess.PIPE)
+    sent = subprocess.run(
+        [
+            "curl", "-sS", "-X", "POST", "-o", "-", "-w", "\n%{http_code}", "-T", "-",
+            "-H", "X-Filename: huge.txt",
+            f"{door.url}/v1/extract?max_bytes=1000000",
+        ],
+        stdin=feeder.stdout,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    feeder.kill()
+    feeder.wait()
+    body, _, status = sent.stdout.decode().rpartition("\n")
+    assert status == "413", sent
+    assert "over the 1000000-byte ceiling (max_bytes); it was not read further" in body
+    assert door.resident_bytes() - before < 64 << 20
+    # The server took no harm: the next request is answered.
+    assert httpx.post(f"{door.url}/v1/extract", content=b"after").status_code == 200
+
+
+def test_a_job_not_done_within_wait_is_answered_202_and_read_at_its_url(
+    door: Door, corpus_dir: Path
+) -> None:
+    scan = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
+    accepted = httpx.post(
+        f"{door.url}/v1/extract?wait=0", content=scan, headers={"X-Filename": "scan.pdf"}
+    )
+    assert accepted.status_code == 202, accepted.text
+    url = accepted.headers["location"]
+    assert accepted.json()["url"] == url and accepted.json()["state"] in ("queued", "running")
+    deadline = time.monotonic() + 300
+    while (status := httpx.get(url).json())["state"] in ("queued", "running"):
+        assert time.monotonic() < deadline, status
+        time.sleep(0.1)
+    assert status["state"] == "done"
+    assert (status["pages_done"], status["pages_total"]) == (1, 1)
+    assert "Docling bundles PDF document conversion" in status["selection"]["text"]
+    # Deleting a finished job forgets its answer.
+    assert httpx.delete(url).json()["state"] == "done"
+    assert httpx.get(url).status_code == 404
+
+
+def test_a_queued_job_is_withdrawn_before_it_runs(tmp_path: Path, corpus_dir: Path) -> None:
+    """One job at a time: the second waits, and DELETE takes it out before it starts."""
+    serving = Door({"AIRLOCK_CONCURRENCY": "1"}, tmp_path)
+    try:
+        scan = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
+        first, second = (
+            httpx.post(
+                f"{serving.url}/v1/extract?wait=0", content=scan, headers={"X-Filename": name}
+            ).headers["location"]
+            for name in ("first.pdf", "second.pdf")
+        )
+        withdrawn = httpx.delete(second)
+        assert withdrawn.status_code == 200
+        assert withdrawn.json()["state"] == "withdrawn"
+        deadline = time.monotonic() + 300
+        while httpx.get(first).json()["state"] in ("queued", "running"):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        after = httpx.get(second).json()
+        assert after["state"] == "withdrawn" and "selection" not in after
+        assert after["files_done"] == 0  # never run
+    finally:
+        serving.stop()
+
+
+def test_keys_admit_their_holders_and_keep_each_tenants_jobs_its_own(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    acme, globex = "acme-secret-key", "globex-secret-key"
+    keys.write_text(
+        "# name  sha256 of the key\n"
+        f"acme {hashlib.sha256(acme.encode()).hexdigest()}\n"
+        f"globex {hashlib.sha256(globex.encode()).hexdigest()}  # a comment\n"
+    )
+    assert acme not in keys.read_text()  # only hashes are stored
+    serving = Door({"AIRLOCK_HTTP_KEYS_FILE": str(keys)}, tmp_path)
+    try:
+        extract = f"{serving.url}/v1/extract?wait=0"
+        anonymous = httpx.post(extract, content=b"hello")
+        assert anonymous.status_code == 401
+        assert anonymous.headers["www-authenticate"] == "Bearer"
+        wrong = httpx.post(extract, content=b"hello", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        for key in (acme, globex):
+            mine = httpx.post(extract, content=b"hello", headers={"Authorization": f"Bearer {key}"})
+            assert mine.status_code in (200, 202), mine.text
+        # Health and the API description need no key: probes and clients read them.
+        assert httpx.get(f"{serving.url}/healthz").status_code == 200
+        assert httpx.get(f"{serving.url}/openapi.json").status_code == 200
+    finally:
+        serving.stop()
+
+
+def test_a_job_url_is_another_tenants_404(tmp_path: Path, corpus_dir: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(
+        f"a {hashlib.sha256(b'key-a').hexdigest()}\nb {hashlib.sha256(b'key-b').hexdigest()}\n"
+    )
+    serving = Door({"AIRLOCK_HTTP_KEYS_FILE": str(keys)}, tmp_path)
+    try:
+        scan = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
+        accepted = httpx.post(
+            f"{serving.url}/v1/extract?wait=0",
+            content=scan,
+            headers={"Authorization": "Bearer key-a", "X-Filename": "a.pdf"},
+        )
+        assert accepted.status_code == 202
+        url = accepted.headers["location"]
+        assert httpx.get(url, headers={"Authorization": "Bearer key-b"}).status_code == 404
+        assert httpx.delete(url, headers={"Authorization": "Bearer key-b"}).status_code == 404
+        assert httpx.get(url, headers={"Authorization": "Bearer key-a"}).json()["id"]
+    finally:
+        serving.stop()
+
+
+def test_without_keys_it_will_not_listen_beyond_loopback(tmp_path: Path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
+    refused = subprocess.run(
+        [str(AIRLOCK), "serve", "--host", "0.0.0.0", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env=clean,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "without API keys (AIRLOCK_HTTP_KEYS_FILE) airlock serve listens on loopback" in (
+        refused.stderr
+    )
+    keys = tmp_path / "keys"
+    keys.write_text("acme not-a-hash\n")
+    bad = subprocess.run(
+        [str(AIRLOCK), "serve", "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        env={**clean, "AIRLOCK_HTTP_KEYS_FILE": str(keys)},
+        timeout=60,
+        check=False,
+    )
+    assert bad.returncode == 2 and "never as the key itself" in bad.stderr
+
+
+def test_metrics_and_the_openapi_document(door: Door) -> None:
+    httpx.post(f"{door.url}/v1/extract", content=b"counted")
+    metrics = httpx.get(f"{door.url}/metrics").text
+    assert 'airlock_http_requests_total{route="extract",status="200"} 1.0' in metrics
+    document = httpx.get(f"{door.url}/openapi.json").json()
+    assert document["openapi"].startswith("3.1")
+    operations = {
+        operation["operationId"]
+        for path in document["paths"].values()
+        for operation in path.values()
+    }
+    assert {"extract", "job", "withdraw", "process", "tika"} <= operations
+    schemas = document["components"]["schemas"]
+
+    def refs(node: object) -> Iterator[str]:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "$ref":
+                    yield str(value)
+                else:
+                    yield from refs(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from refs(item)
+
+    for ref in refs(document):
+        assert ref.rsplit("/", 1)[1] in schemas, ref
+    limit = next(
+        p
+        for p in document["paths"]["/v1/extract"]["post"]["parameters"]
+        if p["name"] == "max_pages"
+    )
+    assert limit["schema"]["maximum"] == 20  # this server's ceiling

@@ -1,0 +1,364 @@
+"""The door's routes: uploads in, selections out, every refusal a typed JSON body.
+
+Starlette, not FastAPI: the wire types are msgspec's (the stream service's own), and
+FastAPI's request models would be a second, pydantic copy of them. docs/http.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bridge.knowledge.attachments import EXTRACTABLE_KINDS, AttachmentRef, ExtractionLimits
+from bridge.knowledge.contracts import IngestSelection
+from bridge.knowledge.failures import NO_WORKERS, QUEUE_FULL
+from bridge.queue.source import QueueFull, QueueUnavailable
+from bridge.service.schema import InvalidRequest, query_limits
+from worker.config import Settings
+from worker.door import openapi
+from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS
+from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState
+from worker.door.keys import LOCAL_OWNER, ApiKeys
+from worker.door.metrics import DoorMetrics
+from worker.door.uploads import Refused, Upload, form_uploads, raw_upload, unsupported
+from worker.selections import (
+    QUEUED_DEADLINE_SECONDS,
+    extract_locally,
+    extract_queued,
+    selection_json,
+)
+
+_log = logging.getLogger(__name__)
+#: Seconds a client is told to wait before trying again when the service is saturated.
+_RETRY_AFTER_SECONDS = 5
+_JSON = "application/json"
+
+
+class _Unserved(Exception):
+    """Nothing was admitted and every file was refused for want of workers or queue room."""
+
+    def __init__(self, selection: IngestSelection) -> None:
+        super().__init__(selection.dropped[0][1])
+        self.full = all(f"failed: {QUEUE_FULL}:" in reason for _, reason in selection.dropped)
+
+
+def _unserved(selection: IngestSelection) -> bool:
+    return (
+        not selection.text
+        and bool(selection.dropped)
+        and all(
+            f"failed: {NO_WORKERS}:" in reason or f"failed: {QUEUE_FULL}:" in reason
+            for _, reason in selection.dropped
+        )
+    )
+
+
+def _runner(settings: Settings) -> Callable[..., str]:
+    def run(
+        refs: Sequence[AttachmentRef],
+        limits: ExtractionLimits,
+        file_done: Callable[[], None],
+        pages: Callable[[int, int], None],
+    ) -> str:
+        if settings.broker_configured:
+            selection = extract_queued(
+                refs,
+                limits,
+                settings,
+                deadline=QUEUED_DEADLINE_SECONDS,
+                use_cache=True,
+                on_file=file_done,
+            )
+            if _unserved(selection):
+                raise _Unserved(selection)
+        else:
+            # One child per job at a time: the pool runs AIRLOCK_CONCURRENCY jobs, so this
+            # host never runs more children than it has cores for.
+            selection = extract_locally(
+                refs, limits, settings, concurrency=1, on_file=file_done, on_pages=pages
+            )
+        return selection_json(selection)
+
+    return run
+
+
+def _classify(exc: Exception) -> HttpFailure:
+    if isinstance(exc, _Unserved):
+        kind = "QueueFull" if exc.full else "NoWorkers"
+        return HttpFailure(429 if exc.full else 503, kind, str(exc), _RETRY_AFTER_SECONDS)
+    if isinstance(exc, QueueFull):
+        return HttpFailure(429, "QueueFull", str(exc), _RETRY_AFTER_SECONDS)
+    if isinstance(exc, QueueUnavailable):
+        return HttpFailure(503, "QueueUnavailable", str(exc), _RETRY_AFTER_SECONDS)
+    _log.error("a job failed outside its files' outcomes: %s: %s", type(exc).__name__, exc)
+    return HttpFailure(500, "InternalError", f"{type(exc).__name__}: the job could not run")
+
+
+def error_response(failure: HttpFailure, headers: dict[str, str] | None = None) -> JSONResponse:
+    extra = dict(headers or {})
+    if failure.retry_after is not None:
+        extra["Retry-After"] = str(failure.retry_after)
+    body = {"error": {"type": failure.type, "reason": failure.reason}}
+    return JSONResponse(body, status_code=failure.status, headers=extra)
+
+
+def _invalid(reason: str) -> Refused:
+    return Refused(HttpFailure(422, "InvalidRequest", reason))
+
+
+class Door:
+    """The application's state: settings, keys, jobs and metrics; its routes are methods."""
+
+    def __init__(self, settings: Settings, keys: ApiKeys | None) -> None:
+        self.settings = settings
+        self.keys = keys
+        workers = settings.concurrency if not settings.broker_configured else 64
+        self.jobs = Jobs(
+            _runner(settings),
+            _classify,
+            workers=workers,
+            ttl=settings.http.result_ttl,
+            max_jobs=settings.http.max_jobs,
+        )
+        self.metrics = DoorMetrics()
+
+    # --- request helpers ----------------------------------------------------------------
+
+    def _owner(self, request: Request) -> str:
+        if self.keys is None:
+            return LOCAL_OWNER
+        owner = self.keys.owner(request.headers.get("authorization"))
+        if owner is None:
+            raise Refused(
+                HttpFailure(
+                    401, "Unauthorized", "a valid API key is required: Authorization: Bearer <key>"
+                )
+            )
+        return owner
+
+    def _limits(self, request: Request) -> ExtractionLimits:
+        ceilings = self.settings.extraction_limits
+        asked = {
+            name: value for name, value in request.query_params.items() if hasattr(ceilings, name)
+        }
+        try:
+            return query_limits(asked, ceilings)
+        except InvalidRequest as exc:
+            raise _invalid(exc.reason) from None
+
+    @staticmethod
+    def _kind(request: Request) -> str | None:
+        kind = request.query_params.get("kind")
+        if kind is not None and kind not in EXTRACTABLE_KINDS:
+            raise _invalid(f"kind must be one of {', '.join(sorted(EXTRACTABLE_KINDS))}")
+        return kind
+
+    @staticmethod
+    def _wait(request: Request, default: float) -> float:
+        raw = request.query_params.get("wait")
+        if raw is None:
+            return default
+        try:
+            wait = float(raw)
+        except ValueError:
+            wait = -1.0
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise _invalid(f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}")
+        return wait
+
+    async def _uploads(self, request: Request, limits: ExtractionLimits) -> list[Upload]:
+        content_type = request.headers.get("content-type", "")
+        if content_type.startswith("multipart/form-data"):
+            return await form_uploads(request, limits)
+        return [await raw_upload(request, limits)]
+
+    def _submit(
+        self, owner: str, uploads: list[Upload], kind: str | None, limits: ExtractionLimits
+    ) -> Job:
+        refusal = unsupported(uploads, kind)
+        if refusal is not None:
+            raise refusal
+        try:
+            return self.jobs.submit(owner, [upload.ref(kind) for upload in uploads], limits)
+        except JobsFull:
+            raise Refused(
+                HttpFailure(
+                    429,
+                    "TooManyJobs",
+                    f"this server holds {self.settings.http.max_jobs} jobs already "
+                    "(AIRLOCK_HTTP_MAX_JOBS); read or delete finished ones, or try again",
+                    _RETRY_AFTER_SECONDS,
+                )
+            ) from None
+
+    @staticmethod
+    async def _settled(job: Job, wait: float) -> bool:
+        """Whether ``job`` ended within ``wait`` seconds (it runs on either way)."""
+        assert job.future is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), wait)
+        except TimeoutError:
+            return False
+        except asyncio.CancelledError:
+            if job.state is JobState.WITHDRAWN:
+                return True
+            raise
+        return True
+
+    # --- routes -------------------------------------------------------------------------
+
+    async def extract(self, request: Request) -> Response:
+        owner = self._owner(request)
+        limits, kind = self._limits(request), self._kind(request)
+        wait = self._wait(request, DEFAULT_WAIT_SECONDS)
+        job = self._submit(owner, await self._uploads(request, limits), kind, limits)
+        if await self._settled(job, wait):
+            return self._answer(job)
+        url = str(request.url_for("job", job_id=job.id))
+        return JSONResponse(self._status(job, url), status_code=202, headers={"Location": url})
+
+    def _answer(self, job: Job) -> Response:
+        if job.failure is not None:
+            return error_response(job.failure)
+        if job.result is None:
+            return error_response(HttpFailure(409, "Withdrawn", "the job was withdrawn"))
+        return Response(job.result, media_type=_JSON)
+
+    def _status(self, job: Job, url: str) -> dict[str, Any]:
+        status: dict[str, Any] = {
+            "id": job.id,
+            "url": url,
+            "state": job.state.value,
+            "files": len(job.refs) if job.state in (JobState.QUEUED, JobState.RUNNING) else None,
+            "files_done": job.files_done,
+            "pages_done": job.pages_done,
+            "pages_total": job.pages_total,
+        }
+        if status["files"] is None:
+            del status["files"]
+        if job.result is not None:
+            status["selection"] = json.loads(job.result)
+        if job.failure is not None:
+            status["error"] = {"type": job.failure.type, "reason": job.failure.reason}
+        return status
+
+    async def job(self, request: Request) -> Response:
+        owner = self._owner(request)
+        job = self.jobs.find(owner, request.path_params["job_id"])
+        if job is None:
+            raise Refused(HttpFailure(404, "NotFound", "no such job for this key"))
+        return JSONResponse(self._status(job, str(request.url)))
+
+    async def withdraw(self, request: Request) -> Response:
+        owner = self._owner(request)
+        job = self.jobs.withdraw(owner, request.path_params["job_id"])
+        if job is None:
+            raise Refused(HttpFailure(404, "NotFound", "no such job for this key"))
+        return JSONResponse(self._status(job, str(request.url)))
+
+    async def _whole(self, request: Request) -> Job:
+        """One raw file, run to its end (the drop-ins' clients do not poll)."""
+        owner = self._owner(request)
+        limits, kind = self._limits(request), self._kind(request)
+        job = self._submit(owner, [await raw_upload(request, limits)], kind, limits)
+        await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
+        if job.failure is not None:
+            raise Refused(job.failure)
+        return job
+
+    async def process(self, request: Request) -> Response:
+        """Open WebUI's external document loader: ``{"page_content", "metadata"}``."""
+        job = await self._whole(request)
+        selection = json.loads(job.result or "{}")
+        if not selection.get("text") and selection.get("dropped"):
+            # Left out: an error the user sees in Open WebUI, never an empty document.
+            raise Refused(HttpFailure(422, "Omitted", selection["dropped"][0][1]))
+        metadata = {
+            "source": job.labels[0],
+            "revision": selection["revision"],
+            "dropped": selection["dropped"],
+            "pages": selection["pages"],
+        }
+        return JSONResponse({"page_content": selection["text"], "metadata": metadata})
+
+    async def tika(self, request: Request) -> Response:
+        """Tika's ``PUT /tika`` with ``Accept: text/plain``: the text alone."""
+        job = await self._whole(request)
+        selection = json.loads(job.result or "{}")
+        if not selection.get("text") and selection.get("dropped"):
+            reason = selection["dropped"][0][1]
+            return PlainTextResponse(reason + "\n", status_code=422)
+        return PlainTextResponse(selection["text"])
+
+    async def healthz(self, _: Request) -> Response:
+        return PlainTextResponse("ok\n")
+
+    async def readyz(self, _: Request) -> Response:
+        if self.jobs.in_flight() >= self.settings.http.max_jobs:
+            return PlainTextResponse("busy\n", status_code=503, headers={"Retry-After": "5"})
+        return PlainTextResponse("ready\n")
+
+    async def metrics_page(self, _: Request) -> Response:
+        body, content_type = self.metrics.exposition(self.jobs.in_flight())
+        return Response(body, media_type=content_type)
+
+    async def openapi_document(self, request: Request) -> Response:
+        return JSONResponse(openapi.document(self.settings.extraction_limits))
+
+
+def _guarded(
+    door: Door, endpoint: Callable[[Request], Awaitable[Response]], route: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """``endpoint`` with its refusals answered as typed JSON and counted by route."""
+
+    async def handle(request: Request) -> Response:
+        started = time.monotonic()
+        try:
+            response = await endpoint(request)
+        except Refused as refused:
+            extra = {"WWW-Authenticate": "Bearer"} if refused.failure.status == 401 else None
+            response = error_response(refused.failure, extra)
+        door.metrics.observe(route, response.status_code, time.monotonic() - started)
+        return response
+
+    return handle
+
+
+@contextlib.asynccontextmanager
+async def _closing(door: Door) -> AsyncIterator[None]:
+    yield
+    door.jobs.close()
+
+
+def create_app(settings: Settings, keys: ApiKeys | None) -> Starlette:
+    door = Door(settings, keys)
+    routes = [
+        ("/v1/extract", door.extract, ["POST"], "extract"),
+        ("/v1/jobs/{job_id}", door.job, ["GET"], "job"),
+        ("/v1/jobs/{job_id}", door.withdraw, ["DELETE"], "withdraw"),
+        ("/process", door.process, ["PUT"], "process"),
+        ("/tika", door.tika, ["PUT"], "tika"),
+        ("/healthz", door.healthz, ["GET"], "healthz"),
+        ("/readyz", door.readyz, ["GET"], "readyz"),
+        ("/metrics", door.metrics_page, ["GET"], "metrics"),
+        ("/openapi.json", door.openapi_document, ["GET"], "openapi"),
+    ]
+    app = Starlette(
+        routes=[
+            Route(path, _guarded(door, endpoint, name), methods=methods, name=name)
+            for path, endpoint, methods, name in routes
+        ],
+        lifespan=lambda _: _closing(door),
+    )
+    app.state.door = door
+    return app

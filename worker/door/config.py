@@ -1,0 +1,28 @@
+"""The HTTP door's settings, read with every other variable by ``worker.config``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Loopback unless keys are configured: an open door on every interface would let anyone on
+#: the network spend this host's CPU on their files.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+#: The longest a request may wait for its answer before it is answered 202 with its job's URL
+#: (gateways commonly cut a request at 60 s; docling-serve's users met exactly that).
+MAX_WAIT_SECONDS = 600.0
+DEFAULT_WAIT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class DoorConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    #: Bearer keys, hashed (docs/http.md, Keys); None: no keys, loopback only.
+    keys_file: Path | None = None
+    #: Seconds a finished job's answer stays readable at its URL.
+    result_ttl: int = 3600
+    #: Jobs held at once (queued, running or finished and unread); past it a request is
+    #: answered 429 instead of taking more memory.
+    max_jobs: int = 1000

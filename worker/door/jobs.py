@@ -1,0 +1,173 @@
+"""The door's jobs: each request's files run as one job, kept until its answer is read or old.
+
+A job is run by a bounded pool of threads (the extraction itself blocks: a sandbox child, or
+a wait on the queue), its progress and answer kept here for ``GET /v1/jobs/{id}``. A job is
+visible only to the key that submitted it: another key's lookup finds nothing, the same
+answer as for an id that never existed, so ids cannot be probed across tenants.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    WITHDRAWN = "withdrawn"
+
+
+@dataclass(frozen=True)
+class HttpFailure:
+    """Why a job has no selection: an HTTP status and a typed reason (never a traceback)."""
+
+    status: int
+    type: str
+    reason: str
+    retry_after: int | None = None
+
+
+@dataclass
+class Job:
+    """One request's files and what became of them; mutated only under :class:`Jobs`' lock."""
+
+    id: str
+    owner: str
+    refs: Sequence[AttachmentRef] = field(repr=False)
+    limits: ExtractionLimits
+    #: The files' labels, kept after their bytes are let go.
+    labels: tuple[str, ...] = ()
+    state: JobState = JobState.QUEUED
+    files_done: int = 0
+    pages_done: int = 0
+    pages_total: int = 0
+    #: The selection's JSON document, byte for byte ``airlock extract --json``'s.
+    result: str | None = field(default=None, repr=False)
+    failure: HttpFailure | None = None
+    ended_at: float | None = None
+    future: Future[None] | None = field(default=None, repr=False)
+
+
+#: What runs a job: the job's refs and limits in, the selection's JSON out; progress is
+#: reported through the two callbacks (a file done; pages done of total).
+Runner = Callable[
+    [Sequence[AttachmentRef], ExtractionLimits, Callable[[], None], Callable[[int, int], None]],
+    str,
+]
+#: Turns an exception a runner raised into the job's typed failure.
+Classifier = Callable[[Exception], HttpFailure]
+
+
+class JobsFull(Exception):
+    """The table holds ``max_jobs`` jobs that are neither read nor old."""
+
+
+class Jobs:
+    def __init__(
+        self, runner: Runner, classify: Classifier, workers: int, ttl: float, max_jobs: int
+    ) -> None:
+        self._runner = runner
+        self._classify = classify
+        self._ttl = ttl
+        self._max_jobs = max_jobs
+        self._lock = threading.Lock()
+        self._jobs: dict[str, Job] = {}
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="airlock-job")
+
+    def submit(self, owner: str, refs: Sequence[AttachmentRef], limits: ExtractionLimits) -> Job:
+        with self._lock:
+            self._forget_old()
+            if len(self._jobs) >= self._max_jobs:
+                raise JobsFull
+            # 128 random bits: an id is a capability only together with its owner's key, but
+            # it must not be guessable either.
+            job = Job(
+                secrets.token_urlsafe(16),
+                owner,
+                tuple(refs),
+                limits,
+                tuple(ref.label for ref in refs),
+            )
+            self._jobs[job.id] = job
+            job.future = self._pool.submit(self._run, job)
+        return job
+
+    def find(self, owner: str, job_id: str) -> Job | None:
+        with self._lock:
+            self._forget_old()
+            job = self._jobs.get(job_id)
+            return job if job is not None and job.owner == owner else None
+
+    def withdraw(self, owner: str, job_id: str) -> Job | None:
+        """Withdraw a queued job before it starts, discard a running one's answer, or forget
+        a finished one (its answer is not kept for anyone after its owner let it go)."""
+        with self._lock:
+            job = self._jobs.get(job_id)
+            if job is None or job.owner != owner:
+                return None
+            if job.state in (JobState.QUEUED, JobState.RUNNING):
+                if job.future is not None:
+                    job.future.cancel()
+                job.state = JobState.WITHDRAWN
+                job.ended_at = time.monotonic()
+                job.refs = ()  # the payloads' memory goes now, not when the job ends
+            elif job.state is not JobState.WITHDRAWN:
+                del self._jobs[job_id]
+            return job
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(
+                job.state in (JobState.QUEUED, JobState.RUNNING) for job in self._jobs.values()
+            )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _forget_old(self) -> None:
+        cutoff = time.monotonic() - self._ttl
+        for job_id in [
+            job.id
+            for job in self._jobs.values()
+            if job.ended_at is not None and job.ended_at < cutoff
+        ]:
+            del self._jobs[job_id]
+
+    def _run(self, job: Job) -> None:
+        with self._lock:
+            if job.state is not JobState.QUEUED:
+                return
+            job.state = JobState.RUNNING
+            refs, limits = job.refs, job.limits
+
+        def file_done() -> None:
+            with self._lock:
+                job.files_done += 1
+
+        def pages(done: int, total: int) -> None:
+            with self._lock:
+                job.pages_done, job.pages_total = done, total
+
+        result: str | None = None
+        failure: HttpFailure | None = None
+        try:
+            result = self._runner(refs, limits, file_done, pages)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes the job's typed answer
+            failure = self._classify(exc)
+        with self._lock:
+            if job.state is JobState.WITHDRAWN:
+                return
+            job.result, job.failure = result, failure
+            job.state = JobState.DONE if failure is None else JobState.FAILED
+            job.ended_at = time.monotonic()
+            job.refs = ()

@@ -1,0 +1,48 @@
+"""The door's own Prometheus metrics, served at ``/metrics`` on the door's port."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from bridge.metrics import bounded
+
+#: The routes a label may name (anything else, e.g. a 404 path, is counted as "other").
+ROUTES = frozenset(
+    {"extract", "job", "withdraw", "process", "tika", "healthz", "readyz", "metrics", "openapi"}
+)
+_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class DoorMetrics:
+    """A registry of its own: two doors in one test process must not share counters."""
+
+    def __init__(self) -> None:
+        self._registry = CollectorRegistry()
+        self._requests = Counter(
+            "airlock_http_requests",
+            "HTTP requests answered, by route and status.",
+            ["route", "status"],
+            registry=self._registry,
+        )
+        self._seconds = Histogram(
+            "airlock_http_request_seconds",
+            "Time to answer a request, by route.",
+            ["route"],
+            buckets=_SECONDS_BUCKETS,
+            registry=self._registry,
+        )
+        self._in_flight = Gauge(
+            "airlock_http_jobs_in_flight",
+            "Jobs queued or running in this door.",
+            registry=self._registry,
+        )
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        name = bounded(route, ROUTES)
+        self._requests.labels(name, str(status)).inc()
+        self._seconds.labels(name).observe(seconds)
+
+    def exposition(self, in_flight: int) -> tuple[bytes, str]:
+        self._in_flight.set(in_flight)
+        return generate_latest(self._registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,156 @@
+"""Request bodies into attachment refs, refused at the byte ceiling before the rest is read.
+
+A body is counted as it arrives: a declared ``Content-Length`` over the ceiling is refused
+before a byte is read, and a body without one (chunked) is refused at the first chunk that
+passes it, so a 2 GB upload never costs more than the ceiling. Multipart files are spooled to
+disk past 1 MiB by the form parser, and each is held to the per-file ceiling as well.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from starlette.datastructures import UploadFile
+from starlette.requests import Request
+from starlette.types import Message
+
+from bridge.knowledge.attachments import EXTRACTABLE_KINDS, AttachmentRef, ExtractionLimits
+from bridge.knowledge.kinds import guess_kind
+from bridge.service.schema import MAX_ATTACHMENTS
+from bridge.wire import MAX_DECLARED_CHARS
+from worker.door.jobs import HttpFailure
+
+#: How much of a file the kind guess looks at (as the CLI's).
+SNIFF_BYTES = 8192
+#: A form's bytes beyond its files' (boundaries, part headers, a few small fields).
+_FORM_OVERHEAD_BYTES = 64 * 1024
+#: The label of a body that names no file.
+UNNAMED = "upload"
+_FILENAME_PARAMETER = re.compile(r"""filename\*?=(?:UTF-8''|"?)([^";]+)"?""", re.IGNORECASE)
+
+
+class Refused(Exception):
+    """A request the door answers with an error status instead of a job."""
+
+    def __init__(self, failure: HttpFailure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
+
+
+class _Overflow(Exception):
+    def __init__(self, received: int) -> None:
+        super().__init__(received)
+        self.received = received
+
+
+@dataclass(frozen=True)
+class Upload:
+    """One file of a request: its label, bytes and the kind and media type to declare."""
+
+    label: str
+    data: bytes
+
+    def ref(self, declared_kind: str | None) -> AttachmentRef:
+        kind, media_type = guess_kind(self.label, self.data[:SNIFF_BYTES])
+        return AttachmentRef(self.label, declared_kind or kind, media_type, self.data)
+
+
+def too_large(what: str, size: int, ceiling: int, *, at_least: bool) -> Refused:
+    more = " or more" if at_least else ""
+    return Refused(
+        HttpFailure(
+            413,
+            "PayloadTooLarge",
+            f"{what} is {size} bytes{more}, over the {ceiling}-byte ceiling (max_bytes); it was "
+            "not read further",
+        )
+    )
+
+
+def _counted(request: Request, ceiling: int, what: str) -> Request:
+    """``request`` with a body that stops at ``ceiling`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > ceiling:
+        raise too_large(what, int(declared), ceiling, at_least=False)
+    received = 0
+
+    async def receive() -> Message:
+        nonlocal received
+        message = await request.receive()
+        if message["type"] == "http.request":
+            received += len(message.get("body", b""))
+            if received > ceiling:
+                raise _Overflow(received)
+        return message
+
+    return Request(request.scope, receive)
+
+
+def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
+    """The file name a raw body is given: ``X-Filename`` (URL-quoted, as Open WebUI sends it),
+    a ``Content-Disposition`` filename (Tika's clients), or the ``filename`` query parameter."""
+    named = headers.get("x-filename") or query.get("filename")
+    if not named:
+        disposition = _FILENAME_PARAMETER.search(headers.get("content-disposition", ""))
+        named = disposition.group(1) if disposition else None
+    name = unquote(named).replace("\\", "/").rsplit("/", 1)[-1] if named else ""
+    return name[:MAX_DECLARED_CHARS] or UNNAMED
+
+
+async def raw_upload(request: Request, limits: ExtractionLimits) -> Upload:
+    """The body as one file."""
+    label = label_of(request.headers, request.query_params)
+    counted = _counted(request, limits.max_bytes, f"the upload {label!r}")
+    try:
+        data = await counted.body()
+    except _Overflow as exc:
+        raise too_large(
+            f"the upload {label!r}", exc.received, limits.max_bytes, at_least=True
+        ) from None
+    return Upload(label, data)
+
+
+async def form_uploads(request: Request, limits: ExtractionLimits) -> list[Upload]:
+    """Each file part of a ``multipart/form-data`` body, in order (any field name)."""
+    ceiling = limits.max_bytes * MAX_ATTACHMENTS + _FORM_OVERHEAD_BYTES
+    counted = _counted(request, ceiling, "the form")
+    try:
+        form = await counted.form(max_files=MAX_ATTACHMENTS, max_fields=MAX_ATTACHMENTS)
+    except _Overflow as exc:
+        raise too_large("the form", exc.received, ceiling, at_least=True) from None
+    uploads = []
+    try:
+        for _, value in form.multi_items():
+            if not isinstance(value, UploadFile):
+                continue
+            label = (value.filename or UNNAMED).replace("\\", "/").rsplit("/", 1)[-1]
+            label = label[:MAX_DECLARED_CHARS] or UNNAMED
+            size = value.size or 0
+            if size > limits.max_bytes:
+                raise too_large(f"the file {label!r}", size, limits.max_bytes, at_least=False)
+            uploads.append(Upload(label, await value.read()))
+    finally:
+        await form.close()
+    if not uploads:
+        raise Refused(
+            HttpFailure(422, "InvalidRequest", "the form holds no file part (multipart/form-data)")
+        )
+    return uploads
+
+
+def unsupported(uploads: list[Upload], declared_kind: str | None) -> Refused | None:
+    """A 415 for a request whose every file is of a kind airlock does not read."""
+    kinds = {upload.ref(declared_kind).kind for upload in uploads}
+    if kinds & EXTRACTABLE_KINDS:
+        return None
+    return Refused(
+        HttpFailure(
+            415,
+            "UnsupportedFormat",
+            "no file of this request is of a kind airlock reads (seen: "
+            f"{', '.join(sorted(kinds))}); it reads {', '.join(sorted(EXTRACTABLE_KINDS))}",
+        )
+    )
