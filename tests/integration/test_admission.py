@@ -24,7 +24,7 @@ from bridge.queue.source import gather
 from tests.integration.conftest import AIRLOCK, WorkerFactory, wait_until_empty, worker_env
 from tests.integration.refs import counted_ref, local, runs
 from tests.redis_server import RedisServer
-from worker.cli import _CLI_DEADLINE_SECONDS
+from worker.selections import QUEUED_DEADLINE_SECONDS
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
 
@@ -106,7 +106,7 @@ def test_queue_mode_extract_with_no_worker_says_so_at_once(
     elapsed = time.monotonic() - started
     assert run.returncode == 1, run.stderr
     assert run.stderr.strip().endswith("NoWorkers: no worker is consuming airlock.light")
-    assert elapsed < _CLI_DEADLINE_SECONDS / 10
+    assert elapsed < QUEUED_DEADLINE_SECONDS / 10
 
 
 def test_concurrent_callers_cannot_overshoot_the_bound_together(own_redis: RedisServer) -> None:
