@@ -319,6 +319,15 @@ VARIABLES: tuple[Variable[Any], ...] = (
     Variable("http.keys_file", "AIRLOCK_HTTP_KEYS_FILE", _path, None),
     Variable("http.result_ttl", "AIRLOCK_HTTP_RESULT_TTL", _integer, _as_text(_DOOR.result_ttl)),
     Variable("http.max_jobs", "AIRLOCK_HTTP_MAX_JOBS", _integer, _as_text(_DOOR.max_jobs)),
+    Variable(
+        "http.key_max_jobs", "AIRLOCK_HTTP_KEY_MAX_JOBS", _integer, _as_text(_DOOR.key_max_jobs)
+    ),
+    Variable(
+        "http.key_bytes_per_minute",
+        "AIRLOCK_HTTP_KEY_MB_PER_MINUTE",
+        _mebibytes,
+        _as_text(_DOOR.key_bytes_per_minute // MIB),
+    ),
 )
 
 

@@ -327,3 +327,40 @@ def test_metrics_and_the_openapi_document(door: Door) -> None:
         if p["name"] == "max_pages"
     )
     assert limit["schema"]["maximum"] == 20  # this server's ceiling
+
+
+def test_each_key_is_held_to_its_jobs_and_bytes_and_leaves_the_others_theirs(
+    tmp_path: Path, corpus_dir: Path
+) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text(
+        f"a {hashlib.sha256(b'key-a').hexdigest()}\nb {hashlib.sha256(b'key-b').hexdigest()}\n"
+    )
+    serving = Door(
+        {
+            "AIRLOCK_HTTP_KEYS_FILE": str(keys),
+            "AIRLOCK_HTTP_KEY_MAX_JOBS": "1",
+            "AIRLOCK_HTTP_KEY_MB_PER_MINUTE": "1",
+        },
+        tmp_path,
+    )
+    a, b = {"Authorization": "Bearer key-a"}, {"Authorization": "Bearer key-b"}
+    try:
+        extract = f"{serving.url}/v1/extract"
+        text = b"word " * 120_000  # 600,000 bytes: one fits a 1 MiB minute, two do not
+        assert httpx.post(extract, content=text, headers=a, timeout=60).status_code == 200
+        spent = httpx.post(extract, content=text, headers=a, timeout=60)
+        assert spent.status_code == 429, spent.text
+        assert spent.json()["error"]["type"] == "QuotaExceeded"
+        assert int(spent.headers["retry-after"]) >= 1
+        assert httpx.post(extract, content=text, headers=b, timeout=60).status_code == 200
+        # One job at a time per key: b's second is refused while its first runs, a's is not.
+        scan = (corpus_dir / "docling_ocr_test-scanned.pdf").read_bytes()
+        running = httpx.post(f"{extract}?wait=0", content=scan, headers=b)
+        assert running.status_code == 202
+        busy = httpx.post(f"{extract}?wait=0", content=b"small", headers=b)
+        assert busy.status_code == 429 and busy.json()["error"]["type"] == "TooManyJobs"
+        assert busy.headers["retry-after"] == "5"
+        assert httpx.post(extract, content=b"small", headers=a, timeout=60).status_code == 200
+    finally:
+        serving.stop()

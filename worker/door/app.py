@@ -27,9 +27,10 @@ from bridge.service.schema import InvalidRequest, query_limits
 from worker.config import Settings
 from worker.door import openapi
 from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS
-from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState
+from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy
 from worker.door.keys import LOCAL_OWNER, ApiKeys
 from worker.door.metrics import DoorMetrics
+from worker.door.quotas import ByteQuota
 from worker.door.uploads import Refused, Upload, form_uploads, raw_upload, unsupported
 from worker.selections import (
     QUEUED_DEADLINE_SECONDS,
@@ -129,7 +130,9 @@ class Door:
             workers=workers,
             ttl=settings.http.result_ttl,
             max_jobs=settings.http.max_jobs,
+            owner_max_jobs=settings.http.key_max_jobs,
         )
+        self.quota = ByteQuota(settings.http.key_bytes_per_minute)
         self.metrics = DoorMetrics()
 
     # --- request helpers ----------------------------------------------------------------
@@ -176,11 +179,30 @@ class Door:
             raise _invalid(f"wait must be a number of seconds from 0 to {MAX_WAIT_SECONDS:g}")
         return wait
 
-    async def _uploads(self, request: Request, limits: ExtractionLimits) -> list[Upload]:
+    def _admit(self, owner: str) -> Callable[[int], None]:
+        def admit(size: int) -> None:
+            wait = self.quota.charge(owner, size)
+            if wait is not None:
+                raise Refused(
+                    HttpFailure(
+                        429,
+                        "QuotaExceeded",
+                        f"this key has sent its {self.settings.http.key_bytes_per_minute} "
+                        f"bytes per minute (AIRLOCK_HTTP_KEY_MB_PER_MINUTE); {size} more "
+                        f"fit in {wait} s",
+                        wait,
+                    )
+                )
+
+        return admit
+
+    async def _uploads(
+        self, request: Request, owner: str, limits: ExtractionLimits
+    ) -> list[Upload]:
         content_type = request.headers.get("content-type", "")
         if content_type.startswith("multipart/form-data"):
-            return await form_uploads(request, limits)
-        return [await raw_upload(request, limits)]
+            return await form_uploads(request, limits, self._admit(owner))
+        return [await raw_upload(request, limits, self._admit(owner))]
 
     def _submit(
         self, owner: str, uploads: list[Upload], kind: str | None, limits: ExtractionLimits
@@ -190,6 +212,16 @@ class Door:
             raise refusal
         try:
             return self.jobs.submit(owner, [upload.ref(kind) for upload in uploads], limits)
+        except OwnerBusy:
+            raise Refused(
+                HttpFailure(
+                    429,
+                    "TooManyJobs",
+                    f"this key has {self.settings.http.key_max_jobs} jobs queued or running "
+                    "(AIRLOCK_HTTP_KEY_MAX_JOBS); wait for one to end",
+                    _RETRY_AFTER_SECONDS,
+                )
+            ) from None
         except JobsFull:
             raise Refused(
                 HttpFailure(
@@ -221,7 +253,7 @@ class Door:
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
         wait = self._wait(request, DEFAULT_WAIT_SECONDS)
-        job = self._submit(owner, await self._uploads(request, limits), kind, limits)
+        job = self._submit(owner, await self._uploads(request, owner, limits), kind, limits)
         if await self._settled(job, wait):
             return self._answer(job)
         url = str(request.url_for("job", job_id=job.id))
@@ -270,7 +302,8 @@ class Door:
         """One raw file, run to its end (the drop-ins' clients do not poll)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
-        job = self._submit(owner, [await raw_upload(request, limits)], kind, limits)
+        uploads = [await raw_upload(request, limits, self._admit(owner))]
+        job = self._submit(owner, uploads, kind, limits)
         await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
         if job.failure is not None:
             raise Refused(job.failure)

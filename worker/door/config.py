@@ -26,3 +26,7 @@ class DoorConfig:
     #: Jobs held at once (queued, running or finished and unread); past it a request is
     #: answered 429 instead of taking more memory.
     max_jobs: int = 1000
+    #: Jobs one key may have queued or running at once.
+    key_max_jobs: int = 16
+    #: Request bytes one key may send per minute (a token bucket: bursts up to it pass).
+    key_bytes_per_minute: int = 1024 * 1024 * 1024

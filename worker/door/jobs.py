@@ -72,14 +72,26 @@ class JobsFull(Exception):
     """The table holds ``max_jobs`` jobs that are neither read nor old."""
 
 
+class OwnerBusy(Exception):
+    """The key has as many jobs queued or running as it may."""
+
+
 class Jobs:
     def __init__(
-        self, runner: Runner, classify: Classifier, workers: int, ttl: float, max_jobs: int
+        self,
+        runner: Runner,
+        classify: Classifier,
+        *,
+        workers: int,
+        ttl: float,
+        max_jobs: int,
+        owner_max_jobs: int,
     ) -> None:
         self._runner = runner
         self._classify = classify
         self._ttl = ttl
         self._max_jobs = max_jobs
+        self._owner_max_jobs = owner_max_jobs
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="airlock-job")
@@ -89,6 +101,8 @@ class Jobs:
             self._forget_old()
             if len(self._jobs) >= self._max_jobs:
                 raise JobsFull
+            if self._in_flight(owner) >= self._owner_max_jobs:
+                raise OwnerBusy
             # 128 random bits: an id is a capability only together with its owner's key, but
             # it must not be guessable either.
             job = Job(
@@ -127,9 +141,15 @@ class Jobs:
 
     def in_flight(self) -> int:
         with self._lock:
-            return sum(
-                job.state in (JobState.QUEUED, JobState.RUNNING) for job in self._jobs.values()
-            )
+            return self._in_flight(None)
+
+    def _in_flight(self, owner: str | None) -> int:
+        """Jobs queued or running, of ``owner`` or (None) of everyone."""
+        return sum(
+            job.state in (JobState.QUEUED, JobState.RUNNING)
+            and (owner is None or job.owner == owner)
+            for job in self._jobs.values()
+        )
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

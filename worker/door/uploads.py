@@ -9,7 +9,7 @@ disk past 1 MiB by the form parser, and each is held to the per-file ceiling as 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -70,11 +70,18 @@ def too_large(what: str, size: int, ceiling: int, *, at_least: bool) -> Refused:
     )
 
 
-def _counted(request: Request, ceiling: int, what: str) -> Request:
-    """``request`` with a body that stops at ``ceiling`` bytes."""
+#: Charges a body's bytes to its key's allowance (raising :class:`Refused` when spent).
+Admit = Callable[[int], None]
+
+
+def _counted(request: Request, ceiling: int, what: str, admit: Admit) -> tuple[Request, bool]:
+    """``request`` with a body that stops at ``ceiling`` bytes, and whether its declared
+    length was already charged with ``admit`` (then before any byte was read)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > ceiling:
-        raise too_large(what, int(declared), ceiling, at_least=False)
+    if declared.isdigit():
+        if int(declared) > ceiling:
+            raise too_large(what, int(declared), ceiling, at_least=False)
+        admit(int(declared))
     received = 0
 
     async def receive() -> Message:
@@ -86,7 +93,7 @@ def _counted(request: Request, ceiling: int, what: str) -> Request:
                 raise _Overflow(received)
         return message
 
-    return Request(request.scope, receive)
+    return Request(request.scope, receive), declared.isdigit()
 
 
 def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
@@ -100,23 +107,25 @@ def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     return name[:MAX_DECLARED_CHARS] or UNNAMED
 
 
-async def raw_upload(request: Request, limits: ExtractionLimits) -> Upload:
+async def raw_upload(request: Request, limits: ExtractionLimits, admit: Admit) -> Upload:
     """The body as one file."""
     label = label_of(request.headers, request.query_params)
-    counted = _counted(request, limits.max_bytes, f"the upload {label!r}")
+    counted, charged = _counted(request, limits.max_bytes, f"the upload {label!r}", admit)
     try:
         data = await counted.body()
     except _Overflow as exc:
         raise too_large(
             f"the upload {label!r}", exc.received, limits.max_bytes, at_least=True
         ) from None
+    if not charged:
+        admit(len(data))
     return Upload(label, data)
 
 
-async def form_uploads(request: Request, limits: ExtractionLimits) -> list[Upload]:
+async def form_uploads(request: Request, limits: ExtractionLimits, admit: Admit) -> list[Upload]:
     """Each file part of a ``multipart/form-data`` body, in order (any field name)."""
     ceiling = limits.max_bytes * MAX_ATTACHMENTS + _FORM_OVERHEAD_BYTES
-    counted = _counted(request, ceiling, "the form")
+    counted, charged = _counted(request, ceiling, "the form", admit)
     try:
         form = await counted.form(max_files=MAX_ATTACHMENTS, max_fields=MAX_ATTACHMENTS)
     except _Overflow as exc:
@@ -138,6 +147,8 @@ async def form_uploads(request: Request, limits: ExtractionLimits) -> list[Uploa
         raise Refused(
             HttpFailure(422, "InvalidRequest", "the form holds no file part (multipart/form-data)")
         )
+    if not charged:
+        admit(sum(len(upload.data) for upload in uploads))
     return uploads
 
 
