@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
+from typing import Any
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
@@ -79,6 +81,75 @@ def extract_locally(
     return assemble_selection(_outcomes(refs, extractor, limits, concurrency, on_file), limits)
 
 
+class QueueClients:
+    """Queue clients for callers on many threads: one ``CeleryQueue`` per thread, kept.
+
+    A client per request (a Celery app, its Redis connections and the cluster checks) cost
+    the HTTP door about a quarter of its throughput on small files. A client's answer
+    callback is fixed when it is made, so it calls the one its thread's current call set.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._local = threading.local()
+        self._made: list[Any] = []
+        self._lock = threading.Lock()
+
+    def _client(self) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            # Imported here: Celery and redis cost half a second of start-up that a local
+            # extraction never needs.
+            from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
+
+            settings = self._settings
+            client = CeleryQueue(
+                settings.broker_url,
+                settings.result_backend,
+                payload_ttl=settings.payload_ttl,
+                max_queued=settings.max_queued,
+                on_answer=self._answered,
+            )
+            self._local.client = client
+            with self._lock:
+                self._made.append(client)
+        return client
+
+    def _answered(self) -> None:
+        on_file = getattr(self._local, "on_file", None)
+        if on_file is not None:
+            on_file()
+
+    def extract(
+        self,
+        refs: Sequence[AttachmentRef],
+        limits: ExtractionLimits,
+        *,
+        deadline: float,
+        use_cache: bool,
+        on_file: FileDone | None = None,
+    ) -> IngestSelection:
+        """``refs`` read by the workers behind the broker within ``deadline`` seconds.
+
+        Raises ``QueueUnavailable`` (``QueueFull`` among them) when the broker cannot take
+        them.
+        """
+        from bridge.queue.source import gather  # noqa: PLC0415
+
+        client = self._client()
+        self._local.on_file = on_file
+        try:
+            return gather(refs, client, limits=limits, deadline=deadline, use_cache=use_cache)
+        finally:
+            self._local.on_file = None
+
+    def close(self) -> None:
+        with self._lock:
+            made, self._made = self._made, []
+        for client in made:
+            client.close()
+
+
 def extract_queued(
     refs: Sequence[AttachmentRef],
     limits: ExtractionLimits,
@@ -88,26 +159,14 @@ def extract_queued(
     use_cache: bool,
     on_file: FileDone | None = None,
 ) -> IngestSelection:
-    """``refs`` read by the workers behind ``settings.broker_url`` within ``deadline`` seconds.
-
-    Raises ``QueueUnavailable`` (``QueueFull`` among them) when the broker cannot take them.
-    """
-    # Imported here: Celery and redis cost half a second of start-up that a local extraction
-    # never needs.
-    from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
-    from bridge.queue.source import gather  # noqa: PLC0415
-
-    client = CeleryQueue(
-        settings.broker_url,
-        settings.result_backend,
-        payload_ttl=settings.payload_ttl,
-        max_queued=settings.max_queued,
-        on_answer=on_file,
-    )
+    """One caller's extraction through the queue, on a client of its own."""
+    clients = QueueClients(settings)
     try:
-        return gather(refs, client, limits=limits, deadline=deadline, use_cache=use_cache)
+        return clients.extract(
+            refs, limits, deadline=deadline, use_cache=use_cache, on_file=on_file
+        )
     finally:
-        client.close()
+        clients.close()
 
 
 def selection_json(selection: IngestSelection) -> str:

@@ -34,8 +34,8 @@ from worker.door.quotas import ByteQuota
 from worker.door.uploads import Refused, Upload, form_uploads, raw_upload, unsupported
 from worker.selections import (
     QUEUED_DEADLINE_SECONDS,
+    QueueClients,
     extract_locally,
-    extract_queued,
     selection_json,
 )
 
@@ -64,7 +64,7 @@ def _unserved(selection: IngestSelection) -> bool:
     )
 
 
-def _runner(settings: Settings) -> Callable[..., str]:
+def _runner(settings: Settings, clients: QueueClients) -> Callable[..., str]:
     def run(
         refs: Sequence[AttachmentRef],
         limits: ExtractionLimits,
@@ -72,13 +72,8 @@ def _runner(settings: Settings) -> Callable[..., str]:
         pages: Callable[[int, int], None],
     ) -> str:
         if settings.broker_configured:
-            selection = extract_queued(
-                refs,
-                limits,
-                settings,
-                deadline=QUEUED_DEADLINE_SECONDS,
-                use_cache=True,
-                on_file=file_done,
+            selection = clients.extract(
+                refs, limits, deadline=QUEUED_DEADLINE_SECONDS, use_cache=True, on_file=file_done
             )
             if _unserved(selection):
                 raise _Unserved(selection)
@@ -124,8 +119,9 @@ class Door:
         self.settings = settings
         self.keys = keys
         workers = settings.concurrency if not settings.broker_configured else 64
+        self.clients = QueueClients(settings)
         self.jobs = Jobs(
-            _runner(settings),
+            _runner(settings, self.clients),
             _classify,
             workers=workers,
             ttl=settings.http.result_ttl,
@@ -371,6 +367,7 @@ def _guarded(
 async def _closing(door: Door) -> AsyncIterator[None]:
     yield
     door.jobs.close()
+    door.clients.close()
 
 
 def create_app(settings: Settings, keys: ApiKeys | None) -> Starlette:
