@@ -12,8 +12,8 @@ small text files from the same number of concurrent callers two ways:
 
 Prints requests per second and p50/p99 latency of each, the throughput ratio (target >= 0.8x)
 and the p50 overhead (target <= 5 ms), for one caller (an idle door: what a request costs)
-and for BENCH_CALLERS (default 8: the machine's cores saturated, queueing included). Everything shares the machine's cores: read the
-ratios, and rerun when a figure looks off.
+and for BENCH_CALLERS (default 8: the machine's cores saturated, queueing included).
+Everything shares the machine's cores: read the ratios, and rerun when a figure looks off.
 """
 
 from __future__ import annotations
