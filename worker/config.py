@@ -33,6 +33,7 @@ from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.pages import DEFAULT_FAN_OUT_PAGES
 from sandbox.runner import mechanism_names
+from worker.door.callbacks import networks
 from worker.door.config import DoorConfig
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
@@ -130,6 +131,14 @@ def _port(name: str, raw: str) -> int:
 
 def _host(name: str, raw: str) -> str:
     return metrics_host({name: raw})
+
+
+def _networks(name: str, raw: str) -> str:
+    try:
+        networks(raw)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}: {exc} (comma-separated CIDR ranges)") from None
+    return raw
 
 
 def _log_format(name: str, raw: str) -> LogFormat | None:
@@ -328,6 +337,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
         _mebibytes,
         _as_text(_DOOR.key_bytes_per_minute // MIB),
     ),
+    Variable("http.callback_allow", "AIRLOCK_HTTP_CALLBACK_ALLOW", _networks, ""),
 )
 
 

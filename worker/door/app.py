@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from bridge.queue.source import QueueFull, QueueUnavailable
 from bridge.service.schema import InvalidRequest, query_limits
 from worker.config import Settings
 from worker.door import openapi
+from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target, networks
 from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS
 from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy
 from worker.door.keys import LOCAL_OWNER, ApiKeys
@@ -127,7 +129,11 @@ class Door:
             ttl=settings.http.result_ttl,
             max_jobs=settings.http.max_jobs,
             owner_max_jobs=settings.http.key_max_jobs,
+            on_end=self._ended,
         )
+        self.callbacks = Callbacks(networks(settings.http.callback_allow))
+        self._callbacks: dict[str, Target] = {}
+        self._lock = threading.Lock()
         self.quota = ByteQuota(settings.http.key_bytes_per_minute)
         self.metrics = DoorMetrics()
 
@@ -201,13 +207,27 @@ class Door:
         return [await raw_upload(request, limits, self._admit(owner))]
 
     def _submit(
-        self, owner: str, uploads: list[Upload], kind: str | None, limits: ExtractionLimits
+        self,
+        request: Request,
+        owner: str,
+        uploads: list[Upload],
+        *,
+        kind: str | None,
+        limits: ExtractionLimits,
+        callback: Target | None = None,
     ) -> Job:
         refusal = unsupported(uploads, kind)
         if refusal is not None:
             raise refusal
+        refs = [upload.ref(kind) for upload in uploads]
         try:
-            return self.jobs.submit(owner, [upload.ref(kind) for upload in uploads], limits)
+            job = self.jobs.submit(
+                owner,
+                refs,
+                limits,
+                lambda job_id: str(request.url_for("job", job_id=job_id)),
+                None if callback is None else Delivery(),
+            )
         except OwnerBusy:
             raise Refused(
                 HttpFailure(
@@ -228,6 +248,31 @@ class Door:
                     _RETRY_AFTER_SECONDS,
                 )
             ) from None
+        if callback is not None:
+            with self._lock:
+                self._callbacks[job.id] = callback
+        return job
+
+    def _ended(self, job: Job) -> None:
+        """A job ended: its callback, if it asked for one, is sent its status."""
+        with self._lock:
+            target = self._callbacks.pop(job.id, None)
+        if target is None or job.callback is None or job.state is JobState.WITHDRAWN:
+            return
+        secret = None if self.keys is None else self.keys.digests.get(job.owner)
+        self.callbacks.send(
+            target, lambda: json.dumps(self._status(job)).encode(), secret, job.callback
+        )
+
+    async def _callback(self, request: Request) -> Target | None:
+        raw = request.query_params.get("callback")
+        if raw is None:
+            return None
+        try:
+            # Resolved off the event loop: a slow DNS answer must not stall other requests.
+            return await asyncio.to_thread(self.callbacks.check, raw)
+        except CallbackRefused as exc:
+            raise _invalid(f"callback: {exc}") from None
 
     @staticmethod
     async def _settled(job: Job, wait: float) -> bool:
@@ -249,11 +294,15 @@ class Door:
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
         wait = self._wait(request, DEFAULT_WAIT_SECONDS)
-        job = self._submit(owner, await self._uploads(request, owner, limits), kind, limits)
+        callback = await self._callback(request)
+        uploads = await self._uploads(request, owner, limits)
+        job = self._submit(request, owner, uploads, kind=kind, limits=limits, callback=callback)
         if await self._settled(job, wait):
-            return self._answer(job)
-        url = str(request.url_for("job", job_id=job.id))
-        return JSONResponse(self._status(job, url), status_code=202, headers={"Location": url})
+            answer = self._answer(job)
+            # The job stays readable (its callback's fate among the rest) at its URL.
+            answer.headers["Content-Location"] = job.url
+            return answer
+        return JSONResponse(self._status(job), status_code=202, headers={"Location": job.url})
 
     def _answer(self, job: Job) -> Response:
         if job.failure is not None:
@@ -262,10 +311,10 @@ class Door:
             return error_response(HttpFailure(409, "Withdrawn", "the job was withdrawn"))
         return Response(job.result, media_type=_JSON)
 
-    def _status(self, job: Job, url: str) -> dict[str, Any]:
+    def _status(self, job: Job) -> dict[str, Any]:
         status: dict[str, Any] = {
             "id": job.id,
-            "url": url,
+            "url": job.url,
             "state": job.state.value,
             "files": len(job.refs) if job.state in (JobState.QUEUED, JobState.RUNNING) else None,
             "files_done": job.files_done,
@@ -278,6 +327,12 @@ class Door:
             status["selection"] = json.loads(job.result)
         if job.failure is not None:
             status["error"] = {"type": job.failure.type, "reason": job.failure.reason}
+        if job.callback is not None:
+            status["callback"] = {
+                "state": job.callback.state,
+                "attempts": job.callback.attempts,
+                **({"error": job.callback.last_error} if job.callback.last_error else {}),
+            }
         return status
 
     async def job(self, request: Request) -> Response:
@@ -285,21 +340,21 @@ class Door:
         job = self.jobs.find(owner, request.path_params["job_id"])
         if job is None:
             raise Refused(HttpFailure(404, "NotFound", "no such job for this key"))
-        return JSONResponse(self._status(job, str(request.url)))
+        return JSONResponse(self._status(job))
 
     async def withdraw(self, request: Request) -> Response:
         owner = self._owner(request)
         job = self.jobs.withdraw(owner, request.path_params["job_id"])
         if job is None:
             raise Refused(HttpFailure(404, "NotFound", "no such job for this key"))
-        return JSONResponse(self._status(job, str(request.url)))
+        return JSONResponse(self._status(job))
 
     async def _whole(self, request: Request) -> Job:
         """One raw file, run to its end (the drop-ins' clients do not poll)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
         uploads = [await raw_upload(request, limits, self._admit(owner))]
-        job = self._submit(owner, uploads, kind, limits)
+        job = self._submit(request, owner, uploads, kind=kind, limits=limits)
         await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
         if job.failure is not None:
             raise Refused(job.failure)
@@ -367,6 +422,7 @@ def _guarded(
 async def _closing(door: Door) -> AsyncIterator[None]:
     yield
     door.jobs.close()
+    door.callbacks.close()
     door.clients.close()
 
 

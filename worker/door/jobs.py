@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
+from worker.door.callbacks import Delivery
 
 
 class JobState(StrEnum):
@@ -56,6 +57,9 @@ class Job:
     failure: HttpFailure | None = None
     ended_at: float | None = None
     future: Future[None] | None = field(default=None, repr=False)
+    #: Where the job is read (its URL), and how its callback fared, when it asked for one.
+    url: str = ""
+    callback: Delivery | None = None
 
 
 #: What runs a job: the job's refs and limits in, the selection's JSON out; progress is
@@ -86,17 +90,27 @@ class Jobs:
         ttl: float,
         max_jobs: int,
         owner_max_jobs: int,
+        on_end: Callable[[Job], None],
     ) -> None:
         self._runner = runner
         self._classify = classify
         self._ttl = ttl
         self._max_jobs = max_jobs
         self._owner_max_jobs = owner_max_jobs
+        self._on_end = on_end
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="airlock-job")
 
-    def submit(self, owner: str, refs: Sequence[AttachmentRef], limits: ExtractionLimits) -> Job:
+    def submit(
+        self,
+        owner: str,
+        refs: Sequence[AttachmentRef],
+        limits: ExtractionLimits,
+        url: Callable[[str], str],
+        callback: Delivery | None = None,
+    ) -> Job:
+        """Queue ``refs`` as ``owner``'s job; ``url`` makes its URL from its id."""
         with self._lock:
             self._forget_old()
             if len(self._jobs) >= self._max_jobs:
@@ -112,6 +126,7 @@ class Jobs:
                 limits,
                 tuple(ref.label for ref in refs),
             )
+            job.url, job.callback = url(job.id), callback
             self._jobs[job.id] = job
             job.future = self._pool.submit(self._run, job)
         return job
@@ -191,3 +206,4 @@ class Jobs:
             job.state = JobState.DONE if failure is None else JobState.FAILED
             job.ended_at = time.monotonic()
             job.refs = ()
+        self._on_end(job)

@@ -35,6 +35,12 @@ class ErrorBody(msgspec.Struct, forbid_unknown_fields=True):
     error: ErrorDetail
 
 
+class CallbackStatus(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    state: Literal["pending", "delivered", "failed"]
+    attempts: Annotated[int, Meta(ge=0)]
+    error: str | UnsetType = UNSET
+
+
 class JobStatus(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     id: str
     url: str
@@ -45,6 +51,7 @@ class JobStatus(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     pages_total: Annotated[int, Meta(ge=0)]
     selection: Selection | UnsetType = UNSET
     error: ErrorDetail | UnsetType = UNSET
+    callback: CallbackStatus | UnsetType = UNSET
 
 
 class ProcessMetadata(msgspec.Struct, forbid_unknown_fields=True):
@@ -139,6 +146,14 @@ def document(limits: ExtractionLimits) -> dict[str, Any]:
         "description": "seconds to wait for the answer before a 202 with the job's URL",
         "schema": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
     }
+    callback = {
+        "name": "callback",
+        "in": "query",
+        "required": False,
+        "description": "a URL the job's status is POSTed to when it ends, signed "
+        "(X-Airlock-Signature, X-Airlock-Timestamp); it must resolve to a public address",
+        "schema": {"type": "string", "format": "uri"},
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "airlock", "version": __version__},
@@ -152,7 +167,7 @@ def document(limits: ExtractionLimits) -> dict[str, Any]:
                 "post": {
                     "operationId": "extract",
                     "summary": "Extract one raw file, or every file of a multipart form",
-                    "parameters": [*_query(limits), wait, filename],
+                    "parameters": [*_query(limits), wait, callback, filename],
                     "requestBody": {
                         "required": True,
                         "content": {
