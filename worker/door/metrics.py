@@ -9,7 +9,21 @@ from bridge.metrics import bounded
 
 #: The routes a label may name (anything else, e.g. a 404 path, is counted as "other").
 ROUTES = frozenset(
-    {"extract", "job", "withdraw", "process", "tika", "healthz", "readyz", "metrics", "openapi"}
+    {
+        "extract",
+        "job",
+        "withdraw",
+        "process",
+        "tika",
+        "healthz",
+        "readyz",
+        "metrics",
+        "openapi",
+        "page",
+        "page_script",
+        "page_style",
+        "page_settings",
+    }
 )
 _SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 
