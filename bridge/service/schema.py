@@ -307,8 +307,9 @@ _RULES = {
 
 def _limit_rule(name: str, ceilings: ExtractionLimits, where: str = "limits.") -> str:
     ceiling = getattr(ceilings, name)
-    kind = "a number" if isinstance(ceiling, float) else "an integer"
-    return f"{where}{name} must be {kind} above 0 and at most {ceiling:g}"
+    if isinstance(ceiling, float):
+        return f"{where}{name} must be a number above 0 and at most {ceiling:g}"
+    return f"{where}{name} must be an integer above 0 and at most {ceiling}"
 
 
 def _refusal(error: WireError, ceilings: ExtractionLimits) -> str:

@@ -359,6 +359,10 @@ class Door:
             raise Refused(HttpFailure(404, "NotFound", "no such job for this key"))
         return JSONResponse(self._status(job))
 
+    async def job_or_withdraw(self, request: Request) -> Response:
+        # One route per path: two would answer OPTIONS with the first one's methods alone.
+        return await (self.withdraw if request.method == "DELETE" else self.job)(request)
+
     async def _whole(self, request: Request) -> Job:
         """One raw file, run to its end (the drop-ins' clients do not poll)."""
         owner = self._owner(request)
@@ -450,8 +454,7 @@ def create_app(settings: Settings, keys: ApiKeys | None) -> Starlette:
     door = Door(settings, keys)
     routes = [
         ("/v1/extract", door.extract, ["POST"], "extract"),
-        ("/v1/jobs/{job_id}", door.job, ["GET"], "job"),
-        ("/v1/jobs/{job_id}", door.withdraw, ["DELETE"], "withdraw"),
+        ("/v1/jobs/{job_id}", door.job_or_withdraw, ["GET", "DELETE"], "job"),
         ("/process", door.process, ["PUT"], "process"),
         ("/tika", door.tika, ["PUT"], "tika"),
         ("/", door.page, ["GET"], "page"),

@@ -138,8 +138,8 @@ class Jobs:
             return job if job is not None and job.owner == owner else None
 
     def withdraw(self, owner: str, job_id: str) -> Job | None:
-        """Withdraw a queued job before it starts, discard a running one's answer, or forget
-        a finished one (its answer is not kept for anyone after its owner let it go)."""
+        """Forget a job: a queued one never runs, a running one's answer is discarded when it
+        ends, a finished one's answer is not kept for anyone after its owner let it go."""
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None or job.owner != owner:
@@ -150,8 +150,7 @@ class Jobs:
                 job.state = JobState.WITHDRAWN
                 job.ended_at = time.monotonic()
                 job.refs = ()  # the payloads' memory goes now, not when the job ends
-            elif job.state is not JobState.WITHDRAWN:
-                del self._jobs[job_id]
+            del self._jobs[job_id]
             return job
 
     def in_flight(self) -> int:

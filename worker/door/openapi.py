@@ -238,8 +238,12 @@ def document(limits: ExtractionLimits) -> dict[str, Any]:
                         },
                         **_errors(401, 413, 415, 429, 503),
                         "422": {
-                            "description": "the file was left out: its reason",
-                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                            "description": "the file was left out: its reason as text; or a "
+                            "malformed request (InvalidRequest, JSON)",
+                            "content": {
+                                "text/plain": {"schema": {"type": "string"}},
+                                "application/json": {"schema": _ref("ErrorBody")},
+                            },
                         },
                     },
                 }

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import Message
 
@@ -130,6 +131,10 @@ async def form_uploads(request: Request, limits: ExtractionLimits, admit: Admit)
         form = await counted.form(max_files=MAX_ATTACHMENTS, max_fields=MAX_ATTACHMENTS)
     except _Overflow as exc:
         raise too_large("the form", exc.received, ceiling, at_least=True) from None
+    except HTTPException as exc:  # the form parser's refusal of a malformed body
+        raise Refused(
+            HttpFailure(422, "InvalidRequest", f"the body is not a valid form: {exc.detail}")
+        ) from None
     uploads = []
     try:
         for _, value in form.multi_items():
