@@ -15,7 +15,7 @@ import json
 import threading
 import time
 import traceback
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -32,6 +32,7 @@ from bridge.queue.source import QueueFull, QueueUnavailable, gather
 from sandbox.extractor import SandboxExtractor
 from tests.integration.refs import counted_ref, runs
 from tests.scanned_pdfs import scanned_pdf
+from worker.config import Settings
 
 #: What a caller may be told at once while Redis is down: its call queued nothing.
 _REFUSED_AT_ONCE_SECONDS = 8.0
@@ -173,6 +174,19 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
     while not condition():
         assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
         time.sleep(0.05)
+
+
+def restore_seconds(worker_env: Mapping[str, str]) -> float:
+    """How long a job whose acknowledgement Redis lost can stay in kombu's unacked hash.
+
+    An ack Redis had not yet written to its AOF (everysec) when it was killed, or not yet
+    replicated when its primary was, comes back with it: the job sits unacknowledged, held by
+    no worker, until a worker's restore sweep (every restore interval) finds it older than
+    the visibility timeout and queues it again; a worker then answers it again and acks it.
+    Waiting less than this once failed the fault tests with nothing lost.
+    """
+    settings = Settings.from_env(worker_env)
+    return settings.visibility_timeout + 3 * settings.restore_interval + 30
 
 
 def tally(calls: Sequence[Call], limits: ExtractionLimits | None = None) -> Tally:

@@ -29,6 +29,7 @@ from tests.integration.load import (
     Callers,
     duplicated,
     mixed_callers,
+    restore_seconds,
     tally,
     wait_until,
     whereabouts,
@@ -96,7 +97,11 @@ def _nothing_left(redis: Redis, workers: list[WorkerProcess]) -> None:
     """Once all work is done, no fan-out state and no job held unacknowledged remain."""
     wait_until(lambda: not any(redis.scan_iter(match=_FANOUT_KEYS)), 60, "no fan-out key left")
     try:
-        wait_until(lambda: redis.hlen(UNACKED_KEY) == 0, 60, "every job acknowledged")
+        wait_until(
+            lambda: redis.hlen(UNACKED_KEY) == 0,
+            restore_seconds(FAN_OUT),
+            "every job acknowledged (one whose ack Redis lost: once restored and answered)",
+        )
     except AssertionError:
         # What kombu's restore would need to see it: its index entry (the delivery time it is
         # restored after) and whether the restore lock is held; and where else the job is.

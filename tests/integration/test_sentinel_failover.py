@@ -44,7 +44,7 @@ from tests.integration.load import (
 )
 from tests.integration.processes import BridgeProcess, request, send, wait_for_answers
 from tests.integration.refs import counted_ref, local, runs
-from tests.integration.test_redis_faults_under_load import _serving_all
+from tests.integration.test_redis_faults_under_load import _nothing_left, _serving_all
 from tests.redis_sentinel import SentinelDeployment
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
@@ -291,8 +291,7 @@ def test_killing_the_primary_under_load_fails_over_and_loses_no_call(
     twice = duplicated(workers.marker_dir, [call.ref.label[:-4] for call in texts.calls])
     assert all(count <= 3 for count in twice.values()), twice
     _serving_all(started, workers, url)
-    wait_until(lambda: not any(redis.scan_iter(match=_FANOUT_KEYS)), 60, "no fan-out key left")
-    wait_until(lambda: redis.hlen(UNACKED_KEY) == 0, 60, "every job acknowledged")
+    _nothing_left(redis, started)
     calls = len(texts.calls) + len(scans.calls)
     promoted = [f"{replaced - killed:.1f}" for killed, replaced in kills]
     # How long a caller could not be served: from the kill to the first answer of a call made
