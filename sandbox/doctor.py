@@ -11,7 +11,7 @@ import socket
 import subprocess
 from dataclasses import dataclass
 
-from sandbox import landlock, seccomp
+from sandbox import landlock, ocr_languages, seccomp
 from sandbox.document import Document, Paragraph
 from sandbox.errors import SandboxError
 from sandbox.extractors.ocr import TESSERACT
@@ -134,6 +134,16 @@ def ocr_engine() -> OcrEngine:
     # The first line is a heading ("List of available languages in ...").
     languages = tuple(line.strip() for line in listing.splitlines()[1:] if line.strip())
     return OcrEngine(TESSERACT, version.strip(), languages)
+
+
+def uninstalled_ocr_language(ocr_language: str) -> str | None:
+    """Why ``ocr_language`` (``AIRLOCK_OCR_LANGUAGE``'s form) cannot be read on this host,
+    naming the Debian packages to install, or None. Asked at start, so a missing pack stops
+    the command instead of failing every scan with tesseract's "Error opening data file"."""
+    engine = ocr_engine()
+    if engine.path is None:
+        return None  # no tesseract at all: the doctor and each OCR job say so
+    return ocr_languages.missing(ocr_language.split(","), engine.languages)
 
 
 def probe(required: frozenset[str] = frozenset(), uid_base: int = DEFAULT_UID_BASE) -> DoctorReport:

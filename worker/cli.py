@@ -28,11 +28,12 @@ from bridge.knowledge.attachments import (
     dropped_entry,
     over_byte_ceiling,
 )
-from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
+from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS
 from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.errors import BridgeContractError, IngestionRejected
 from bridge.knowledge.kinds import guess_kind
 from bridge.queue.source import QueueUnavailable
+from sandbox.limits import ParseLimits
 from worker.config import ConfigurationError, Settings
 from worker.selections import (
     QUEUED_DEADLINE_SECONDS,
@@ -109,6 +110,14 @@ def _parser() -> argparse.ArgumentParser:
         help="admit text the sandbox finds unreadable (mojibake, OCR junk) under a first line "
         "'[airlock: text quality low: ...]' instead of omitting the file "
         "(local mode; default: $AIRLOCK_ADMIT_UNREADABLE)",
+    )
+    extract.add_argument(
+        "--max-pixels",
+        dest="max_pixels",
+        type=int,
+        metavar="N",
+        help=f"ceiling: {PIXELS.help}, checked before it is decoded (local mode; default "
+        f"${PIXELS.variable}, else {ParseLimits().max_pixels})",
     )
     extract.add_argument(
         "--ocr-language",
@@ -315,7 +324,21 @@ def _print_selection(selection: IngestSelection, as_json: bool) -> None:
         sys.stderr.write(f"airlock: omitted {label}: {reason}\n")
 
 
+def _check_ocr_language(settings: Settings, named_by: str) -> None:
+    """Refuse at start an OCR language this host has no data for, naming its package."""
+    from sandbox.doctor import uninstalled_ocr_language  # noqa: PLC0415
+
+    problem = uninstalled_ocr_language(settings.ocr_language)
+    if problem is not None:
+        raise ConfigurationError(f"{named_by}: {problem}")
+
+
 def _extract(args: argparse.Namespace) -> int:
+    if args.ocr_language:
+        try:
+            ParseLimits(ocr_language=args.ocr_language)
+        except ValueError as exc:
+            raise ConfigurationError(f"--ocr-language: {exc}") from None
     env = dict(os.environ)
     if args.broker:
         env["AIRLOCK_BROKER_URL"] = args.broker
@@ -323,13 +346,22 @@ def _extract(args: argparse.Namespace) -> int:
         env["AIRLOCK_ADMIT_UNREADABLE"] = "1"
     if args.ocr_language:
         env["AIRLOCK_OCR_LANGUAGE"] = args.ocr_language
+    if args.max_pixels is not None:
+        env[PIXELS.variable] = str(args.max_pixels)
     settings = Settings.from_env(env)
-    if settings.broker_configured and (args.admit_unreadable or args.ocr_language):
+    if settings.broker_configured and (
+        args.admit_unreadable or args.ocr_language or args.max_pixels is not None
+    ):
         # Queued jobs carry only ExtractionLimits; the workers parse with their own settings,
         # and a flag that silently did nothing would be worse than a refusal.
         raise ConfigurationError(
-            "--admit-unreadable and --ocr-language apply to local extraction; the queue's "
-            "workers use their own AIRLOCK_ADMIT_UNREADABLE and AIRLOCK_OCR_LANGUAGE"
+            "--admit-unreadable, --ocr-language and --max-pixels apply to local extraction; "
+            "the queue's workers use their own AIRLOCK_ADMIT_UNREADABLE, AIRLOCK_OCR_LANGUAGE "
+            f"and {PIXELS.variable}"
+        )
+    if not settings.broker_configured and (args.ocr_language or "AIRLOCK_OCR_LANGUAGE" in env):
+        _check_ocr_language(
+            settings, "--ocr-language" if args.ocr_language else "AIRLOCK_OCR_LANGUAGE"
         )
     flags = {name: getattr(args, name) for name in EXTRACTION_SETTINGS}
     limits = replace(
@@ -421,6 +453,8 @@ def _serve(args: argparse.Namespace) -> int:
     from worker.door.keys import ApiKeys, KeysFileError  # noqa: PLC0415
 
     settings = Settings.from_env()
+    if not settings.broker_configured:
+        _check_ocr_language(settings, "AIRLOCK_OCR_LANGUAGE")
     host = args.host or settings.http.host
     port = settings.http.port if args.port is None else args.port
     try:
@@ -504,7 +538,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "worker":
             from worker.application import run_worker  # noqa: PLC0415
 
-            return run_worker(Settings.from_env(), celery_args)
+            settings = Settings.from_env()
+            if {"airlock.ocr", "airlock.pages"} & set(settings.queues):
+                _check_ocr_language(settings, "AIRLOCK_OCR_LANGUAGE")
+            return run_worker(settings, celery_args)
         if args.command == "bridge":
             return _bridge(Settings.from_env())
         if args.command == "health":

@@ -72,9 +72,12 @@ EXTRACTION_SETTINGS: Mapping[str, CeilingSetting] = MappingProxyType(
     }
 )
 
-#: The pixel ceiling of one decoded image is the sandbox's (``ParseLimits.max_pixels``): it is a
-#: deployment's memory budget, so it has a variable but no per-call flag.
-PIXELS = CeilingSetting("max_pixels", None, "AIRLOCK_MAX_PIXELS", "pixels of one decoded image")
+#: The pixel ceiling of one decoded image is the sandbox's (``ParseLimits.max_pixels``): a
+#: deployment's memory budget, so queued jobs never carry it; the CLI's local extraction takes
+#: it as a flag as well.
+PIXELS = CeilingSetting(
+    "max_pixels", "--max-pixels", "AIRLOCK_MAX_PIXELS", "pixels of one decoded image"
+)
 
 #: The sandbox's kernel-enforced limits (``SandboxLimits``), by the error type that reports
 #: them. A deployment's settings, not a call's: no flag, and no value is known to suffice.

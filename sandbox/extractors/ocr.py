@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from PIL import Image, ImageFile, UnidentifiedImageError
 
-from sandbox import codes, policy, quality, scripts
+from sandbox import codes, ocr_languages, policy, quality, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -127,6 +127,10 @@ def damage_is_unreadable(what: str) -> Iterator[None]:
         raise Refusal(codes.UNREADABLE, f"{what} is truncated or corrupt: {exc}") from exc
 
 
+#: Pillow's DecompressionBomb message: "Image size (48000000 pixels) exceeds limit of ...".
+_BOMB_SIZE = re.compile(r"Image size \((\d+) pixels\)")
+
+
 @contextmanager
 def decoding_under(limits: ParseLimits) -> Iterator[None]:
     """Make Pillow's own bomb check refuse exactly above the pixel ceiling, for one job.
@@ -143,7 +147,15 @@ def decoding_under(limits: ParseLimits) -> Iterator[None]:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             yield
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise Refusal(codes.CEILING, f"{exc} (the pixel ceiling is {limits.max_pixels})") from exc
+        # Pillow's words quote its own limit; the refusal says airlock's, with the image's size
+        # in the form the caller's hint reads (bridge.knowledge.ceilings).
+        size = _BOMB_SIZE.search(str(exc))
+        declared = f"an image of {size.group(1)} pixels" if size else "an image"
+        raise Refusal(
+            codes.CEILING,
+            f"{declared} exceeds the {limits.max_pixels}-pixel ceiling (a decompression "
+            "bomb guard: checked before any pixel is decoded)",
+        ) from exc
     finally:
         Image.MAX_IMAGE_PIXELS = previous
 
@@ -237,7 +249,8 @@ def _run_tesseract(png: bytes, language: str) -> tuple[str, list[tuple[float, st
     text = _layout(words)
     if completed.returncode != 0:
         raise OcrFailed(
-            f"tesseract exited with status {completed.returncode}: "
+            ocr_languages.missing_from_complaint(completed.stderr)
+            or f"tesseract exited with status {completed.returncode}: "
             f"{_complaint(completed.stderr, b'')}"
         )
     if _LEPTONICA_ERROR in completed.stderr:

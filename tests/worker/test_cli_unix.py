@@ -143,6 +143,14 @@ def test_unreadable_text_is_omitted_with_its_reason_or_admitted_flagged(tmp_path
     ("args", "env"),
     [
         (["extract", "--ocr-language", "eng,--psm", "README.md"], {}),
+        # A language this host has no pack for: refused at start, naming the package.
+        (["extract", "--ocr-language", "zzz", "README.md"], {}),
+        (["extract", "README.md"], {"AIRLOCK_OCR_LANGUAGE": "eng,zzz"}),
+        (
+            ["worker"],
+            {"AIRLOCK_OCR_LANGUAGE": "zzz", "AIRLOCK_BROKER_URL": "redis://127.0.0.1:1/0"},
+        ),
+        (["serve", "--port", "1"], {"AIRLOCK_OCR_LANGUAGE": "zzz"}),
         # The queue's workers parse with their own settings: the flag would do nothing there.
         (["extract", "--admit-unreadable", "--broker", "redis://127.0.0.1:1/0", "README.md"], {}),
         (["extract", "README.md"], {"AIRLOCK_SANDBOX_REQUIRE": "seccom"}),
@@ -159,6 +167,10 @@ def test_usage_and_configuration_errors_exit_2_with_one_line(
     assert failed.returncode == 2, failed
     assert "Traceback" not in failed.stderr
     assert failed.stdout == ""
+    if "zzz" in " ".join([*args, *env.values()]):
+        flag = "--ocr-language" if "--ocr-language" in args else "AIRLOCK_OCR_LANGUAGE"
+        assert failed.stderr.startswith(f"airlock: {flag}: OCR language 'zzz' is not installed")
+        assert "apt-get install tesseract-ocr-zzz" in failed.stderr
 
 
 def test_doctor_reports_the_layers_as_json() -> None:

@@ -14,6 +14,7 @@ import zipfile
 from collections.abc import Callable
 
 import pytest
+from PIL import Image
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
@@ -32,7 +33,7 @@ from bridge.knowledge.failures import Failure
 from sandbox.errors import ALL_ERRORS, OutputTooLarge
 from sandbox.extractors import image as image_extractor
 from sandbox.extractors import pdf as pdf_extractor
-from sandbox.extractors.ocr import check_pixels
+from sandbox.extractors.ocr import check_pixels, decoding_under
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits, SandboxLimits
@@ -46,6 +47,12 @@ extract_image = words_of(image_extractor.extract_image)
 extract_pdf = words_of(pdf_extractor.extract_pdf)
 
 LIMITS = ParseLimits(max_pages=20, max_text_chars=10, max_pixels=1000)
+
+
+def _decode_over_the_ceiling(limits: ParseLimits) -> None:
+    """A 50x40 PNG opened under a 1,000-pixel ceiling: Pillow's own check refuses it."""
+    with decoding_under(limits):
+        Image.open(io.BytesIO(encoded(Image.new("L", (50, 40), 255), "PNG")))
 
 
 def _refusal(action: Callable[[], object]) -> str:
@@ -78,7 +85,12 @@ def _tiff(frames: int) -> bytes:
         ),
         (
             lambda: check_pixels((50, 40), LIMITS),
-            "; raise max_pixels (AIRLOCK_MAX_PIXELS=2000)",
+            "; raise max_pixels (--max-pixels 2000, AIRLOCK_MAX_PIXELS=2000)",
+        ),
+        (
+            # Pillow's own bomb check, reworded with airlock's ceiling and the image's size.
+            lambda: _decode_over_the_ceiling(LIMITS),
+            "; raise max_pixels (--max-pixels 2000, AIRLOCK_MAX_PIXELS=2000)",
         ),
     ],
 )
@@ -193,4 +205,4 @@ def test_settings_names_follow_one_rule() -> None:
     assert EXTRACTION_SETTINGS["max_pages"].flag == "--max-pages"
     assert EXTRACTION_SETTINGS["max_pages"].variable == "AIRLOCK_MAX_PAGES"
     assert set(EXTRACTION_SETTINGS) == set(ExtractionLimits.__dataclass_fields__)
-    assert PIXELS.to_admit() == "raise max_pixels (AIRLOCK_MAX_PIXELS=N)"
+    assert PIXELS.to_admit() == "raise max_pixels (--max-pixels N, AIRLOCK_MAX_PIXELS=N)"
