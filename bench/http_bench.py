@@ -108,6 +108,18 @@ def _posting(base: str) -> Callable[[int], Callable[[], None]]:
     return caller
 
 
+def _door_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _door_peak_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def _percentile(values: list[float], fraction: float) -> float:
     return sorted(values)[min(len(values) - 1, int(fraction * len(values)))]
 
@@ -163,8 +175,13 @@ def main() -> None:
         _run(CALLERS, CALLERS * 4, _gathering(server.url()))  # warm both pool processes
         _run(CALLERS, CALLERS * 4, _posting(base))
         # One caller: what a request costs on an idle door; many: what the door carries.
+        before = _door_cpu(door.pid)
         _compare(server.url(), base, 1)
         _compare(server.url(), base, CALLERS)
+        cpu = _door_cpu(door.pid) - before
+        # Sizing (docs/operations.md#sizing): the door's own CPU per request and its peak memory.
+        print(f"door: {cpu / (ROUNDS * REQUESTS * 2) * 1000:.1f} ms CPU per request, peak RSS "
+              f"{_door_peak_mib(door.pid):.0f} MiB")  # fmt: skip
     finally:
         door.terminate()
         door.wait()

@@ -138,7 +138,9 @@ def test_workers_reach_only_redis(compose: dict[str, Any], name: str) -> None:
         for other, spec in compose["services"].items()
         if "internal" in spec.get("networks", [])
     }
-    assert members == {"redis", "client-redis", *AIRLOCK_SERVICES, "flower", *SENTINEL_PROFILE}
+    assert members == {
+        "redis", "client-redis", *AIRLOCK_SERVICES, "flower", "door", *SENTINEL_PROFILE
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize("name", WORKERS)
@@ -293,8 +295,23 @@ def test_flower_is_optional_and_password_protected(compose: dict[str, Any], tmp_
     for name, service in compose["services"].items():
         if name in SENTINEL_PROFILE:
             assert service["profiles"] == ["sentinel"], name
-        elif name != "flower":
+        elif name not in ("flower", "door"):
             assert "profiles" not in service, f"{name} must start without a profile"
+
+
+def test_the_door_is_optional_keyed_and_on_loopback(compose: dict[str, Any]) -> None:
+    """``--profile door``: it listens on the host's loopback only, and its keys come as a
+    secret from the environment, never a variable its process sees in clear."""
+    door = compose["services"]["door"]
+    assert door["profiles"] == ["door"]
+    assert door["command"] == ["serve"]
+    assert door["ports"] == ["127.0.0.1:8080:8080"]
+    assert door["secrets"] == ["airlock-http-keys"]
+    assert door["environment"]["AIRLOCK_HTTP_KEYS_FILE"] == "/run/secrets/airlock-http-keys"
+    assert compose["secrets"]["airlock-http-keys"] == {
+        "file": "${AIRLOCK_HTTP_KEYS_PATH:-/dev/null}"
+    }
+    assert door["read_only"] is True and door["cap_drop"] == ["ALL"]
 
 
 def test_compose_and_kubernetes_share_the_same_settings(

@@ -37,6 +37,8 @@ DEPLOY_ONLY = {
     "AIRLOCK_REDIS_REPLICA_PASSWORD",
     "AIRLOCK_REDIS_SENTINEL_PASSWORD",
     "AIRLOCK_IMAGE",
+    # The file of the door's hashed keys, handed to compose as a secret (deploy/compose.yaml).
+    "AIRLOCK_HTTP_KEYS_PATH",
 }
 #: Read by code another engineer is writing; the check runs as soon as some code reads it.
 PENDING_VARIABLES: dict[str, str] = {}

@@ -148,7 +148,7 @@ def test_kustomization_builds_with_kubectl() -> None:
     )
     assert result.returncode == 0, result.stderr
     kinds = re.findall(r"^kind: (\w+)$", result.stdout, re.MULTILINE)
-    assert kinds.count("Deployment") == 3
+    assert kinds.count("Deployment") == 4
     assert kinds.count("ScaledObject") == 2
     assert "Secret" not in kinds
     assert "image: airlock:0.1.0" in result.stdout
@@ -181,7 +181,7 @@ def test_namespace_enforces_the_restricted_pod_security_standard(
 
 def test_every_pod_is_locked_down(applied: list[dict[str, Any]]) -> None:
     specs = dict(pod_specs(applied))
-    assert set(specs) == {*WORKERS, "airlock-bridge", *REDIS_SERVERS}
+    assert set(specs) == {*WORKERS, "airlock-bridge", "airlock-door", *REDIS_SERVERS}
     assert_locked_down(specs)
 
 
@@ -243,8 +243,8 @@ def test_every_resources_block_points_at_the_sizing_section() -> None:
                 blocks += 1
                 above = "\n".join(lines[max(0, number - 3) : number])
                 assert SIZING_COMMENT in above, f"{path.name}:{number + 1}"
-    # light worker, OCR worker, bridge, the workers' and the clients' Redis, the Sentinels
-    assert blocks == 6
+    # light worker, OCR worker, bridge, door, the workers' and the clients' Redis, the Sentinels
+    assert blocks == 7
 
 
 def test_no_todo_left_in_deployment_files() -> None:
@@ -493,13 +493,18 @@ def test_the_start_script_refuses_a_client_password_that_adds_a_rule(
 
 
 def test_secret_template_holds_no_real_password(yaml_docs: dict[Path, list[Any]]) -> None:
-    workers, clients = yaml_docs[KUBERNETES / "redis-secret.template.yaml"]
+    workers, clients, door = yaml_docs[KUBERNETES / "redis-secret.template.yaml"]
     assert workers["kind"] == "Secret" and workers["metadata"]["name"] == "airlock-redis"
     assert clients["kind"] == "Secret" and clients["metadata"]["name"] == "airlock-redis-clients"
     for secret in (workers, clients):
         assert "data" not in secret
         assert all("openssl rand" in value for value in secret["stringData"].values())
     assert set(workers["stringData"]) == {"password", "result-cache-key"}
+    # The door's keys: a placeholder for a key's hash, never a key.
+    assert door["kind"] == "Secret" and door["metadata"]["name"] == "airlock-http-keys"
+    assert "data" not in door and door["stringData"] == {
+        "keys": "acme replace-with-the-sha256-hex-of-acme-s-key"
+    }
 
 
 # --- network policy -------------------------------------------------------------------------

@@ -330,7 +330,7 @@ def test_the_rendered_component_keeps_every_rule_of_the_base(
     sentinel_applied: list[dict[str, Any]],
 ) -> None:
     specs = dict(pod_specs(sentinel_applied))
-    pods = {*WORKERS, "airlock-bridge", "airlock-redis", "airlock-client-redis"}
+    pods = {*WORKERS, "airlock-bridge", "airlock-door", "airlock-redis", "airlock-client-redis"}
     assert set(specs) == {*pods, "airlock-sentinel"}
     assert_locked_down(specs)
     budgets = by_kind(sentinel_applied, "PodDisruptionBudget")
