@@ -33,8 +33,7 @@ from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.pages import DEFAULT_FAN_OUT_PAGES
 from sandbox.runner import mechanism_names
-from worker.door.callbacks import networks
-from worker.door.config import DoorConfig
+from worker.door.config import DoorConfig, networks
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 #: The worker's and the bridge's metrics ports when AIRLOCK_METRICS_PORT is unset: apart, so

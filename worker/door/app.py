@@ -28,8 +28,8 @@ from bridge.queue.source import QueueFull, QueueUnavailable
 from bridge.service.schema import InvalidRequest, query_limits
 from worker.config import Settings
 from worker.door import openapi
-from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target, networks
-from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS
+from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target
+from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, networks
 from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy
 from worker.door.keys import LOCAL_OWNER, ApiKeys
 from worker.door.metrics import DoorMetrics

@@ -28,6 +28,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from worker.door.config import Network
+
 _log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Airlock-Signature"
@@ -37,19 +39,9 @@ RETRY_DELAYS = (1.0, 2.0, 4.0)
 _TIMEOUT_SECONDS = 10.0
 _MAX_REDIRECTS = 3
 
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 
 class CallbackRefused(ValueError):
     """A callback URL this server will not call, and why."""
-
-
-def networks(raw: str) -> tuple[Network, ...]:
-    """``AIRLOCK_HTTP_CALLBACK_ALLOW``: comma-separated CIDR ranges a callback may reach
-    although they are not public (``127.0.0.0/8`` for tests, ``10.0.0.0/8`` for operators)."""
-    return tuple(
-        ipaddress.ip_network(part.strip(), strict=False) for part in raw.split(",") if part.strip()
-    )
 
 
 @dataclass(frozen=True)

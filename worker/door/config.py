@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,17 @@ DEFAULT_PORT = 8080
 #: (gateways commonly cut a request at 60 s; docling-serve's users met exactly that).
 MAX_WAIT_SECONDS = 600.0
 DEFAULT_WAIT_SECONDS = 30.0
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def networks(raw: str) -> tuple[Network, ...]:
+    """``AIRLOCK_HTTP_CALLBACK_ALLOW``: comma-separated CIDR ranges a callback may reach
+    although they are not public (``127.0.0.0/8`` for tests, ``10.0.0.0/8`` for operators)."""
+    return tuple(
+        ipaddress.ip_network(part.strip(), strict=False) for part in raw.split(",") if part.strip()
+    )
 
 
 @dataclass(frozen=True)
