@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import importlib.resources
 import json
 import logging
@@ -30,7 +31,7 @@ from worker.config import Settings
 from worker.door import openapi
 from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target
 from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, networks
-from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy
+from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy, Runner
 from worker.door.keys import LOCAL_OWNER, ApiKeys
 from worker.door.metrics import DoorMetrics
 from worker.door.quotas import ByteQuota
@@ -43,9 +44,15 @@ from worker.selections import (
 )
 
 _log = logging.getLogger(__name__)
+#: Threads running queued jobs at once: each only waits on Redis, so they bound how many jobs
+#: this door has on the workers at a time, not its CPU (the queue's own bound is
+#: AIRLOCK_MAX_QUEUED; past it, jobs are answered QueueFull).
+_QUEUED_JOB_THREADS = 64
 #: Seconds a client is told to wait before trying again when the service is saturated.
 _RETRY_AFTER_SECONDS = 5
 _JSON = "application/json"
+#: The query parameters read as limits (every other one is another parameter, or ignored).
+_LIMIT_NAMES = frozenset(field.name for field in dataclasses.fields(ExtractionLimits))
 _STATIC = importlib.resources.files("worker.door") / "static"
 #: The page shows text taken from hostile files: should any of it ever reach the DOM as
 #: markup, no inline script, no other origin's script and no framing would run it.
@@ -58,25 +65,27 @@ _PAGE_HEADERS = {
 
 
 class _Unserved(Exception):
-    """Nothing was admitted and every file was refused for want of workers or queue room."""
+    """The whole request is answered with ``failure``: no worker, or no queue room, for any
+    of its files (a selection of nothing but those reasons says nothing about the files)."""
 
-    def __init__(self, selection: IngestSelection) -> None:
-        super().__init__(selection.dropped[0][1])
-        self.full = all(f"failed: {QUEUE_FULL}:" in reason for _, reason in selection.dropped)
-
-
-def _unserved(selection: IngestSelection) -> bool:
-    return (
-        not selection.text
-        and bool(selection.dropped)
-        and all(
-            f"failed: {NO_WORKERS}:" in reason or f"failed: {QUEUE_FULL}:" in reason
-            for _, reason in selection.dropped
-        )
-    )
+    def __init__(self, failure: HttpFailure) -> None:
+        super().__init__(failure.reason)
+        self.failure = failure
 
 
-def _runner(settings: Settings, clients: QueueClients) -> Callable[..., str]:
+def _unserved(selection: IngestSelection) -> HttpFailure | None:
+    if selection.text or not selection.dropped:
+        return None
+    reasons = [reason for _, reason in selection.dropped]
+    if all(f"failed: {QUEUE_FULL}:" in reason for reason in reasons):
+        return HttpFailure(429, "QueueFull", reasons[0], _RETRY_AFTER_SECONDS)
+    if all(f"failed: {NO_WORKERS}:" in reason or f"failed: {QUEUE_FULL}:" in reason
+           for reason in reasons):  # fmt: skip
+        return HttpFailure(503, "NoWorkers", reasons[0], _RETRY_AFTER_SECONDS)
+    return None
+
+
+def _runner(settings: Settings, clients: QueueClients) -> Runner:
     def run(
         refs: Sequence[AttachmentRef],
         limits: ExtractionLimits,
@@ -87,8 +96,9 @@ def _runner(settings: Settings, clients: QueueClients) -> Callable[..., str]:
             selection = clients.extract(
                 refs, limits, deadline=QUEUED_DEADLINE_SECONDS, use_cache=True, on_file=file_done
             )
-            if _unserved(selection):
-                raise _Unserved(selection)
+            unserved = _unserved(selection)
+            if unserved is not None:
+                raise _Unserved(unserved)
         else:
             # One child per job at a time: the pool runs AIRLOCK_CONCURRENCY jobs, so this
             # host never runs more children than it has cores for.
@@ -102,8 +112,7 @@ def _runner(settings: Settings, clients: QueueClients) -> Callable[..., str]:
 
 def _classify(exc: Exception) -> HttpFailure:
     if isinstance(exc, _Unserved):
-        kind = "QueueFull" if exc.full else "NoWorkers"
-        return HttpFailure(429 if exc.full else 503, kind, str(exc), _RETRY_AFTER_SECONDS)
+        return exc.failure
     if isinstance(exc, QueueFull):
         return HttpFailure(429, "QueueFull", str(exc), _RETRY_AFTER_SECONDS)
     if isinstance(exc, QueueUnavailable):
@@ -130,7 +139,7 @@ class Door:
     def __init__(self, settings: Settings, keys: ApiKeys | None) -> None:
         self.settings = settings
         self.keys = keys
-        workers = settings.concurrency if not settings.broker_configured else 64
+        workers = _QUEUED_JOB_THREADS if settings.broker_configured else settings.concurrency
         self.clients = QueueClients(settings)
         self.jobs = Jobs(
             _runner(settings, self.clients),
@@ -164,7 +173,7 @@ class Door:
     def _limits(self, request: Request) -> ExtractionLimits:
         ceilings = self.settings.extraction_limits
         asked = {
-            name: value for name, value in request.query_params.items() if hasattr(ceilings, name)
+            name: value for name, value in request.query_params.items() if name in _LIMIT_NAMES
         }
         try:
             return query_limits(asked, ceilings)
@@ -226,10 +235,10 @@ class Door:
         limits: ExtractionLimits,
         callback: Target | None = None,
     ) -> Job:
-        refusal = unsupported(uploads, kind)
+        refs = [upload.ref(kind) for upload in uploads]
+        refusal = unsupported(refs)
         if refusal is not None:
             raise refusal
-        refs = [upload.ref(kind) for upload in uploads]
         try:
             job = self.jobs.submit(
                 owner,
@@ -363,22 +372,28 @@ class Door:
         # One route per path: two would answer OPTIONS with the first one's methods alone.
         return await (self.withdraw if request.method == "DELETE" else self.job)(request)
 
-    async def _whole(self, request: Request) -> Job:
-        """One raw file, run to its end (the drop-ins' clients do not poll)."""
+    async def _whole(self, request: Request) -> tuple[Job, dict[str, Any]]:
+        """One raw file, run to its end, and its selection (the drop-ins' clients do not poll,
+        so the job is forgotten as soon as it is answered)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
         uploads = [await raw_upload(request, limits, self._admit(owner))]
         job = self._submit(request, owner, uploads, kind=kind, limits=limits)
-        await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
+        settled = await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
+        self.jobs.withdraw(owner, job.id)
+        if not settled:
+            raise Refused(HttpFailure(504, "Timeout", "the file was not read in time"))
         if job.failure is not None:
             raise Refused(job.failure)
-        return job
+        if job.result is None:
+            raise Refused(HttpFailure(409, "Withdrawn", "the job was withdrawn"))
+        selection: dict[str, Any] = json.loads(job.result)
+        return job, selection
 
     async def process(self, request: Request) -> Response:
         """Open WebUI's external document loader: ``{"page_content", "metadata"}``."""
-        job = await self._whole(request)
-        selection = json.loads(job.result or "{}")
-        if not selection.get("text") and selection.get("dropped"):
+        job, selection = await self._whole(request)
+        if not selection["text"] and selection["dropped"]:
             # Left out: an error the user sees in Open WebUI, never an empty document.
             raise Refused(HttpFailure(422, "Omitted", selection["dropped"][0][1]))
         metadata = {
@@ -391,11 +406,9 @@ class Door:
 
     async def tika(self, request: Request) -> Response:
         """Tika's ``PUT /tika`` with ``Accept: text/plain``: the text alone."""
-        job = await self._whole(request)
-        selection = json.loads(job.result or "{}")
-        if not selection.get("text") and selection.get("dropped"):
-            reason = selection["dropped"][0][1]
-            return PlainTextResponse(reason + "\n", status_code=422)
+        _, selection = await self._whole(request)
+        if not selection["text"] and selection["dropped"]:
+            return PlainTextResponse(selection["dropped"][0][1] + "\n", status_code=422)
         return PlainTextResponse(selection["text"])
 
     async def page(self, request: Request) -> Response:

@@ -12,7 +12,6 @@ ROUTES = frozenset(
     {
         "extract",
         "job",
-        "withdraw",
         "process",
         "tika",
         "healthz",

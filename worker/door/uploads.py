@@ -9,7 +9,7 @@ disk past 1 MiB by the form parser, and each is held to the per-file ceiling as 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import unquote
 
@@ -157,9 +157,9 @@ async def form_uploads(request: Request, limits: ExtractionLimits, admit: Admit)
     return uploads
 
 
-def unsupported(uploads: list[Upload], declared_kind: str | None) -> Refused | None:
+def unsupported(refs: Sequence[AttachmentRef]) -> Refused | None:
     """A 415 for a request whose every file is of a kind airlock does not read."""
-    kinds = {upload.ref(declared_kind).kind for upload in uploads}
+    kinds = {ref.kind for ref in refs}
     if kinds & EXTRACTABLE_KINDS:
         return None
     return Refused(
