@@ -94,6 +94,11 @@ class ForbiddenOperation(SandboxError):
     kill_cause = "forbidden_syscall"
 
 
+class Withdrawn(SandboxError):
+    """The caller withdrew the job while its child ran, and the child's process group was
+    killed: nobody would have read its answer (``airlock serve``'s DELETE)."""
+
+
 class NoAnswer(SandboxError):
     """The child exited without writing an answer."""
 

@@ -50,6 +50,8 @@ class SandboxExtractor:
     selection. ``page_workers`` children read pages at once (one: in turn); above 1 it bounds
     every child this extractor runs at once, whichever thread asks: callers that extract
     several files at once on it (the CLI) do not multiply the pages' children by their own.
+    ``withdrawn``, once set, kills every child still running for it (``Withdrawn``): the
+    HTTP door's DELETE of a running job.
     """
 
     def __init__(
@@ -63,6 +65,7 @@ class SandboxExtractor:
         uid_base: int = DEFAULT_UID_BASE,
         deadline: float | None = None,
         page_workers: int = 1,
+        withdrawn: threading.Event | None = None,
     ) -> None:
         self._limits = limits
         self._parse_limits = parse_limits
@@ -71,6 +74,7 @@ class SandboxExtractor:
         self._require = require
         self._uid_base = uid_base
         self._deadline = deadline
+        self._withdrawn = withdrawn
         self._page_workers = page_workers
         self._children = threading.BoundedSemaphore(page_workers) if page_workers > 1 else None
 
@@ -134,6 +138,7 @@ class SandboxExtractor:
                 on_progress,
                 output_bytes=output_bytes or pages.answer_allowance(kind, len(payload)),
                 deadline=self._deadline,
+                withdrawn=self._withdrawn,
             ).text
 
     def _in_pages(self, media_type: str, payload: bytes, limits: ParseLimits) -> str | None:

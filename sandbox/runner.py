@@ -24,6 +24,7 @@ from sandbox.errors import (
     OutputTooLarge,
     SandboxUnavailable,
     WallClockExceeded,
+    Withdrawn,
 )
 from sandbox.fork_server import ForkServer, WarmChild
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS, UID_DROP
@@ -36,6 +37,9 @@ DEFAULT_MODULES = ("sandbox.extractors.all",)
 _START_SECONDS = 120.0
 _CHILD_READY_SECONDS = 30.0
 _CHUNK_BYTES = 1 << 20
+#: How often a job that can be withdrawn looks whether it was: the longest a withdrawn
+#: child runs on.
+_CANCEL_TICK = 0.1
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class _Bounds:
     callers: bool
     #: True when the job's kind answers parts of a document (text), not a document.
     parts: bool
+    #: Set by the caller to withdraw the job; its child is killed within ``_CANCEL_TICK``.
+    withdrawn: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class _Exchange:
     untrusted_body: bytes | None = None
     received: int = 0  # bytes of an unfinished frame when the pipe closed
     timed_out: bool = False
+    withdrawn: bool = False
 
 
 def _feed(fd: int, pending: deque[memoryview]) -> bool:
@@ -167,8 +174,7 @@ class _Frames:
 def _exchange(
     child: WarmChild,
     job: list[bytes],
-    deadline: float,
-    cap: int,
+    bounds: _Bounds,
     on_progress: ProgressCallback | None,
 ) -> _Exchange:
     """Send the job while reading the answer, until a full answer, EOF, the cap or the deadline.
@@ -183,14 +189,18 @@ def _exchange(
     poller.register(child.job_fd, select.POLLOUT)
     poller.register(child.answer_fd, select.POLLIN)
     job_open = True
-    frames = _Frames(cap)
+    frames = _Frames(bounds.cap)
     gate = None if on_progress is None else ProgressGate(on_progress)
+    withdrawn = bounds.withdrawn
     try:
         while True:
-            remaining = deadline - time.monotonic()
+            if withdrawn is not None and withdrawn.is_set():
+                return _Exchange(withdrawn=True)
+            remaining = bounds.deadline - time.monotonic()
             if remaining <= 0:
                 return _Exchange(timed_out=True)
-            for fd, events in poller.poll(math.ceil(remaining * 1000)):
+            wait = remaining if withdrawn is None else min(remaining, _CANCEL_TICK)
+            for fd, events in poller.poll(math.ceil(wait * 1000)):
                 if fd == child.job_fd:
                     if _feed(fd, pending) or events & (select.POLLERR | select.POLLHUP):
                         poller.unregister(fd)
@@ -309,13 +319,15 @@ class SandboxRunner:
         *,
         output_bytes: int | None = None,
         deadline: float | None = None,
+        withdrawn: threading.Event | None = None,
     ) -> ExtractionResult:
         """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages
         (at most once a second and always further along: see ``sandbox.progress``).
 
         ``output_bytes`` raises the answer cap for a job whose answer is known to be larger
         (a PDF split into pages); ``deadline`` (a :func:`time.monotonic` value) is the caller's,
-        and a child still running then is killed: nobody would read its answer.
+        and a child still running then is killed: nobody would read its answer. So is one
+        still running when ``withdrawn`` is set (``Withdrawn``).
 
         A job whose fork server dies under it (while it takes a child, or while the child
         runs and before the child's answer or exit notice arrived) never got a verdict on its
@@ -333,6 +345,7 @@ class SandboxRunner:
             max(self.limits.output_bytes, output_bytes or 0),
             deadline is not None and deadline < wall,
             kind in pages.PARTS_KINDS,
+            withdrawn,
         )
         try:
             return self._run_on(server, job, bounds, on_progress)
@@ -359,7 +372,7 @@ class SandboxRunner:
                     "which this host requires"
                 )
             try:
-                exchange = _exchange(child, job, bounds.deadline, bounds.cap, on_progress)
+                exchange = _exchange(child, job, bounds, on_progress)
             except BaseException:
                 child.kill()
                 raise
@@ -381,6 +394,9 @@ class SandboxRunner:
             if isinstance(answer, protocol.TextAnswer):
                 return ExtractionResult(answer.text, answer.pages)
             raise verdict.from_error_answer(answer, limits)
+        if exchange.withdrawn:
+            child.kill()
+            raise Withdrawn("the caller withdrew the job while it ran, and it was killed")
         notice = None if exchange.timed_out else server.wait_exit(child.pid, bounds.deadline)
         if notice is None:
             child.kill()

@@ -250,3 +250,11 @@ def pdf_of_tiny_scans(pages: int, side: int = 200) -> bytes:
             picture,
         ]
     )
+
+
+def slow_text_pdf() -> bytes:
+    """One page whose text layer sits behind 400,000 no-op text moves: pypdf walks them for
+    seconds (6 CPU-s), in the light stage, and answers with the page's text."""
+    content = b"BT /F1 12 Tf 20 100 Td (the slow page) Tj " + b"0 0 Td " * 400_000 + b"ET"
+    contents = stream(zlib.compress(content, 9), b"/Filter /FlateDecode ")
+    return pdf([CATALOG, ONE_PAGE, page(), contents, FONT])

@@ -63,6 +63,7 @@ def extract_locally(
     concurrency: int,
     on_file: FileDone | None = None,
     on_pages: ProgressCallback | None = None,
+    withdrawn: threading.Event | None = None,
 ) -> IngestSelection:
     """``refs`` read in this process's sandbox, ``concurrency`` children at once at most (files
     at once, and a long scan's pages at once): each child is one busy core (tesseract runs
@@ -75,6 +76,7 @@ def extract_locally(
             uid_base=settings.sandbox_uid_base,
             page_workers=concurrency,
             on_progress=on_pages,
+            withdrawn=withdrawn,
         ),
         limits,
     )

@@ -18,6 +18,7 @@ import pytest
 
 from tests.door.serving import AIRLOCK, Door
 from tests.metrics_scrape import free_port
+from tests.pdf_builders import slow_text_pdf
 
 pytestmark = pytest.mark.slow
 
@@ -364,3 +365,58 @@ def test_each_key_is_held_to_its_jobs_and_bytes_and_leaves_the_others_theirs(
         assert httpx.post(extract, content=b"small", headers=a, timeout=60).status_code == 200
     finally:
         serving.stop()
+
+
+def _busy_job_children(door: Door) -> dict[int, float]:
+    """The sandbox job processes under the door (its fork server's children leading their own
+    process group, a job's), with the CPU seconds each has used."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parent = int(fields[1])
+            command = Path(f"/proc/{parent}/cmdline").read_bytes()
+            grandparent = int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        leader = int(fields[2]) == int(entry.name)
+        if leader and b"sandbox.zygote" in command and grandparent == door.process.pid:
+            cpu = (int(fields[11]) + int(fields[12])) / ticks
+            if cpu > 0.3:  # a warm child waiting for a job has used next to none
+                found[int(entry.name)] = cpu
+    return found
+
+
+def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None:
+    """A page pypdf walks for about 6 CPU-s: withdrawn while it runs, its child is killed at
+    once rather than left to finish for nobody, and the door takes the next job."""
+    door = Door({"AIRLOCK_CONCURRENCY": "1"}, tmp_path)
+    try:
+        accepted = httpx.post(
+            f"{door.url}/v1/extract?wait=0",
+            content=slow_text_pdf(),
+            headers={"X-Filename": "slow.pdf"},
+        )
+        url = accepted.headers["location"]
+        deadline = time.monotonic() + 120
+        while not (busy := _busy_job_children(door)):
+            assert time.monotonic() < deadline, "the slow job's child never ran"
+            time.sleep(0.05)
+        [(child, _)] = busy.items()
+        withdrawn = httpx.delete(url)
+        assert withdrawn.json()["state"] == "withdrawn"
+        deadline = time.monotonic() + 30
+        used = 0.0
+        while Path(f"/proc/{child}").exists():
+            assert time.monotonic() < deadline, "the withdrawn job's child ran on"
+            used = max(used, _busy_job_children(door).get(child, 0.0))
+            time.sleep(0.05)
+        # Killed with most of its work left: left alone it would have used about 6 CPU-s.
+        assert used < 3.0, used
+        after = httpx.post(f"{door.url}/v1/extract", content=b"next", timeout=60)
+        assert after.status_code == 200 and after.json()["text"] == "ATTACHMENT [upload]\nnext"
+    finally:
+        door.stop()

@@ -24,6 +24,7 @@ class _Gated:
         limits: ExtractionLimits,
         file_done: Callable[[], None],
         pages: Callable[[int, int], None],
+        withdrawn: threading.Event,
     ) -> str:
         self.ran.append(refs[0].label)
         assert self.release.wait(30)

@@ -24,7 +24,6 @@ import json
 import os
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
 from tests.integration.conftest import WorkerFactory, WorkerProcess
 from tests.integration.load import Callers, wait_until
-from tests.pdf_builders import CATALOG, FONT, ONE_PAGE, page, pdf, stream
+from tests.pdf_builders import slow_text_pdf
 from tests.redis_server import RedisServer
 from tests.scanned_pdfs import scanned_pdf
 
@@ -63,14 +62,6 @@ _OURS_CPU_SECONDS = 0.2
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 #: How often the watcher reads /proc.
 _WATCH_SECONDS = 0.05
-
-
-def _slow_text_pdf() -> bytes:
-    """One page whose text layer sits behind 400,000 no-op text moves: pypdf walks them for
-    seconds (6 CPU-s), in the light stage, and answers with the page's text."""
-    content = b"BT /F1 12 Tf 20 100 Td (the slow page) Tj " + b"0 0 Td " * 400_000 + b"ET"
-    contents = stream(zlib.compress(content, 9), b"/Filter /FlateDecode ")
-    return pdf([CATALOG, ONE_PAGE, page(), contents, FONT])
 
 
 def _slow_scan(corpus_dir: Path, file_format: str) -> bytes:
@@ -96,7 +87,7 @@ class _Route:
 
 
 ROUTES = (
-    _Route("light stage", lambda _: ("pdf", "application/pdf", _slow_text_pdf()), 3.0),
+    _Route("light stage", lambda _: ("pdf", "application/pdf", slow_text_pdf()), 3.0),
     _Route("OCR stage", lambda corpus: ("image", "image/png", _slow_scan(corpus, "PNG")), 3.0),
     _Route(
         "OCR hand-off",

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -28,11 +29,13 @@ from sandbox.errors import (
     UnreadableInput,
     UnreadableText,
     WallClockExceeded,
+    Withdrawn,
 )
 from sandbox.extractor import SandboxExtractor
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.runner import ExtractionResult, SandboxRunner
+from tests.pdf_builders import slow_text_pdf
 from tests.sandbox.probes import PROBE_MODULES
 
 LIMITS = SandboxLimits(memory_bytes=512 * MIB, cpu_seconds=5, wall_seconds=10.0)
@@ -510,3 +513,18 @@ def test_a_child_still_running_at_the_callers_deadline_is_killed_then(
     with pytest.raises(WallClockExceeded, match="caller's deadline passed"):
         runner.run("probe-sleep", "x", b"30", deadline=started + 0.5)
     assert time.monotonic() - started < LIMITS.wall_seconds / 2
+
+
+def test_a_withdrawn_job_is_killed_while_it_runs(runner: SandboxRunner) -> None:
+    """The caller withdraws the job mid-parse (the door's DELETE): its child is killed and
+    the job ends as Withdrawn, with most of the parse's CPU never spent."""
+    withdrawn = threading.Event()
+    # The fault: a withdrawal half a second into a parse of about 6 CPU-s. Withdrawn (not the
+    # page's text) says the child was still running when it was killed.
+    setter = threading.Timer(0.5, withdrawn.set)
+    setter.start()
+    try:
+        with pytest.raises(Withdrawn, match="withdrew the job while it ran"):
+            runner.run("pdf", "application/pdf", slow_text_pdf(), withdrawn=withdrawn)
+    finally:
+        setter.cancel()

@@ -91,6 +91,7 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
         limits: ExtractionLimits,
         file_done: Callable[[], None],
         pages: Callable[[int, int], None],
+        withdrawn: threading.Event,
     ) -> str:
         if settings.broker_configured:
             selection = clients.extract(
@@ -103,7 +104,13 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
             # One child per job at a time: the pool runs AIRLOCK_CONCURRENCY jobs, so this
             # host never runs more children than it has cores for.
             selection = extract_locally(
-                refs, limits, settings, concurrency=1, on_file=file_done, on_pages=pages
+                refs,
+                limits,
+                settings,
+                concurrency=1,
+                on_file=file_done,
+                on_pages=pages,
+                withdrawn=withdrawn,
             )
         return selection_json(selection)
 

@@ -60,12 +60,21 @@ class Job:
     #: Where the job is read (its URL), and how its callback fared, when it asked for one.
     url: str = ""
     callback: Delivery | None = None
+    #: Set when the job is withdrawn: the sandbox kills the children still running for it.
+    withdrawn: threading.Event = field(default_factory=threading.Event, repr=False)
 
 
 #: What runs a job: the job's refs and limits in, the selection's JSON out; progress is
-#: reported through the two callbacks (a file done; pages done of total).
+#: reported through the two callbacks (a file done; pages done of total), and the event is
+#: set when the job is withdrawn.
 Runner = Callable[
-    [Sequence[AttachmentRef], ExtractionLimits, Callable[[], None], Callable[[int, int], None]],
+    [
+        Sequence[AttachmentRef],
+        ExtractionLimits,
+        Callable[[], None],
+        Callable[[int, int], None],
+        threading.Event,
+    ],
     str,
 ]
 #: Turns an exception a runner raised into the job's typed failure.
@@ -138,8 +147,9 @@ class Jobs:
             return job if job is not None and job.owner == owner else None
 
     def withdraw(self, owner: str, job_id: str) -> Job | None:
-        """Forget a job: a queued one never runs, a running one's answer is discarded when it
-        ends, a finished one's answer is not kept for anyone after its owner let it go."""
+        """Forget a job: a queued one never runs, a running one is stopped (its sandbox
+        children killed; on the queue, its answer discarded), a finished one's answer is not
+        kept for anyone after its owner let it go."""
         with self._lock:
             job = self._jobs.get(job_id)
             if job is None or job.owner != owner:
@@ -147,6 +157,7 @@ class Jobs:
             if job.state in (JobState.QUEUED, JobState.RUNNING):
                 if job.future is not None:
                     job.future.cancel()
+                job.withdrawn.set()
                 job.state = JobState.WITHDRAWN
                 job.ended_at = time.monotonic()
                 job.refs = ()  # the payloads' memory goes now, not when the job ends
@@ -195,7 +206,7 @@ class Jobs:
         result: str | None = None
         failure: HttpFailure | None = None
         try:
-            result = self._runner(refs, limits, file_done, pages)
+            result = self._runner(refs, limits, file_done, pages, job.withdrawn)
         except Exception as exc:  # noqa: BLE001 - every failure becomes the job's typed answer
             failure = self._classify(exc)
         with self._lock:
