@@ -179,7 +179,7 @@ def main() -> None:
         _compare(server.url(), base, 1)
         _compare(server.url(), base, CALLERS)
         cpu = _door_cpu(door.pid) - before
-        # Sizing (docs/operations.md#sizing): the door's own CPU per request and its peak memory.
+        # Sizing (docs/sizing.md): the door's own CPU per request and its peak memory.
         print(f"door: {cpu / (ROUNDS * REQUESTS * 2) * 1000:.1f} ms CPU per request, peak RSS "
               f"{_door_peak_mib(door.pid):.0f} MiB")  # fmt: skip
     finally:

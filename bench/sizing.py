@@ -1,4 +1,4 @@
-"""The figures behind docs/operations.md#sizing, measured on this code (a script, never a test).
+"""The figures behind docs/sizing.md, measured on this code (a script, never a test).
 
     .venv/bin/python bench/sizing.py [--quick] [--repeats N] [--only ocr,parsers,...]
 

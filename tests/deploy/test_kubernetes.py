@@ -52,7 +52,7 @@ WORKERS = {
 }
 #: The workers' Redis and the clients' (docs/operations.md#redis-users).
 REDIS_SERVERS = ("airlock-redis", "airlock-client-redis")
-SIZING_COMMENT = "# measured: see docs/operations.md#sizing"
+SIZING_COMMENT = "# measured: see docs/sizing.md"
 
 Validate = Callable[[Path, list[Any]], list[list[str]]]
 
