@@ -379,6 +379,7 @@ def _extract(args: argparse.Namespace) -> int:
             deadline=args.deadline,
             use_cache=not args.no_cache,
             on_file=progress.step,
+            on_pages=progress.pages,
         )
     else:
         selection = extract_locally(

@@ -87,8 +87,8 @@ class QueueClients:
     """Queue clients for callers on many threads: one ``CeleryQueue`` per thread, kept.
 
     A client per request (a Celery app, its Redis connections and the cluster checks) cost
-    the HTTP door about a quarter of its throughput on small files. A client's answer
-    callback is fixed when it is made, so it calls the one its thread's current call set.
+    the HTTP door about a quarter of its throughput on small files. A client's callbacks are
+    fixed when it is made, so they call the ones its thread's current call set.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -111,6 +111,7 @@ class QueueClients:
                 payload_ttl=settings.payload_ttl,
                 max_queued=settings.max_queued,
                 on_answer=self._answered,
+                on_progress=self._paged,
             )
             self._local.client = client
             with self._lock:
@@ -122,6 +123,11 @@ class QueueClients:
         if on_file is not None:
             on_file()
 
+    def _paged(self, done: int, total: int) -> None:
+        on_pages = getattr(self._local, "on_pages", None)
+        if on_pages is not None:
+            on_pages(done, total)
+
     def extract(
         self,
         refs: Sequence[AttachmentRef],
@@ -130,8 +136,10 @@ class QueueClients:
         deadline: float,
         use_cache: bool,
         on_file: FileDone | None = None,
+        on_pages: ProgressCallback | None = None,
     ) -> IngestSelection:
-        """``refs`` read by the workers behind the broker within ``deadline`` seconds.
+        """``refs`` read by the workers behind the broker within ``deadline`` seconds; pages
+        done of total as a running job publishes them.
 
         Raises ``QueueUnavailable`` (``QueueFull`` among them) when the broker cannot take
         them.
@@ -139,11 +147,11 @@ class QueueClients:
         from bridge.queue.source import gather  # noqa: PLC0415
 
         client = self._client()
-        self._local.on_file = on_file
+        self._local.on_file, self._local.on_pages = on_file, on_pages
         try:
             return gather(refs, client, limits=limits, deadline=deadline, use_cache=use_cache)
         finally:
-            self._local.on_file = None
+            self._local.on_file = self._local.on_pages = None
 
     def close(self) -> None:
         with self._lock:
@@ -160,12 +168,13 @@ def extract_queued(
     deadline: float,
     use_cache: bool,
     on_file: FileDone | None = None,
+    on_pages: ProgressCallback | None = None,
 ) -> IngestSelection:
     """One caller's extraction through the queue, on a client of its own."""
     clients = QueueClients(settings)
     try:
         return clients.extract(
-            refs, limits, deadline=deadline, use_cache=use_cache, on_file=on_file
+            refs, limits, deadline=deadline, use_cache=use_cache, on_file=on_file, on_pages=on_pages
         )
     finally:
         clients.close()

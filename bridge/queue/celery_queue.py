@@ -26,7 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bridge.queue.admission import DEFAULT_MAX_QUEUED, Admission, admit
 from bridge.queue.claim_check import store_payloads
-from bridge.queue.envelope import StoredAnswer, read_stored
+from bridge.queue.envelope import StoredAnswer, read_progress, read_stored
 from bridge.queue.jobs import QUEUES, TASK_NAME, queue_for, wire_settings
 from bridge.queue.publishing import Message, send
 from bridge.queue.reconcile import Reconciler
@@ -161,12 +161,15 @@ class CeleryQueue:
         max_queued: int = DEFAULT_MAX_QUEUED,
         require_consumers: bool = True,
         on_answer: Callable[[], None] | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> None:
         """``max_queued`` bounds each queue (``AIRLOCK_MAX_QUEUED``); with
         ``require_consumers``, a job whose queue no live worker consumes is answered
         ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later).
-        ``on_answer`` is called as each job's answer arrives (the CLI's progress counter)."""
+        ``on_answer`` is called as each job's answer arrives (the CLI's progress counter),
+        ``on_progress`` with pages done of total as a running job publishes them."""
         self._on_answer = on_answer
+        self._on_progress = on_progress
         broker = celery_endpoint(broker_url)
         self._app: Any = Celery("airlock-client", broker=broker.url, set_as_current=False)
         self._app.conf.update(
@@ -311,6 +314,10 @@ class CeleryQueue:
                 del pending[key]
                 if self._on_answer is not None:
                     self._on_answer()
+            elif self._on_progress is not None:
+                progress = read_progress(untrusted_raw)
+                if progress is not None:
+                    self._on_progress(*progress)
 
         while pending and time.monotonic() < deadline:
             try:

@@ -77,6 +77,11 @@ def answer_envelope(
     }
 
 
+#: A progress state is a few dozen bytes; the page counts are those a job can have.
+_MAX_PROGRESS_BYTES = 4096
+_MAX_PROGRESS_PAGES = 1_000_000
+
+
 class TaskMeta(msgspec.Struct):
     """Celery's stored meta: other fields (traceback, children, date_done) are Celery's own."""
 
@@ -143,6 +148,32 @@ def read_stored(untrusted_raw: bytes, limits: ExtractionLimits) -> StoredAnswer 
     if untrusted_meta.status not in _FINAL_STATES:
         return None
     return StoredAnswer(untrusted_meta)
+
+
+class _Progress(msgspec.Struct):
+    """A running task's PROGRESS meta, as worker.tasks publishes it (its stage besides)."""
+
+    done: Annotated[int, msgspec.Meta(ge=0, le=_MAX_PROGRESS_PAGES)]
+    total: Annotated[int, msgspec.Meta(ge=1, le=_MAX_PROGRESS_PAGES)]
+
+
+def read_progress(untrusted_raw: bytes) -> tuple[int, int] | None:
+    """Pages done of total from a running task's stored state, or None for anything else.
+
+    Anyone who can write the result backend can publish one, so it is held to the shape
+    and bounds a worker publishes (a few dozen bytes, done within total) and used only to
+    show progress, never to decide anything.
+    """
+    if len(untrusted_raw) > _MAX_PROGRESS_BYTES:
+        return None
+    try:
+        untrusted_meta = decode(parse_json(untrusted_raw), TaskMeta)
+        if untrusted_meta.status != "PROGRESS":
+            return None
+        progress = decode(untrusted_meta.result, _Progress)
+    except WireError:
+        return None
+    return (progress.done, progress.total) if progress.done <= progress.total else None
 
 
 def _malformed(ref: AttachmentRef, why: str) -> ExtractionFailed:

@@ -12,7 +12,9 @@ import pytest
 
 from tests.door.serving import Door
 from tests.integration.conftest import WorkerFactory
+from tests.integration.load import wait_until
 from tests.redis_server import RedisServer
+from tests.scanned_pdfs import scanned_pdf
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis, pytest.mark.slow]
 
@@ -41,6 +43,19 @@ def test_through_the_queue_the_door_answers_what_it_answers_embedded(
     embedded = Door({}, tmp_path)
     try:
         assert _answers(queued, corpus_dir) == _answers(embedded, corpus_dir)
+        # A scan's pages are counted in its job's status as the OCR worker reads them.
+        accepted = httpx.post(
+            f"{queued.url}/v1/extract?wait=0",
+            content=scanned_pdf(corpus_dir, 3),
+            headers={"X-Filename": "scan.pdf"},
+        )
+        url = accepted.headers["location"]
+        wait_until(
+            lambda: httpx.get(url).json()["state"] not in ("queued", "running"), 300, "the scan"
+        )
+        status = httpx.get(url).json()
+        assert status["state"] == "done", status
+        assert (status["pages_done"], status["pages_total"]) == (3, 3)
     finally:
         queued.stop()
         embedded.stop()

@@ -95,7 +95,12 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
     ) -> str:
         if settings.broker_configured:
             selection = clients.extract(
-                refs, limits, deadline=QUEUED_DEADLINE_SECONDS, use_cache=True, on_file=file_done
+                refs,
+                limits,
+                deadline=QUEUED_DEADLINE_SECONDS,
+                use_cache=True,
+                on_file=file_done,
+                on_pages=pages,
             )
             unserved = _unserved(selection)
             if unserved is not None:

@@ -27,6 +27,7 @@ from bridge.queue.envelope import (
     answer_envelope,
     answer_size_cap,
     outcome_from_stored,
+    read_progress,
     read_stored,
 )
 
@@ -307,3 +308,32 @@ def test_a_containers_largest_legitimate_answer_fits_under_the_cap() -> None:
     assert answer is not None
     admitted = outcome_from_stored(CONTAINER, answer, limits, SHA)
     assert isinstance(admitted, ExtractedAttachment)
+
+
+@pytest.mark.parametrize(
+    ("untrusted_raw", "progress"),
+    [
+        (b'{"status": "PROGRESS", "result": {"stage": "ocr", "done": 2, "total": 5}}', (2, 5)),
+        (b'{"status": "PROGRESS", "result": {"done": 0, "total": 1}, "date_done": null}', (0, 1)),
+        # Final states, and anything that is not a worker's progress, are not progress.
+        (b'{"status": "SUCCESS", "result": {"done": 2, "total": 5}}', None),
+        (b'{"status": "PROGRESS", "result": {"done": 6, "total": 5}}', None),
+        (b'{"status": "PROGRESS", "result": {"done": -1, "total": 5}}', None),
+        (b'{"status": "PROGRESS", "result": {"done": 1, "total": 2000000}}', None),
+        (b'{"status": "PROGRESS", "result": {"done": true, "total": 5}}', None),
+        (b'{"status": "PROGRESS", "result": {"done": "1", "total": 5}}', None),
+        (b'{"status": "PROGRESS", "result": [1, 5]}', None),
+        (b'{"status": "PROGRESS"}', None),
+        (b"not json", None),
+        (
+            b'{"status": "PROGRESS", "result": {"done": 1, "total": 5, "pad": "'
+            + b"x" * 5000
+            + b'"}}',
+            None,
+        ),
+    ],
+)
+def test_progress_is_read_only_in_the_shape_a_worker_publishes(
+    untrusted_raw: bytes, progress: tuple[int, int] | None
+) -> None:
+    assert read_progress(untrusted_raw) == progress
