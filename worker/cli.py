@@ -31,7 +31,6 @@ from bridge.knowledge.attachments import (
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS
 from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.errors import BridgeContractError, IngestionRejected
-from bridge.knowledge.kinds import guess_kind
 from bridge.queue.source import QueueUnavailable
 from sandbox.limits import ParseLimits
 from worker.config import ConfigurationError, Settings
@@ -40,6 +39,7 @@ from worker.selections import (
     extract_locally,
     extract_queued,
     selection_json,
+    upload_ref,
 )
 
 if TYPE_CHECKING:
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
 
 # Each command imports what only it needs (Celery, the sandbox's probes, the bridge service):
 # `airlock --version` once took 0.6 CPU-s importing all of them.
-
-# How much of a file the kind guess looks at: enough to see NUL bytes in a binary header.
-_SNIFF_BYTES = 8192
 
 EXIT_OK = 0
 EXIT_OMITTED = 1
@@ -261,8 +258,7 @@ def _read_files(files: Sequence[Path], kind: str | None, limits: ExtractionLimit
             refusal = over_byte_ceiling(label, len(payload), limits, at_least=True)
             read.refused.append(dropped_entry(label, refusal))
             continue
-        guessed_kind, media_type = guess_kind(label, payload[:_SNIFF_BYTES])
-        read.refs.append(AttachmentRef(label, kind or guessed_kind, media_type, payload))
+        read.refs.append(upload_ref(label, payload, kind))
     return read
 
 

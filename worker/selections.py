@@ -25,6 +25,7 @@ from bridge.knowledge.attachments import (
 )
 from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.enclosures import Unpacking
+from bridge.knowledge.kinds import guess_kind
 from bridge.knowledge.pages import selection_pages
 from sandbox.extractor import SandboxExtractor
 from sandbox.runner import ProgressCallback
@@ -34,8 +35,18 @@ from worker.config import Settings
 #: wall clock of OCR) plus queueing.
 QUEUED_DEADLINE_SECONDS = 300.0
 
+#: How much of a file the kind guess looks at: enough to see NUL bytes in a binary header.
+_SNIFF_BYTES = 8192
+
 #: Called once per file as its outcome is folded in.
 FileDone = Callable[[], None]
+
+
+def upload_ref(label: str, payload: bytes, declared_kind: str | None) -> AttachmentRef:
+    """A file given by a person (a path, an upload) as the ref to extract: its kind the one
+    declared, else told from its name and first bytes; the CLI and the door tell it alike."""
+    kind, media_type = guess_kind(label, payload[:_SNIFF_BYTES])
+    return AttachmentRef(label, declared_kind or kind, media_type, payload)
 
 
 def _outcomes(

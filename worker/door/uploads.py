@@ -18,14 +18,17 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import Message
 
-from bridge.knowledge.attachments import EXTRACTABLE_KINDS, AttachmentRef, ExtractionLimits
-from bridge.knowledge.kinds import guess_kind
+from bridge.knowledge.attachments import (
+    EXTRACTABLE_KINDS,
+    AttachmentRef,
+    ExtractionLimits,
+    over_byte_ceiling,
+)
 from bridge.service.schema import MAX_ATTACHMENTS
 from bridge.wire import MAX_DECLARED_CHARS
 from worker.door.jobs import HttpFailure
+from worker.selections import upload_ref
 
-#: How much of a file the kind guess looks at (as the CLI's).
-SNIFF_BYTES = 8192
 #: A form's bytes beyond its files' (boundaries, part headers, a few small fields).
 _FORM_OVERHEAD_BYTES = 64 * 1024
 #: The label of a body that names no file.
@@ -41,32 +44,31 @@ class Refused(Exception):
         self.failure = failure
 
 
-class _Overflow(Exception):
-    def __init__(self, received: int) -> None:
-        super().__init__(received)
-        self.received = received
-
-
 @dataclass(frozen=True)
 class Upload:
-    """One file of a request: its label, bytes and the kind and media type to declare."""
+    """One file of a request: its label and bytes."""
 
     label: str
     data: bytes
 
     def ref(self, declared_kind: str | None) -> AttachmentRef:
-        kind, media_type = guess_kind(self.label, self.data[:SNIFF_BYTES])
-        return AttachmentRef(self.label, declared_kind or kind, media_type, self.data)
+        return upload_ref(self.label, self.data, declared_kind)
 
 
-def too_large(what: str, size: int, ceiling: int, *, at_least: bool) -> Refused:
+def _file_too_large(label: str, size: int, limits: ExtractionLimits, *, at_least: bool) -> Refused:
+    # The same words as the CLI's and the guard's refusal, and what would admit the file.
+    reason = str(over_byte_ceiling(label, size, limits, at_least=at_least)).rstrip(".")
+    return Refused(HttpFailure(413, "PayloadTooLarge", f"{reason}; the rest was not read."))
+
+
+def _form_too_large(size: int, ceiling: int, *, at_least: bool) -> Refused:
     more = " or more" if at_least else ""
     return Refused(
         HttpFailure(
             413,
             "PayloadTooLarge",
-            f"{what} is {size} bytes{more}, over the {ceiling}-byte ceiling (max_bytes); it was "
-            "not read further",
+            f"the form is {size} bytes{more}, over the {ceiling} bytes its files may hold "
+            f"together ({MAX_ATTACHMENTS} files of max_bytes); the rest was not read",
         )
     )
 
@@ -75,13 +77,17 @@ def too_large(what: str, size: int, ceiling: int, *, at_least: bool) -> Refused:
 Admit = Callable[[int], None]
 
 
-def _counted(request: Request, ceiling: int, what: str, admit: Admit) -> tuple[Request, bool]:
+#: Refuses a body of ``size`` bytes (``at_least``: or more) over its ceiling.
+Refuse = Callable[[int, bool], Refused]
+
+
+def _counted(request: Request, ceiling: int, refuse: Refuse, admit: Admit) -> tuple[Request, bool]:
     """``request`` with a body that stops at ``ceiling`` bytes, and whether its declared
     length was already charged with ``admit`` (then before any byte was read)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit():
         if int(declared) > ceiling:
-            raise too_large(what, int(declared), ceiling, at_least=False)
+            raise refuse(int(declared), False)
         admit(int(declared))
     received = 0
 
@@ -91,10 +97,16 @@ def _counted(request: Request, ceiling: int, what: str, admit: Admit) -> tuple[R
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
             if received > ceiling:
-                raise _Overflow(received)
+                raise refuse(received, True)
         return message
 
     return Request(request.scope, receive), declared.isdigit()
+
+
+def _file_name(given: str | None) -> str:
+    """A file's own name from what a client sent (a path's last part), or :data:`UNNAMED`."""
+    name = given.replace("\\", "/").rsplit("/", 1)[-1] if given else ""
+    return name[:MAX_DECLARED_CHARS] or UNNAMED
 
 
 def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
@@ -104,20 +116,18 @@ def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     if not named:
         disposition = _FILENAME_PARAMETER.search(headers.get("content-disposition", ""))
         named = disposition.group(1) if disposition else None
-    name = unquote(named).replace("\\", "/").rsplit("/", 1)[-1] if named else ""
-    return name[:MAX_DECLARED_CHARS] or UNNAMED
+    return _file_name(unquote(named) if named else None)
 
 
 async def raw_upload(request: Request, limits: ExtractionLimits, admit: Admit) -> Upload:
     """The body as one file."""
     label = label_of(request.headers, request.query_params)
-    counted, charged = _counted(request, limits.max_bytes, f"the upload {label!r}", admit)
-    try:
-        data = await counted.body()
-    except _Overflow as exc:
-        raise too_large(
-            f"the upload {label!r}", exc.received, limits.max_bytes, at_least=True
-        ) from None
+
+    def refuse(size: int, at_least: bool) -> Refused:
+        return _file_too_large(label, size, limits, at_least=at_least)
+
+    counted, charged = _counted(request, limits.max_bytes, refuse, admit)
+    data = await counted.body()
     if not charged:
         admit(len(data))
     return Upload(label, data)
@@ -126,11 +136,13 @@ async def raw_upload(request: Request, limits: ExtractionLimits, admit: Admit) -
 async def form_uploads(request: Request, limits: ExtractionLimits, admit: Admit) -> list[Upload]:
     """Each file part of a ``multipart/form-data`` body, in order (any field name)."""
     ceiling = limits.max_bytes * MAX_ATTACHMENTS + _FORM_OVERHEAD_BYTES
-    counted, charged = _counted(request, ceiling, "the form", admit)
+
+    def refuse(size: int, at_least: bool) -> Refused:
+        return _form_too_large(size, ceiling, at_least=at_least)
+
+    counted, charged = _counted(request, ceiling, refuse, admit)
     try:
         form = await counted.form(max_files=MAX_ATTACHMENTS, max_fields=MAX_ATTACHMENTS)
-    except _Overflow as exc:
-        raise too_large("the form", exc.received, ceiling, at_least=True) from None
     except HTTPException as exc:  # the form parser's refusal of a malformed body
         raise Refused(
             HttpFailure(422, "InvalidRequest", f"the body is not a valid form: {exc.detail}")
@@ -140,11 +152,10 @@ async def form_uploads(request: Request, limits: ExtractionLimits, admit: Admit)
         for _, value in form.multi_items():
             if not isinstance(value, UploadFile):
                 continue
-            label = (value.filename or UNNAMED).replace("\\", "/").rsplit("/", 1)[-1]
-            label = label[:MAX_DECLARED_CHARS] or UNNAMED
+            label = _file_name(value.filename)
             size = value.size or 0
             if size > limits.max_bytes:
-                raise too_large(f"the file {label!r}", size, limits.max_bytes, at_least=False)
+                raise _file_too_large(label, size, limits, at_least=False)
             uploads.append(Upload(label, await value.read()))
     finally:
         await form.close()
