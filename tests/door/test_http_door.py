@@ -423,3 +423,26 @@ def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None
         assert after.status_code == 200 and after.json()["text"] == "ATTACHMENT [upload]\nnext"
     finally:
         door.stop()
+
+
+def test_answered_requests_leave_no_job_behind(tmp_path: Path) -> None:
+    """A 200 is the whole answer: its job is forgotten, so a door bounded to 3 jobs serves
+    any number of requests answered in full (1,000 once filled the table and refused all)."""
+    door = Door({"AIRLOCK_HTTP_MAX_JOBS": "3"}, tmp_path)
+    try:
+        for n in range(8):
+            answered = httpx.post(f"{door.url}/v1/extract", content=f"note {n}".encode())
+            assert answered.status_code == 200, answered.text
+            assert "content-location" not in answered.headers
+        # Jobs still to be read count: three waiting, the fourth is refused until one is read.
+        waiting = []
+        for n in range(3):
+            accepted = httpx.post(f"{door.url}/v1/extract?wait=0", content=f"later {n}".encode())
+            assert accepted.status_code == 202
+            waiting.append(accepted.headers["location"])
+        refused = httpx.post(f"{door.url}/v1/extract?wait=0", content=b"one too many")
+        assert refused.status_code == 429 and refused.json()["error"]["type"] == "TooManyJobs"
+        assert httpx.delete(waiting[0]).status_code == 200
+        assert httpx.post(f"{door.url}/v1/extract", content=b"room again").status_code == 200
+    finally:
+        door.stop()

@@ -330,8 +330,13 @@ class Door:
         job = self._submit(request, owner, uploads, kind=kind, limits=limits, callback=callback)
         if await self._settled(job, wait):
             answer = self._answer(job)
-            # The job stays readable (its callback's fate among the rest) at its URL.
-            answer.headers["Content-Location"] = job.url
+            if job.callback is None:
+                # Answered in full: kept, it would hold its payload and a place in the job
+                # table for an hour (1,000 such answers once filled the table, 429 to all).
+                self.jobs.withdraw(owner, job.id)
+            else:
+                # Its callback's fate stays readable at its URL.
+                answer.headers["Content-Location"] = job.url
             return answer
         return JSONResponse(self._status(job), status_code=202, headers={"Location": job.url})
 
