@@ -126,24 +126,31 @@ def ocr_engine() -> OcrEngine:
         version = subprocess.run(
             [TESSERACT, "--version"], capture_output=True, text=True, timeout=10, check=True
         ).stdout.split("\n", 1)[0]
-        listing = subprocess.run(
-            [TESSERACT, "--list-langs"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout
+        languages = _installed_languages(TESSERACT)
     except (OSError, subprocess.SubprocessError) as exc:
         return OcrEngine(TESSERACT, f"(unusable: {exc})", ())
-    # The first line is a heading ("List of available languages in ...").
-    languages = tuple(line.strip() for line in listing.splitlines()[1:] if line.strip())
     return OcrEngine(TESSERACT, version.strip(), languages)
+
+
+def _installed_languages(tesseract: str) -> tuple[str, ...]:
+    listing = subprocess.run(
+        [tesseract, "--list-langs"], capture_output=True, text=True, timeout=10, check=True
+    ).stdout
+    # The first line is a heading ("List of available languages in ...").
+    return tuple(line.strip() for line in listing.splitlines()[1:] if line.strip())
 
 
 def uninstalled_ocr_language(ocr_language: str) -> str | None:
     """Why ``ocr_language`` (``AIRLOCK_OCR_LANGUAGE``'s form) cannot be read on this host,
     naming the Debian packages to install, or None. Asked at start, so a missing pack stops
     the command instead of failing every scan with tesseract's "Error opening data file"."""
-    engine = ocr_engine()
-    if engine.path is None:
+    if TESSERACT is None:
         return None  # no tesseract at all: the doctor and each OCR job say so
-    return ocr_languages.missing(ocr_language.split(","), engine.languages)
+    try:
+        installed = _installed_languages(TESSERACT)
+    except (OSError, subprocess.SubprocessError):
+        return None  # an unusable tesseract: the doctor says so, and each OCR job
+    return ocr_languages.missing(ParseLimits(ocr_language=ocr_language).ocr_languages, installed)
 
 
 def probe(required: frozenset[str] = frozenset(), uid_base: int = DEFAULT_UID_BASE) -> DoctorReport:

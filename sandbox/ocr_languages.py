@@ -39,17 +39,21 @@ def names(choices: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(part for choice in choices for part in choice.split("+")))
 
 
-def missing(choices: Iterable[str], installed: Collection[str]) -> str | None:
-    """Why ``choices`` cannot be read with the ``installed`` languages, or None."""
-    absent = [name for name in names(choices) if name not in installed]
-    if not absent:
-        return None
+def _not_installed(absent: list[str], installed: Collection[str] | None) -> str:
+    """The one wording of a missing pack: what is absent, what is there (when known), and the
+    packages to install."""
+    there = "" if installed is None else f" (installed: {', '.join(sorted(installed)) or 'none'})"
     packages = " ".join(debian_package(name) for name in absent)
     return (
         f"OCR language {', '.join(repr(name) for name in absent)} is not installed on this "
-        f"host (installed: {', '.join(sorted(installed)) or 'none'}); install "
-        f"the Debian package: apt-get install {packages}"
+        f"host{there}; install the Debian package: apt-get install {packages}"
     )
+
+
+def missing(choices: Iterable[str], installed: Collection[str]) -> str | None:
+    """Why ``choices`` cannot be read with the ``installed`` languages, or None."""
+    absent = [name for name in names(choices) if name not in installed]
+    return _not_installed(absent, installed) if absent else None
 
 
 def missing_from_complaint(stderr: bytes) -> str | None:
@@ -61,7 +65,4 @@ def missing_from_complaint(stderr: bytes) -> str | None:
     parts = found.group(1).decode("ascii", errors="replace").split("/")
     # The script models live in a directory of their own: script/Latin.traineddata.
     language = "/".join(parts[-2:]) if len(parts) > 1 and parts[-2] == "script" else parts[-1]
-    return (
-        f"OCR language {language!r} is not installed on this host; install the Debian "
-        f"package: apt-get install {debian_package(language)}"
-    )
+    return _not_installed([language], None)

@@ -38,6 +38,7 @@ from worker.selections import (
     QUEUED_DEADLINE_SECONDS,
     extract_locally,
     extract_queued,
+    queue_client,
     selection_json,
     upload_ref,
 )
@@ -395,7 +396,6 @@ def _extract(args: argparse.Namespace) -> int:
 def _bridge(settings: Settings) -> int:
     from bridge.logs import LogFormat, configure  # noqa: PLC0415
     from bridge.metrics import QueueDepthCollector, serve_metrics  # noqa: PLC0415
-    from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
     from bridge.redis_client import redis_client, refuse_cluster  # noqa: PLC0415
     from bridge.service.connections import held_connections  # noqa: PLC0415
     from bridge.service.server import BridgeService  # noqa: PLC0415
@@ -415,12 +415,7 @@ def _bridge(settings: Settings) -> int:
     )
     refuse_cluster(settings.client_redis_url, _BRIDGE_REDIS_TIMEOUT_SECONDS)
     payloads = redis_client(settings.result_backend, timeout=_BRIDGE_REDIS_TIMEOUT_SECONDS)
-    client = CeleryQueue(
-        settings.broker_url,
-        settings.result_backend,
-        payload_ttl=settings.payload_ttl,
-        max_queued=settings.max_queued,
-    )
+    client = queue_client(settings)
     endpoint = (
         serve_metrics(
             settings.bridge_metrics_port,

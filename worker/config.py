@@ -33,7 +33,7 @@ from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.pages import DEFAULT_FAN_OUT_PAGES
 from sandbox.runner import mechanism_names
-from worker.door.config import DoorConfig, networks
+from worker.door.config import DoorConfig, Network, networks
 
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/0"
 #: The worker's and the bridge's metrics ports when AIRLOCK_METRICS_PORT is unset: apart, so
@@ -132,12 +132,11 @@ def _host(name: str, raw: str) -> str:
     return metrics_host({name: raw})
 
 
-def _networks(name: str, raw: str) -> str:
+def _networks(name: str, raw: str) -> tuple[Network, ...]:
     try:
-        networks(raw)
+        return networks(raw)
     except ValueError as exc:
         raise ConfigurationError(f"{name}: {exc} (comma-separated CIDR ranges)") from None
-    return raw
 
 
 def _log_format(name: str, raw: str) -> LogFormat | None:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridge.knowledge.attachments import (
     AttachmentRef,
@@ -27,9 +27,13 @@ from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.enclosures import Unpacking
 from bridge.knowledge.kinds import guess_kind
 from bridge.knowledge.pages import selection_pages
+from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from sandbox.runner import ProgressCallback
 from worker.config import Settings
+
+if TYPE_CHECKING:
+    from bridge.queue.celery_queue import CeleryQueue
 
 #: How long a queued extraction may take by default: the slowest legitimate job (a sandbox
 #: wall clock of OCR) plus queueing.
@@ -94,6 +98,27 @@ def extract_locally(
     return assemble_selection(_outcomes(refs, extractor, limits, concurrency, on_file), limits)
 
 
+def queue_client(
+    settings: Settings,
+    *,
+    on_answer: Callable[[], None] | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> CeleryQueue:
+    """The queue client ``settings`` describe (the CLI, the bridge service, the door)."""
+    # Imported here: Celery and redis cost half a second of start-up that a local extraction
+    # never needs.
+    from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
+
+    return CeleryQueue(
+        settings.broker_url,
+        settings.result_backend,
+        payload_ttl=settings.payload_ttl,
+        max_queued=settings.max_queued,
+        on_answer=on_answer,
+        on_progress=on_progress,
+    )
+
+
 class QueueClients:
     """Queue clients for callers on many threads: one ``CeleryQueue`` per thread, kept.
 
@@ -111,19 +136,7 @@ class QueueClients:
     def _client(self) -> Any:
         client = getattr(self._local, "client", None)
         if client is None:
-            # Imported here: Celery and redis cost half a second of start-up that a local
-            # extraction never needs.
-            from bridge.queue.celery_queue import CeleryQueue  # noqa: PLC0415
-
-            settings = self._settings
-            client = CeleryQueue(
-                settings.broker_url,
-                settings.result_backend,
-                payload_ttl=settings.payload_ttl,
-                max_queued=settings.max_queued,
-                on_answer=self._answered,
-                on_progress=self._paged,
-            )
+            client = queue_client(self._settings, on_answer=self._answered, on_progress=self._paged)
             self._local.client = client
             with self._lock:
                 self._made.append(client)
@@ -155,8 +168,6 @@ class QueueClients:
         Raises ``QueueUnavailable`` (``QueueFull`` among them) when the broker cannot take
         them.
         """
-        from bridge.queue.source import gather  # noqa: PLC0415
-
         client = self._client()
         self._local.on_file, self._local.on_pages = on_file, on_pages
         try:

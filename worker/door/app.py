@@ -30,7 +30,7 @@ from bridge.service.schema import InvalidRequest, query_limits
 from worker.config import Settings
 from worker.door import openapi
 from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target
-from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS, networks
+from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS
 from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy, Runner
 from worker.door.keys import LOCAL_OWNER, ApiKeys
 from worker.door.metrics import DoorMetrics
@@ -162,7 +162,7 @@ class Door:
             owner_max_jobs=settings.http.key_max_jobs,
             on_end=self._ended,
         )
-        self.callbacks = Callbacks(networks(settings.http.callback_allow))
+        self.callbacks = Callbacks(settings.http.callback_allow)
         self._callbacks: dict[str, Target] = {}
         self._lock = threading.Lock()
         self.quota = ByteQuota(settings.http.key_bytes_per_minute)
@@ -348,17 +348,14 @@ class Door:
         return Response(job.result, media_type=_JSON)
 
     def _status(self, job: Job) -> dict[str, Any]:
-        status: dict[str, Any] = {
-            "id": job.id,
-            "url": job.url,
-            "state": job.state.value,
-            "files": len(job.refs) if job.state in (JobState.QUEUED, JobState.RUNNING) else None,
+        status: dict[str, Any] = {"id": job.id, "url": job.url, "state": job.state.value}
+        if job.state in (JobState.QUEUED, JobState.RUNNING):
+            status["files"] = len(job.refs)
+        status |= {
             "files_done": job.files_done,
             "pages_done": job.pages_done,
             "pages_total": job.pages_total,
         }
-        if status["files"] is None:
-            del status["files"]
         if job.result is not None:
             status["selection"] = json.loads(job.result)
         if job.failure is not None:
@@ -442,7 +439,7 @@ class Door:
         return PlainTextResponse("ok\n")
 
     async def readyz(self, _: Request) -> Response:
-        if self.jobs.in_flight() >= self.settings.http.max_jobs:
+        if self.jobs.full():
             return PlainTextResponse("busy\n", status_code=503, headers={"Retry-After": "5"})
         return PlainTextResponse("ready\n")
 

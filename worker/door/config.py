@@ -42,5 +42,5 @@ class DoorConfig:
     key_max_jobs: int = 16
     #: Request bytes one key may send per minute (a token bucket: bursts up to it pass).
     key_bytes_per_minute: int = 1024 * 1024 * 1024
-    #: Comma-separated CIDR ranges a callback may reach although they are not public.
-    callback_allow: str = ""
+    #: Ranges a callback may reach although they are not public.
+    callback_allow: tuple[Network, ...] = ()

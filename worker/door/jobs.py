@@ -121,8 +121,7 @@ class Jobs:
     ) -> Job:
         """Queue ``refs`` as ``owner``'s job; ``url`` makes its URL from its id."""
         with self._lock:
-            self._forget_old()
-            if len(self._jobs) >= self._max_jobs:
+            if self._full():
                 raise JobsFull
             if self._in_flight(owner) >= self._owner_max_jobs:
                 raise OwnerBusy
@@ -163,6 +162,15 @@ class Jobs:
                 job.refs = ()  # the payloads' memory goes now, not when the job ends
             del self._jobs[job_id]
             return job
+
+    def full(self) -> bool:
+        """Whether a job submitted now would be refused for want of room (``JobsFull``)."""
+        with self._lock:
+            return self._full()
+
+    def _full(self) -> bool:
+        self._forget_old()
+        return len(self._jobs) >= self._max_jobs
 
     def in_flight(self) -> int:
         with self._lock:
