@@ -336,6 +336,12 @@ VARIABLES: tuple[Variable[Any], ...] = (
         _as_text(_DOOR.key_bytes_per_minute // MIB),
     ),
     Variable("http.callback_allow", "AIRLOCK_HTTP_CALLBACK_ALLOW", _networks, ""),
+    Variable(
+        "http.body_idle_seconds",
+        "AIRLOCK_HTTP_BODY_IDLE_SECONDS",
+        _number,
+        _as_text(_DOOR.body_idle_seconds),
+    ),
 )
 
 

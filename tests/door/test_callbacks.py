@@ -130,6 +130,15 @@ def test_a_callback_is_signed_and_retried_past_a_receiver_that_fails_twice(
         "http://0.0.0.0/hook",  # unspecified
         "ftp://example.org/hook",  # not http
         "http://user:pass@127.0.0.1/hook",  # a login in the URL
+        # IPv6 carrying a private IPv4 address for a translator or tunnel (an attacker found
+        # these accepted: Python calls them global).
+        "http://[64:ff9b::7f00:1]:9/hook",  # NAT64 to 127.0.0.1
+        "http://[64:ff9b:1::a9fe:a9fe]/hook",  # local-use NAT64 to the metadata address
+        "http://[::127.0.0.1]:9/hook",  # IPv4-compatible
+        "http://[2002:7f00:1::]/hook",  # 6to4 of 127.0.0.1
+        # Malformed: once an untyped 500.
+        "http://example.com:99999/hook",
+        "http://[::1/hook",
     ],
 )
 def test_a_callback_into_the_inside_is_refused_unless_allowed(tmp_path: Path, target: str) -> None:

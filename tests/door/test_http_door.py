@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -444,5 +445,38 @@ def test_answered_requests_leave_no_job_behind(tmp_path: Path) -> None:
         assert refused.status_code == 429 and refused.json()["error"]["type"] == "TooManyJobs"
         assert httpx.delete(waiting[0]).status_code == 200
         assert httpx.post(f"{door.url}/v1/extract", content=b"room again").status_code == 200
+    finally:
+        door.stop()
+
+
+def test_starlettes_own_refusals_are_typed_and_a_stalled_body_is_cut(tmp_path: Path) -> None:
+    """An attacker found plain-text 404/405 answers, and a declared body that never came
+    holding its connection for good (a slowloris)."""
+    door = Door({"AIRLOCK_HTTP_BODY_IDLE_SECONDS": "1"}, tmp_path)
+    try:
+        unknown = httpx.get(f"{door.url}/nope")
+        assert unknown.status_code == 404 and unknown.json()["error"]["type"] == "NotFound"
+        wrong = httpx.post(f"{door.url}/process", content=b"x")
+        assert wrong.status_code == 405
+        assert wrong.json()["error"]["type"] == "MethodNotAllowed"
+        assert "PUT" in wrong.headers["allow"]
+        with socket.create_connection(("127.0.0.1", door.port), timeout=60) as stalled:
+            stalled.sendall(
+                b"POST /v1/extract HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nfive."
+            )
+            answer = stalled.recv(65536).decode()
+        assert answer.startswith("HTTP/1.1 408"), answer
+        assert '"type":"RequestTimeout"' in answer
+        # The form's media type is matched as HTTP matches it, whatever its case.
+        body = (
+            b"--B\r\nContent-Disposition: form-data; name=file; filename=a.txt\r\n\r\n"
+            b"hi\r\n--B--\r\n"
+        )
+        cased = httpx.post(
+            f"{door.url}/v1/extract",
+            content=body,
+            headers={"Content-Type": "Multipart/Form-Data; boundary=B"},
+        )
+        assert cased.status_code == 200 and cased.json()["text"] == "ATTACHMENT [a.txt]\nhi"
     finally:
         door.stop()

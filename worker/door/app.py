@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -232,10 +233,11 @@ class Door:
     async def _uploads(
         self, request: Request, owner: str, limits: ExtractionLimits
     ) -> list[Upload]:
-        content_type = request.headers.get("content-type", "")
+        idle = self.settings.http.body_idle_seconds
+        content_type = request.headers.get("content-type", "").lower()
         if content_type.startswith("multipart/form-data"):
-            return await form_uploads(request, limits, self._admit(owner))
-        return [await raw_upload(request, limits, self._admit(owner))]
+            return await form_uploads(request, limits, self._admit(owner), idle)
+        return [await raw_upload(request, limits, self._admit(owner), idle)]
 
     def _submit(
         self,
@@ -391,7 +393,8 @@ class Door:
         so the job is forgotten as soon as it is answered)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
-        uploads = [await raw_upload(request, limits, self._admit(owner))]
+        idle = self.settings.http.body_idle_seconds
+        uploads = [await raw_upload(request, limits, self._admit(owner), idle)]
         job = self._submit(request, owner, uploads, kind=kind, limits=limits)
         settled = await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
         self.jobs.withdraw(owner, job.id)
@@ -469,6 +472,13 @@ def _guarded(
     return handle
 
 
+async def _typed_http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kinds = {404: "NotFound", 405: "MethodNotAllowed"}
+    failure = HttpFailure(exc.status_code, kinds.get(exc.status_code, "InvalidRequest"), exc.detail)
+    return error_response(failure, dict(exc.headers or {}))
+
+
 @contextlib.asynccontextmanager
 async def _closing(door: Door) -> AsyncIterator[None]:
     yield
@@ -494,6 +504,9 @@ def create_app(settings: Settings, keys: ApiKeys | None) -> Starlette:
         ("/openapi.json", door.openapi_document, ["GET"], "openapi"),
     ]
     app = Starlette(
+        # Starlette's own refusals (no such path, a method the path does not take) are
+        # typed like every other.
+        exception_handlers={HTTPException: _typed_http_error},
         routes=[
             Route(path, _guarded(door, endpoint, name), methods=methods, name=name)
             for path, endpoint, methods, name in routes

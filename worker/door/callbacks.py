@@ -52,14 +52,41 @@ class Target:
     address: str
 
 
+#: IPv6 ranges that carry an IPv4 address a translator or tunnel delivers to: NAT64 (the
+#: well-known and the local-use prefix) and the deprecated IPv4-compatible form. Python calls
+#: some of these global whatever IPv4 address they carry (64:ff9b::7f00:1 is 127.0.0.1).
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` is public, and so is any IPv4 address it carries."""
+    if not address.is_global:
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return True
+    if address in _LOCAL_NAT64:
+        return False
+    embedded = address.ipv4_mapped or address.sixtofour
+    if embedded is None and address.teredo is not None:
+        embedded = address.teredo[1]
+    if embedded is None and (address in _NAT64 or address in _IPV4_COMPATIBLE):
+        embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return embedded is None or embedded.is_global
+
+
 def check(url: str, allowed: Sequence[Network]) -> Target:
     """``url``, with the address to connect to, or :class:`CallbackRefused` naming why."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError as exc:  # a port out of range, a broken IPv6 bracket
+        raise CallbackRefused(f"the callback URL is malformed: {exc}") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise CallbackRefused("a callback must be an http or https URL with a host")
     if parts.username or parts.password:
         raise CallbackRefused("a callback URL may not carry a login")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         found = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:
@@ -68,7 +95,7 @@ def check(url: str, allowed: Sequence[Network]) -> Target:
         ) from None
     addresses = [ipaddress.ip_address(entry[4][0]) for entry in found]
     for address in addresses:
-        if not (address.is_global or any(address in network for network in allowed)):
+        if not (_public(address) or any(address in network for network in allowed)):
             raise CallbackRefused(
                 f"the callback host {parts.hostname} resolves to {address}, which is not a "
                 "public address (private, loopback, link-local and reserved ranges are "
@@ -121,7 +148,10 @@ class Callbacks:
                 return
             with self._lock:
                 delivery.attempts += 1
-            error = self._post(target, content, secret)
+            try:
+                error = self._post(target, content, secret)
+            except Exception as exc:  # noqa: BLE001 - a delivery must end delivered or failed
+                error = f"{type(exc).__name__}: {exc}"
             with self._lock:
                 if error is None:
                     delivery.state, delivery.last_error = "delivered", None

@@ -42,5 +42,7 @@ class DoorConfig:
     key_max_jobs: int = 16
     #: Request bytes one key may send per minute (a token bucket: bursts up to it pass).
     key_bytes_per_minute: int = 1024 * 1024 * 1024
+    #: Seconds a request body may go without a byte before it is answered 408.
+    body_idle_seconds: float = 30.0
     #: Ranges a callback may reach although they are not public.
     callback_allow: tuple[Network, ...] = ()

@@ -24,8 +24,9 @@ class ErrorDetail(msgspec.Struct, forbid_unknown_fields=True):
         str,
         Meta(
             description="PayloadTooLarge, UnsupportedFormat, InvalidRequest, Unauthorized, "
-            "NotFound, TooManyJobs, QueueFull, NoWorkers, QueueUnavailable, Omitted, "
-            "Withdrawn or InternalError."
+            "NotFound, MethodNotAllowed, RequestTimeout, TooManyJobs, QuotaExceeded, "
+            "QueueFull, NoWorkers, QueueUnavailable, Omitted, Withdrawn, Timeout or "
+            "InternalError."
         ),
     ]
     reason: str
@@ -81,6 +82,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
     words = {
         401: "no valid API key",
         404: "no such job for this key",
+        408: "no byte of the body arrived for AIRLOCK_HTTP_BODY_IDLE_SECONDS",
         413: "over the byte ceiling; the rest was not read",
         415: "no file of a kind airlock reads",
         422: "a malformed request, or (drop-ins) the file was left out, with its reason",
@@ -188,7 +190,7 @@ def document(limits: ExtractionLimits) -> dict[str, Any]:
                     "responses": {
                         "200": _json("Selection", "the selection, as airlock extract --json"),
                         "202": _json("JobStatus", "still running: poll its url"),
-                        **_errors(401, 413, 415, 422, 429, 503),
+                        **_errors(401, 408, 413, 415, 422, 429, 503),
                     },
                 }
             },
@@ -221,7 +223,7 @@ def document(limits: ExtractionLimits) -> dict[str, Any]:
                     "requestBody": _raw_body(),
                     "responses": {
                         "200": _json("ProcessAnswer", "the text and where it came from"),
-                        **_errors(401, 413, 415, 422, 429, 503),
+                        **_errors(401, 408, 413, 415, 422, 429, 503),
                     },
                 }
             },
@@ -236,7 +238,7 @@ def document(limits: ExtractionLimits) -> dict[str, Any]:
                             "description": "the text",
                             "content": {"text/plain": {"schema": {"type": "string"}}},
                         },
-                        **_errors(401, 413, 415, 429, 503),
+                        **_errors(401, 408, 413, 415, 429, 503),
                         "422": {
                             "description": "the file was left out: its reason as text; or a "
                             "malformed request (InvalidRequest, JSON)",

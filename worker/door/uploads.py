@@ -8,6 +8,7 @@ disk past 1 MiB by the form parser, and each is held to the per-file ceiling as 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,9 +82,12 @@ Admit = Callable[[int], None]
 Refuse = Callable[[int, bool], Refused]
 
 
-def _counted(request: Request, ceiling: int, refuse: Refuse, admit: Admit) -> tuple[Request, bool]:
-    """``request`` with a body that stops at ``ceiling`` bytes, and whether its declared
-    length was already charged with ``admit`` (then before any byte was read)."""
+def _counted(
+    request: Request, ceiling: int, refuse: Refuse, admit: Admit, idle_seconds: float
+) -> tuple[Request, bool]:
+    """``request`` with a body that stops at ``ceiling`` bytes and at ``idle_seconds`` without
+    a byte, and whether its declared length was already charged with ``admit`` (then before
+    any byte was read)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit():
         if int(declared) > ceiling:
@@ -93,7 +97,19 @@ def _counted(request: Request, ceiling: int, refuse: Refuse, admit: Admit) -> tu
 
     async def receive() -> Message:
         nonlocal received
-        message = await request.receive()
+        try:
+            message = await asyncio.wait_for(request.receive(), idle_seconds)
+        except TimeoutError:
+            # A client that declares a body and stops sending would hold its connection and
+            # this handler for good: a slowloris.
+            raise Refused(
+                HttpFailure(
+                    408,
+                    "RequestTimeout",
+                    f"no byte of the body arrived for {idle_seconds:g} s "
+                    "(AIRLOCK_HTTP_BODY_IDLE_SECONDS)",
+                )
+            ) from None
         if message["type"] == "http.request":
             received += len(message.get("body", b""))
             if received > ceiling:
@@ -119,28 +135,32 @@ def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
     return _file_name(unquote(named) if named else None)
 
 
-async def raw_upload(request: Request, limits: ExtractionLimits, admit: Admit) -> Upload:
+async def raw_upload(
+    request: Request, limits: ExtractionLimits, admit: Admit, idle_seconds: float
+) -> Upload:
     """The body as one file."""
     label = label_of(request.headers, request.query_params)
 
     def refuse(size: int, at_least: bool) -> Refused:
         return _file_too_large(label, size, limits, at_least=at_least)
 
-    counted, charged = _counted(request, limits.max_bytes, refuse, admit)
+    counted, charged = _counted(request, limits.max_bytes, refuse, admit, idle_seconds)
     data = await counted.body()
     if not charged:
         admit(len(data))
     return Upload(label, data)
 
 
-async def form_uploads(request: Request, limits: ExtractionLimits, admit: Admit) -> list[Upload]:
+async def form_uploads(
+    request: Request, limits: ExtractionLimits, admit: Admit, idle_seconds: float
+) -> list[Upload]:
     """Each file part of a ``multipart/form-data`` body, in order (any field name)."""
     ceiling = limits.max_bytes * MAX_ATTACHMENTS + _FORM_OVERHEAD_BYTES
 
     def refuse(size: int, at_least: bool) -> Refused:
         return _form_too_large(size, ceiling, at_least=at_least)
 
-    counted, charged = _counted(request, ceiling, refuse, admit)
+    counted, charged = _counted(request, ceiling, refuse, admit, idle_seconds)
     try:
         form = await counted.form(max_files=MAX_ATTACHMENTS, max_fields=MAX_ATTACHMENTS)
     except HTTPException as exc:  # the form parser's refusal of a malformed body
