@@ -175,9 +175,17 @@ def normalise_extracted(text: str) -> str:
     return "\n".join(line.rstrip() for line in stripped.split("\n"))
 
 
-def quoted(untrusted: str, limit: int = _QUOTED_NAME_CHARS) -> str:
-    """An untrusted string as a reason may show it: one line, invisible characters gone, short."""
-    visible = " ".join(strip_invisible(untrusted.replace("\n", " ")).split())
+def quoted(untrusted: str, limit: int = _QUOTED_NAME_CHARS, *, keep_runs: bool = False) -> str:
+    """An untrusted string as a reason may show it: one line, invisible characters gone, short.
+
+    Runs of whitespace shrink to one space, unless ``keep_runs``: a worker's refusal names the
+    label as ``safe_label`` keeps it, runs and all, and must read as the local path's does.
+    """
+    visible = strip_invisible(untrusted.replace("\n", " "))
+    if keep_runs:
+        visible = "".join(" " if char.isspace() else char for char in visible).strip()
+    else:
+        visible = " ".join(visible.split())
     if len(visible) > limit:
         return visible[: limit - 1] + "…"
     return visible

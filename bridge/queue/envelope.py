@@ -252,4 +252,4 @@ def _outcome_from_envelope(
         return extraction_failure(ref, Failure(envelope.type, envelope.reason))
     # A worker-side guard refusal: its wording is the worker's, so it is quoted (one line, no
     # invisible characters) rather than trusted. Legitimate reasons pass through unchanged.
-    return IngestionRejected(quoted(envelope.reason, MAX_REASON_CHARS))
+    return IngestionRejected(quoted(envelope.reason, MAX_REASON_CHARS, keep_runs=True))

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import (
@@ -79,6 +79,8 @@ def test_omit_mode_matches_attachment_source(
 
 @settings(max_examples=200, deadline=None)
 @given(refs_strategy, limits_strategy)
+# A worker's refusal once shrank the label's run of spaces in its reason; the local path's kept it.
+@example([AttachmentRef("0  0", "text", "text/plain", b"ab")], ExtractionLimits(max_text_chars=1))
 def test_raise_mode_matches_attachment_source(
     refs: list[AttachmentRef], limits: ExtractionLimits
 ) -> None:
