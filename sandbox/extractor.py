@@ -15,7 +15,7 @@ from sandbox import enclosures, pages
 from sandbox.errors import SandboxError, SplitRequired
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import ParseLimits, SandboxLimits
-from sandbox.runner import ProgressCallback, SandboxRunner
+from sandbox.runner import ProgressCallback, SandboxRunner, Withdrawal
 
 _shared_lock = threading.Lock()
 _shared: dict[tuple[SandboxLimits, frozenset[str], int], SandboxRunner] = {}
@@ -65,7 +65,7 @@ class SandboxExtractor:
         uid_base: int = DEFAULT_UID_BASE,
         deadline: float | None = None,
         page_workers: int = 1,
-        withdrawn: threading.Event | None = None,
+        withdrawn: Withdrawal | None = None,
     ) -> None:
         self._limits = limits
         self._parse_limits = parse_limits

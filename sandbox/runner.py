@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Protocol
 
 from sandbox import pages, protocol, verdict
 from sandbox.document import Document
@@ -42,6 +43,14 @@ _CHUNK_BYTES = 1 << 20
 _CANCEL_TICK = 0.1
 
 
+class Withdrawal(Protocol):
+    """Whether the caller withdrew a job: a :class:`threading.Event` in the caller's process, or
+    a mark a caller elsewhere left (a queue worker's job, withdrawn by the client that sent it).
+    Asked every ``_CANCEL_TICK`` while the child runs, so it must answer cheaply."""
+
+    def is_set(self) -> bool: ...
+
+
 @dataclass(frozen=True)
 class _Bounds:
     """When one job's child is killed and how many answer bytes are read from it."""
@@ -53,7 +62,7 @@ class _Bounds:
     #: True when the job's kind answers parts of a document (text), not a document.
     parts: bool
     #: Set by the caller to withdraw the job; its child is killed within ``_CANCEL_TICK``.
-    withdrawn: threading.Event | None = None
+    withdrawn: Withdrawal | None = None
 
 
 @dataclass(frozen=True)
@@ -319,7 +328,7 @@ class SandboxRunner:
         *,
         output_bytes: int | None = None,
         deadline: float | None = None,
-        withdrawn: threading.Event | None = None,
+        withdrawn: Withdrawal | None = None,
     ) -> ExtractionResult:
         """Run one job in a fresh jailed child; ``on_progress(done, total)`` hears its pages
         (at most once a second and always further along: see ``sandbox.progress``).

@@ -330,6 +330,12 @@ VARIABLES: tuple[Variable[Any], ...] = (
         "http.key_max_jobs", "AIRLOCK_HTTP_KEY_MAX_JOBS", _integer, _as_text(_DOOR.key_max_jobs)
     ),
     Variable(
+        "http.max_held_bytes",
+        "AIRLOCK_HTTP_MAX_HELD_MB",
+        _mebibytes,
+        _as_text(_DOOR.max_held_bytes // MIB),
+    ),
+    Variable(
         "http.key_bytes_per_minute",
         "AIRLOCK_HTTP_KEY_MB_PER_MINUTE",
         _mebibytes,

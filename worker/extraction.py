@@ -19,7 +19,7 @@ from bridge.queue.jobs import ExtractionJob, Stage
 from sandbox.errors import OcrRequired, SandboxError, SplitRequired
 from sandbox.extractor import SandboxExtractor, shared_runner
 from sandbox.limits import ParseLimits
-from sandbox.runner import ProgressCallback
+from sandbox.runner import ProgressCallback, Withdrawal
 from worker.cache import CachedExtractor, cache_namespace
 from worker.config import Settings
 from worker.metrics import MeteredExtractor, count_refused_cache_entry
@@ -45,12 +45,14 @@ def sandbox_extractor(
     on_progress: ProgressCallback | None = None,
     *,
     deadline: float | None,
+    withdrawn: Withdrawal | None = None,
 ) -> SandboxExtractor:
     """The isolated extractor of one stage; every stage of a process shares one fork server.
 
     ``deadline`` is the caller's (:func:`time.monotonic`, None: none): a child still running
     then is killed, since nobody reads its answer. It has no default so that no path forgets
-    it: the single job once ran 18 s past its caller's deadline that way.
+    it: the single job once ran 18 s past its caller's deadline that way. A child still
+    running when ``withdrawn`` is set is killed too (worker/withdrawals.py).
     """
     return SandboxExtractor(
         settings.sandbox,
@@ -59,6 +61,7 @@ def sandbox_extractor(
         require=settings.sandbox_require,
         uid_base=settings.sandbox_uid_base,
         deadline=deadline,
+        withdrawn=withdrawn,
     )
 
 
@@ -107,19 +110,22 @@ def extractor_for(
     deadline: float | None,
     on_progress: ProgressCallback | None = None,
     reader: TextExtractor | None = None,
+    withdrawn: Withdrawal | None = None,
 ) -> TextExtractor:
     """The extractor a job runs on: the sandbox, behind the result cache unless bypassed.
 
     ``payload_sha256`` is the verified digest of the job's payload, or None to bypass the
     cache; ``on_progress(done, total)`` hears how many pages or frames the sandbox has
     finished, at most once a second and always further along; ``deadline`` is the caller's (see
-    :func:`sandbox_extractor`). ``reader`` replaces the
+    :func:`sandbox_extractor`), and so is ``withdrawn``. ``reader`` replaces the
     stage's sandbox extractor behind the cache (the merge of a document read in pages, whose
     text the cache keeps as the single OCR job's).
     """
     extractor = reader or MeteredExtractor(
         Unpacking(
-            sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline),
+            sandbox_extractor(
+                settings, stage, limits, on_progress, deadline=deadline, withdrawn=withdrawn
+            ),
             limits,
             hand_on=NEEDS_OCR if stage is Stage.LIGHT else frozenset(),
         )

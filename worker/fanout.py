@@ -13,6 +13,7 @@ deleted, and a page delivery finishing later writes nothing. See docs/queue.md, 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -58,6 +59,7 @@ from worker.metrics import TaskOutcome, TaskReport
 from worker.publishing import Message, publish
 from worker.retries import over_delivered, raise_if_retried
 from worker.runtime import Runtime, deadline_of
+from worker.withdrawals import WithdrawalMark
 
 _log = logging.getLogger(__name__)
 
@@ -443,12 +445,19 @@ def run_page(task: Any, untrusted_page_job: object, runtime: Runtime) -> None:
         _log.info("page %d of %s: the document was answered already", page.page, page.document_id)
         return
     job = _checked(plan, page)
+    # One command against seconds of tesseract: the pages of a document its caller withdrew
+    # are not read, and a page being read is killed (worker/withdrawals.py).
+    withdrawal = runtime.withdrawal(page.document_id, look_now=True)
     records = document.records()
     recorded: dict[int, _Record] | None = records  # a page read already: check completion
     if page.page not in records and _any_failed(records):
         recorded = document.record(page.page, _Skipped())
-    elif page.page not in records:
-        recorded = _read_and_record(task, page, job, document, runtime, started)
+    elif page.page not in records and not withdrawal.is_set():
+        recorded = _read_and_record(task, page, job, document, runtime, started, withdrawal)
+    if withdrawal.is_set():
+        _log.info("page %d of %s: its caller withdrew the document", page.page, page.document_id)
+        document.abandon(plan)
+        return
     if recorded is None:
         _log.info(
             "page %d of %s: answered, abandoned or taken over while this delivery ran; "
@@ -467,16 +476,22 @@ def _read_and_record(  # noqa: PLR0917 - each is a separate thing the page needs
     document: _Document,
     runtime: Runtime,
     started: float,
+    withdrawal: WithdrawalMark,
 ) -> dict[int, _Record] | None:
     """Count this delivery, read the page and record it; None, recording nothing, when the
-    document was answered or abandoned, or the page delivered again, before it is recorded."""
+    document was answered, abandoned or withdrawn, or the page delivered again, before it is
+    recorded."""
     field = _delivery_field(task, page)
     deliveries = document.count_delivery(field, runtime.delivery_ttl)
     if deliveries is None:
         return None
-    read = _read(task, page, job, runtime, deliveries)
+    read = _read(task, page, job, runtime, deliveries, withdrawal)
+    if withdrawal.is_set():
+        read = dataclasses.replace(read, outcome=TaskOutcome.WITHDRAWN)
     _report(task, job, read, time.monotonic() - started)
-    if superseded(runtime.redis, document.deliveries_key, deliveries, field):
+    if read.outcome is TaskOutcome.WITHDRAWN or superseded(
+        runtime.redis, document.deliveries_key, deliveries, field
+    ):
         return None
     return document.record(page.page, read.record)
 
@@ -576,8 +591,13 @@ def _delivery_field(task: Any, page: PageJob) -> str:
     return f"{page.page}.{page.publication}:{_PAGE_STAGE}:{task.request.retries}"
 
 
-def _read(
-    task: Any, page: PageJob, job: ExtractionJob, runtime: Runtime, deliveries: int
+def _read(  # noqa: PLR0917 - each is a separate thing the read needs
+    task: Any,
+    page: PageJob,
+    job: ExtractionJob,
+    runtime: Runtime,
+    deliveries: int,
+    withdrawal: WithdrawalMark,
 ) -> _PageRead:
     """Read the page, in this delivery (``deliveries`` counted so far, this one included)."""
     settings = runtime.settings
@@ -591,7 +611,7 @@ def _read(
     except PayloadUnavailable as exc:
         return _failed(Failure(PAYLOAD_UNAVAILABLE, str(exc)), deliveries)
     reader = extraction.sandbox_extractor(
-        settings, Stage.OCR, job.limits, deadline=deadline_of(task)
+        settings, Stage.OCR, job.limits, deadline=deadline_of(task), withdrawn=withdrawal
     )
     try:
         untrusted_reading = reader.extract(

@@ -49,6 +49,7 @@ class TaskOutcome(StrEnum):
     HANDED_ON = "handed_on"  # replaced by the same job on the OCR queue
     FANNED_OUT = "fanned_out"  # its pages published to the OCR queue, to answer in its place
     OVER_DELIVERED = "over_delivered"  # answered as WorkerLost instead of being run again
+    WITHDRAWN = "withdrawn"  # its caller withdrew it: stopped, or never started, unanswered
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,11 @@ from redis import Redis
 
 from bridge.redis_client import redis_client
 from worker.config import Settings
+from worker.withdrawals import WithdrawalMark
 
 _REDIS_TIMEOUT_SECONDS = 10
+#: A withdrawal look is asked from the loop that kills a child at its deadline: it must not wait.
+_LOOK_TIMEOUT_SECONDS = 0.5
 
 
 class Runtime:
@@ -32,6 +35,14 @@ class Runtime:
         return redis_client(
             self.settings.result_backend, timeout=_REDIS_TIMEOUT_SECONDS, ride_out=True
         )
+
+    def withdrawal(self, task_id: str, *, look_now: bool = False) -> WithdrawalMark:
+        """Whether the caller withdrew the job ``task_id`` (a document's task id)."""
+        return WithdrawalMark(self._looks, task_id, look_now=look_now)
+
+    @cached_property
+    def _looks(self) -> Redis:
+        return redis_client(self.settings.result_backend, timeout=_LOOK_TIMEOUT_SECONDS)
 
     @property
     def delivery_ttl(self) -> int:

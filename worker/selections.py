@@ -103,6 +103,7 @@ def queue_client(
     *,
     on_answer: Callable[[], None] | None = None,
     on_progress: ProgressCallback | None = None,
+    withdrawn: Callable[[], bool] | None = None,
 ) -> CeleryQueue:
     """The queue client ``settings`` describe (the CLI, the bridge service, the door)."""
     # Imported here: Celery and redis cost half a second of start-up that a local extraction
@@ -116,6 +117,7 @@ def queue_client(
         max_queued=settings.max_queued,
         on_answer=on_answer,
         on_progress=on_progress,
+        withdrawn=withdrawn,
     )
 
 
@@ -136,7 +138,12 @@ class QueueClients:
     def _client(self) -> Any:
         client = getattr(self._local, "client", None)
         if client is None:
-            client = queue_client(self._settings, on_answer=self._answered, on_progress=self._paged)
+            client = queue_client(
+                self._settings,
+                on_answer=self._answered,
+                on_progress=self._paged,
+                withdrawn=self._withdrawn,
+            )
             self._local.client = client
             with self._lock:
                 self._made.append(client)
@@ -152,6 +159,10 @@ class QueueClients:
         if on_pages is not None:
             on_pages(done, total)
 
+    def _withdrawn(self) -> bool:
+        withdrawn = getattr(self._local, "withdrawn", None)
+        return withdrawn is not None and withdrawn.is_set()
+
     def extract(
         self,
         refs: Sequence[AttachmentRef],
@@ -161,19 +172,22 @@ class QueueClients:
         use_cache: bool,
         on_file: FileDone | None = None,
         on_pages: ProgressCallback | None = None,
+        withdrawn: threading.Event | None = None,
     ) -> IngestSelection:
         """``refs`` read by the workers behind the broker within ``deadline`` seconds; pages
-        done of total as a running job publishes them.
+        done of total as a running job publishes them. Once ``withdrawn`` is set, the jobs
+        still unanswered are withdrawn from the workers (see ``CeleryQueue``).
 
         Raises ``QueueUnavailable`` (``QueueFull`` among them) when the broker cannot take
         them.
         """
         client = self._client()
-        self._local.on_file, self._local.on_pages = on_file, on_pages
+        local = self._local
+        local.on_file, local.on_pages, local.withdrawn = on_file, on_pages, withdrawn
         try:
             return gather(refs, client, limits=limits, deadline=deadline, use_cache=use_cache)
         finally:
-            self._local.on_file = self._local.on_pages = None
+            local.on_file = local.on_pages = local.withdrawn = None
 
     def close(self) -> None:
         with self._lock:

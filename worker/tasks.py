@@ -7,6 +7,7 @@ docs/queue.md (Flow, Retries, Failures).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from worker.metrics import TaskOutcome, TaskReport, count_ocr_page
 from worker.publishing import Message, publish
 from worker.retries import INFRASTRUCTURE_ERRORS, over_delivered, raise_if_retried
 from worker.runtime import Runtime, deadline_of
+from worker.withdrawals import WithdrawalMark
 
 _MAX_RETRIES = 5
 _RETRY_BACKOFF_MAX_SECONDS = 60
@@ -54,10 +56,14 @@ def _failed(failure: Failure, deliveries: int, payload_bytes: int = 0) -> _Answe
     return _Answered(failure, outcome, deliveries, payload_bytes)
 
 
-def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
+def _answer(
+    task: Any, job: ExtractionJob, runtime: Runtime, withdrawal: WithdrawalMark
+) -> _Answered:
     settings = runtime.settings
     key = delivery_key(task.request.id, job.stage.value, task.request.retries)
     deliveries = record_delivery(runtime.redis, key, runtime.delivery_ttl)
+    if withdrawal.is_set():
+        return _Answered(None, TaskOutcome.WITHDRAWN, deliveries)
     if deliveries > settings.max_deliveries:
         return _Answered(over_delivered(deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
     try:
@@ -73,6 +79,7 @@ def _answer(task: Any, job: ExtractionJob, runtime: Runtime) -> _Answered:
         payload_sha256=job.sha256 if job.use_cache else None,  # fetch_payload verified it
         deadline=deadline_of(task),
         on_progress=_progress_reporter(task, job.stage),
+        withdrawn=withdrawal,
     )
     outcome = extraction_outcome(ref, extractor, job.limits)
     if isinstance(outcome, ExtractedAttachment):
@@ -150,11 +157,16 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
     """The body of the extract task; ``task`` is the bound Celery task."""
     started = time.monotonic()
     job = job_from_wire(untrusted_job)
-    answered = _answer(task, job, runtime)
-    if isinstance(answered.answer, pages.Plan) and not fanout.past(deadline_of(task)):
+    # An OCR job looks at once (one command against seconds of tesseract): a job handed on,
+    # or published again, after its caller withdrew it is not started.
+    withdrawal = runtime.withdrawal(task.request.id, look_now=job.stage is Stage.OCR)
+    answered = _answer(task, job, runtime, withdrawal)
+    if withdrawal.is_set():
+        answered = dataclasses.replace(answered, outcome=TaskOutcome.WITHDRAWN)
+    elif isinstance(answered.answer, pages.Plan) and not fanout.past(deadline_of(task)):
         answered = _fanned_out(task, job, answered.answer, answered, runtime)
     _report(task, job, answered, time.monotonic() - started)
-    if fanout.past(deadline_of(task)):
+    if fanout.past(deadline_of(task)) or answered.outcome is TaskOutcome.WITHDRAWN:
         # Its caller stopped waiting and deleted what it stored: an answer (or a hand-off) now
         # would only leave a result key for nobody, for an hour.
         raise Ignore()

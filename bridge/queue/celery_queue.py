@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,7 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from bridge.queue.admission import DEFAULT_MAX_QUEUED, Admission, admit
 from bridge.queue.claim_check import store_payloads
 from bridge.queue.envelope import StoredAnswer, read_progress, read_stored
-from bridge.queue.jobs import QUEUES, TASK_NAME, queue_for, wire_settings
+from bridge.queue.jobs import QUEUES, TASK_NAME, queue_for, wire_settings, withdrawal_key
 from bridge.queue.publishing import Message, send
 from bridge.queue.reconcile import Reconciler
 from bridge.queue.source import NotQueued, QueuedJob, QueueFull, QueueUnavailable
@@ -37,6 +38,11 @@ _log = logging.getLogger(__name__)
 
 #: How long the result channel may stay quiet before the client looks at the keys directly.
 _SWEEP_SECONDS = 1.0
+#: How often a call that can be withdrawn looks whether it was, while it waits for answers.
+_WITHDRAW_TICK = 0.1
+#: How long a withdrawal mark outlives its call's deadline: a job cannot run past the deadline
+#: (its message expires, its child is killed), so the mark is read by nobody after this.
+_MARK_MARGIN_SECONDS = 60
 _CONNECT_SECONDS = 5.0
 #: How often a waiting caller looks for jobs the broker lost; one is sent again after two
 #: looks missed it, so a lost job costs about twice this, never the caller's deadline.
@@ -162,14 +168,19 @@ class CeleryQueue:
         require_consumers: bool = True,
         on_answer: Callable[[], None] | None = None,
         on_progress: Callable[[int, int], None] | None = None,
+        withdrawn: Callable[[], bool] | None = None,
     ) -> None:
         """``max_queued`` bounds each queue (``AIRLOCK_MAX_QUEUED``); with
         ``require_consumers``, a job whose queue no live worker consumes is answered
         ``NoWorkers`` at once (``False`` queues it anyway, for workers that start later).
         ``on_answer`` is called as each job's answer arrives (the CLI's progress counter),
-        ``on_progress`` with pages done of total as a running job publishes them."""
+        ``on_progress`` with pages done of total as a running job publishes them.
+        ``withdrawn`` is asked while a call waits: once it answers True the call stops
+        waiting, its unanswered jobs are revoked (a queued one never runs) and marked
+        withdrawn (a running one's sandbox child is killed), and they are left unanswered."""
         self._on_answer = on_answer
         self._on_progress = on_progress
+        self._withdrawn = withdrawn
         broker = celery_endpoint(broker_url)
         self._app: Any = Celery("airlock-client", broker=broker.url, set_as_current=False)
         self._app.conf.update(
@@ -240,7 +251,8 @@ class CeleryQueue:
             raise unavailable(exc) from exc
         finally:
             listener.close()
-        self._withdraw(task_ids, [i for i, answer in enumerate(answers) if answer is None])
+        unanswered = [i for i, answer in enumerate(answers) if answer is None]
+        self._withdraw(task_ids, unanswered, deadline)
         return answers
 
     def _release(self, admission: Admission | None) -> None:
@@ -319,12 +331,13 @@ class CeleryQueue:
                 if progress is not None:
                     self._on_progress(*progress)
 
-        while pending and time.monotonic() < deadline:
+        tick = _SWEEP_SECONDS if self._withdrawn is None else _WITHDRAW_TICK
+        while pending and time.monotonic() < deadline and not self._was_withdrawn():
             try:
                 if not listener.listening:
                     listener.listen(list(pending), deadline)
                     self._sweep(pending, take)  # answers stored while Redis was away
-                message = listener.next_message(min(deadline - time.monotonic(), _SWEEP_SECONDS))
+                message = listener.next_message(min(deadline - time.monotonic(), tick))
                 if message is None:
                     self._sweep(pending, take)
                 elif message["type"] == "message" and isinstance(message["channel"], bytes):
@@ -338,12 +351,15 @@ class CeleryQueue:
             except _INFRASTRUCTURE_ERRORS as exc:
                 listener.close()
                 outage.wait(exc, deadline)
-        if pending:
+        if pending and not self._was_withdrawn():
             try:
                 self._sweep(pending, take)
             except _INFRASTRUCTURE_ERRORS as exc:
                 raise unavailable(exc) from exc  # still unreachable at the deadline
         return answers
+
+    def _was_withdrawn(self) -> bool:
+        return self._withdrawn is not None and self._withdrawn()
 
     def _republish_lost(
         self,
@@ -378,15 +394,24 @@ class CeleryQueue:
             if untrusted_raw is not None:
                 take(key, untrusted_raw)
 
-    def _withdraw(self, task_ids: list[str], unanswered: list[int]) -> None:
-        """Revoke what was not answered and delete every result this call created.
+    def _withdraw(self, task_ids: list[str], unanswered: list[int], deadline: float) -> None:
+        """Revoke what was not answered and delete every result this call created; when the
+        caller withdrew the call, mark its unanswered jobs so that a worker running one kills
+        its child (a revoke never reaches a job already running).
 
         Best effort: the answers are already in hand, and the expiry on each message and
         the backend's result expiry clean up whatever a failure here leaves behind.
         """
+        revoked = [task_ids[index] for index in unanswered]
         try:
-            if unanswered:
-                self._app.control.revoke([task_ids[index] for index in unanswered])
+            if revoked and self._was_withdrawn():
+                mark_seconds = math.ceil(max(deadline - time.monotonic(), 0)) + _MARK_MARGIN_SECONDS
+                with self._redis.pipeline(transaction=False) as pipe:
+                    for task_id in revoked:
+                        pipe.set(withdrawal_key(task_id), b"1", ex=mark_seconds)
+                    pipe.execute()
+            if revoked:
+                self._app.control.revoke(revoked)
             self._redis.delete(*(result_key(task_id) for task_id in task_ids))
         except _INFRASTRUCTURE_ERRORS as exc:
             _log.warning("could not withdraw %d jobs: %s", len(unanswered), exc)

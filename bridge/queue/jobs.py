@@ -46,6 +46,7 @@ HEAVY_QUEUES = frozenset({OCR_QUEUE, PAGES_QUEUE})
 _OCR_KINDS = frozenset({"image"})
 
 _PAYLOAD_KEY_PREFIX = "airlock:payload:"
+_WITHDRAWAL_KEY_PREFIX = "airlock:withdrawn:"
 
 
 class Stage(StrEnum):
@@ -67,6 +68,12 @@ def queue_for(stage: Stage) -> str:
 def payload_key(sha256: str) -> str:
     """The Redis key of a payload: derived from its hash, never chosen by a message."""
     return _PAYLOAD_KEY_PREFIX + sha256
+
+
+def withdrawal_key(task_id: str) -> str:
+    """The Redis key a caller sets to withdraw a job it published (by its task id): a revoke
+    reaches only a worker's main process, never the pool process already running the job."""
+    return _WITHDRAWAL_KEY_PREFIX + task_id
 
 
 def wire_settings() -> dict[str, object]:

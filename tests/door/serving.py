@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import httpx
@@ -57,3 +58,27 @@ class Door:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+
+
+def busy_job_children(starters: Collection[int]) -> dict[int, float]:
+    """The busy sandbox job processes of the fork servers ``starters`` started (the door, or a
+    worker's pool processes): a fork server's children that lead their own process group, with
+    the CPU seconds each has used."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parent = int(fields[1])
+            command = Path(f"/proc/{parent}/cmdline").read_bytes()
+            grandparent = int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        leader = int(fields[2]) == int(entry.name)
+        if leader and b"sandbox.zygote" in command and grandparent in starters:
+            cpu = (int(fields[11]) + int(fields[12])) / ticks
+            if cpu > 0.3:  # a warm child waiting for a job has used next to none
+                found[int(entry.name)] = cpu
+    return found

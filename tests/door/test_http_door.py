@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.door.serving import AIRLOCK, Door
+from tests.door.serving import AIRLOCK, Door, busy_job_children
 from tests.metrics_scrape import free_port
 from tests.pdf_builders import slow_text_pdf
 
@@ -223,6 +223,39 @@ def test_a_queued_job_is_withdrawn_before_it_runs(tmp_path: Path, corpus_dir: Pa
         serving.stop()
 
 
+def test_the_uploads_jobs_hold_together_are_bounded(tmp_path: Path) -> None:
+    """1 MiB of uploads at most: a slow job runs, 600 KB waits behind it, and 600 KB more is
+    answered 429 until the waiting job goes; a request larger than the whole bound is 413."""
+    door = Door({"AIRLOCK_CONCURRENCY": "1", "AIRLOCK_HTTP_MAX_HELD_MB": "1"}, tmp_path)
+    text = b"words " * 100_000
+
+    def post(content: bytes | Iterator[bytes], name: str) -> httpx.Response:
+        return httpx.post(
+            f"{door.url}/v1/extract?wait=0", content=content, headers={"X-Filename": name}
+        )
+
+    try:
+        running = post(slow_text_pdf(), "slow.pdf").headers["location"]
+        waiting = post(text, "waiting.txt")
+        assert waiting.status_code == 202, waiting.text
+        for refused in (post(text, "declared.txt"), post(iter([text]), "chunked.txt")):
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["retry-after"] == "5"
+            error = refused.json()["error"]
+            assert error["type"] == "ServerBusy"
+            assert "AIRLOCK_HTTP_MAX_HELD_MB" in error["reason"]
+        too_large = post(b"x" * (1024 * 1024 + 1), "large.txt")
+        assert too_large.status_code == 413, too_large.text
+        assert "AIRLOCK_HTTP_MAX_HELD_MB" in too_large.json()["error"]["reason"]
+        assert httpx.delete(waiting.headers["location"]).json()["state"] == "withdrawn"
+        admitted = post(text, "after.txt")  # the withdrawn job's bytes were given back
+        assert admitted.status_code == 202, admitted.text
+        httpx.delete(running)
+        httpx.delete(admitted.headers["location"])
+    finally:
+        door.stop()
+
+
 def test_keys_admit_their_holders_and_keep_each_tenants_jobs_its_own(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     acme, globex = "acme-secret-key", "globex-secret-key"
@@ -371,29 +404,6 @@ def test_each_key_is_held_to_its_jobs_and_bytes_and_leaves_the_others_theirs(
         serving.stop()
 
 
-def _busy_job_children(door: Door) -> dict[int, float]:
-    """The sandbox job processes under the door (its fork server's children leading their own
-    process group, a job's), with the CPU seconds each has used."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            parent = int(fields[1])
-            command = Path(f"/proc/{parent}/cmdline").read_bytes()
-            grandparent = int(Path(f"/proc/{parent}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        leader = int(fields[2]) == int(entry.name)
-        if leader and b"sandbox.zygote" in command and grandparent == door.process.pid:
-            cpu = (int(fields[11]) + int(fields[12])) / ticks
-            if cpu > 0.3:  # a warm child waiting for a job has used next to none
-                found[int(entry.name)] = cpu
-    return found
-
-
 def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None:
     """A page pypdf walks for about 6 CPU-s: withdrawn while it runs, its child is killed at
     once rather than left to finish for nobody, and the door takes the next job."""
@@ -406,7 +416,7 @@ def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None
         )
         url = accepted.headers["location"]
         deadline = time.monotonic() + 120
-        while not (busy := _busy_job_children(door)):
+        while not (busy := busy_job_children({door.process.pid})):
             assert time.monotonic() < deadline, "the slow job's child never ran"
             time.sleep(0.05)
         [(child, _)] = busy.items()
@@ -416,7 +426,7 @@ def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None
         used = 0.0
         while Path(f"/proc/{child}").exists():
             assert time.monotonic() < deadline, "the withdrawn job's child ran on"
-            used = max(used, _busy_job_children(door).get(child, 0.0))
+            used = max(used, busy_job_children({door.process.pid}).get(child, 0.0))
             time.sleep(0.05)
         # Killed with most of its work left: left alone it would have used about 6 CPU-s.
         assert used < 3.0, used

@@ -44,6 +44,7 @@ def _table(runner: _Gated, ended: list[Job]) -> Jobs:
         ttl=60,
         max_jobs=10,
         owner_max_jobs=10,
+        max_held_bytes=1 << 20,
         on_end=ended.append,
     )
 

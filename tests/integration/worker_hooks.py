@@ -33,7 +33,7 @@ from bridge.queue.jobs import Stage
 from sandbox.enclosures import Unpacked
 from sandbox.extractor import SandboxExtractor
 from sandbox.pages import PAGE_KIND
-from sandbox.runner import ProgressCallback
+from sandbox.runner import ProgressCallback, Withdrawal
 from worker import extraction
 from worker.config import Settings
 
@@ -95,9 +95,12 @@ def _hooked(
     on_progress: ProgressCallback | None = None,
     *,
     deadline: float | None,
+    withdrawn: Withdrawal | None = None,
 ) -> HookedExtractor:
     return HookedExtractor(
-        _real_sandbox_extractor(settings, stage, limits, on_progress, deadline=deadline)
+        _real_sandbox_extractor(
+            settings, stage, limits, on_progress, deadline=deadline, withdrawn=withdrawn
+        )
     )
 
 

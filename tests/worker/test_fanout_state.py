@@ -249,7 +249,8 @@ def test_copies_of_a_page_published_again_count_their_deliveries_apart(
         def delivered(copy: PageJob) -> TaskOutcome:
             count = document.count_delivery(_delivery_field(task, copy), runtime.delivery_ttl)
             assert count is not None
-            return _read(task, copy, job, runtime, count).outcome
+            withdrawal = runtime.withdrawal(document.document_id)
+            return _read(task, copy, job, runtime, count, withdrawal).outcome
 
         outcomes = [delivered(first) for _ in range(3)]
         assert outcomes == [TaskOutcome.ADMITTED, TaskOutcome.ADMITTED, TaskOutcome.OVER_DELIVERED]

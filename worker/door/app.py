@@ -32,7 +32,16 @@ from worker.config import Settings
 from worker.door import openapi
 from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target
 from worker.door.config import DEFAULT_WAIT_SECONDS, MAX_WAIT_SECONDS
-from worker.door.jobs import HttpFailure, Job, Jobs, JobsFull, JobState, OwnerBusy, Runner
+from worker.door.jobs import (
+    BytesFull,
+    HttpFailure,
+    Job,
+    Jobs,
+    JobsFull,
+    JobState,
+    OwnerBusy,
+    Runner,
+)
 from worker.door.keys import LOCAL_OWNER, ApiKeys
 from worker.door.metrics import DoorMetrics
 from worker.door.quotas import ByteQuota
@@ -102,6 +111,7 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
                 use_cache=True,
                 on_file=file_done,
                 on_pages=pages,
+                withdrawn=withdrawn,
             )
             unserved = _unserved(selection)
             if unserved is not None:
@@ -161,6 +171,7 @@ class Door:
             ttl=settings.http.result_ttl,
             max_jobs=settings.http.max_jobs,
             owner_max_jobs=settings.http.key_max_jobs,
+            max_held_bytes=settings.http.max_held_bytes,
             on_end=self._ended,
         )
         self.callbacks = Callbacks(settings.http.callback_allow)
@@ -215,6 +226,10 @@ class Door:
 
     def _admit(self, owner: str) -> Callable[[int], None]:
         def admit(size: int) -> None:
+            try:
+                self.jobs.check_room(size)
+            except BytesFull as exc:
+                raise self._no_room(exc) from None
             wait = self.quota.charge(owner, size)
             if wait is not None:
                 raise Refused(
@@ -271,6 +286,8 @@ class Door:
                     _RETRY_AFTER_SECONDS,
                 )
             ) from None
+        except BytesFull as exc:
+            raise self._no_room(exc) from None
         except JobsFull:
             raise Refused(
                 HttpFailure(
@@ -285,6 +302,29 @@ class Door:
             with self._lock:
                 self._callbacks[job.id] = callback
         return job
+
+    def _no_room(self, exc: BytesFull) -> Refused:
+        ceiling = self.settings.http.max_held_bytes
+        if exc.never:
+            return Refused(
+                HttpFailure(
+                    413,
+                    "PayloadTooLarge",
+                    f"the request's files are {exc.size} bytes, over the {ceiling} bytes this "
+                    "server holds for all jobs at once (AIRLOCK_HTTP_MAX_HELD_MB); send fewer "
+                    "files per request",
+                )
+            )
+        return Refused(
+            HttpFailure(
+                429,
+                "ServerBusy",
+                f"the jobs queued or running hold most of the {ceiling} bytes of uploads this "
+                f"server keeps at once (AIRLOCK_HTTP_MAX_HELD_MB): no room for {exc.size} more "
+                "now; try again",
+                _RETRY_AFTER_SECONDS,
+            )
+        )
 
     def _ended(self, job: Job) -> None:
         """A job ended: its callback, if it asked for one, is sent its status."""

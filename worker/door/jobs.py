@@ -62,6 +62,9 @@ class Job:
     callback: Delivery | None = None
     #: Set when the job is withdrawn: the sandbox kills the children still running for it.
     withdrawn: threading.Event = field(default_factory=threading.Event, repr=False)
+    #: The payload bytes the job holds in memory until its run ends (or it is withdrawn
+    #: before it runs).
+    held: int = 0
 
 
 #: What runs a job: the job's refs and limits in, the selection's JSON out; progress is
@@ -85,6 +88,16 @@ class JobsFull(Exception):
     """The table holds ``max_jobs`` jobs that are neither read nor old."""
 
 
+class BytesFull(Exception):
+    """The jobs queued or running hold so many upload bytes that this one would pass
+    ``max_held_bytes``; ``never`` when it alone is larger than that."""
+
+    def __init__(self, size: int, *, never: bool) -> None:
+        super().__init__(size)
+        self.size = size
+        self.never = never
+
+
 class OwnerBusy(Exception):
     """The key has as many jobs queued or running as it may."""
 
@@ -99,13 +112,19 @@ class Jobs:
         ttl: float,
         max_jobs: int,
         owner_max_jobs: int,
+        max_held_bytes: int,
         on_end: Callable[[Job], None],
     ) -> None:
+        """``max_held_bytes`` bounds the upload bytes queued and running jobs hold together:
+        ``max_jobs`` alone let a thousand 32-file forms hold 8 GB of memory waiting their
+        turn, and a door killed for its memory loses every job it held."""
         self._runner = runner
         self._classify = classify
         self._ttl = ttl
         self._max_jobs = max_jobs
         self._owner_max_jobs = owner_max_jobs
+        self._max_held_bytes = max_held_bytes
+        self._held_bytes = 0
         self._on_end = on_end
         self._lock = threading.Lock()
         self._jobs: dict[str, Job] = {}
@@ -120,11 +139,13 @@ class Jobs:
         callback: Delivery | None = None,
     ) -> Job:
         """Queue ``refs`` as ``owner``'s job; ``url`` makes its URL from its id."""
+        size = sum(len(ref.payload) for ref in refs)
         with self._lock:
             if self._full():
                 raise JobsFull
             if self._in_flight(owner) >= self._owner_max_jobs:
                 raise OwnerBusy
+            self._check_room(size)
             # 128 random bits: an id is a capability only together with its owner's key, but
             # it must not be guessable either.
             job = Job(
@@ -134,7 +155,8 @@ class Jobs:
                 limits,
                 tuple(ref.label for ref in refs),
             )
-            job.url, job.callback = url(job.id), callback
+            job.url, job.callback, job.held = url(job.id), callback, size
+            self._held_bytes += size
             self._jobs[job.id] = job
             job.future = self._pool.submit(self._run, job)
         return job
@@ -154,8 +176,8 @@ class Jobs:
             if job is None or job.owner != owner:
                 return None
             if job.state in (JobState.QUEUED, JobState.RUNNING):
-                if job.future is not None:
-                    job.future.cancel()
+                if job.future is not None and job.future.cancel():
+                    self._release(job)  # never to run; a running job's run releases its own
                 job.withdrawn.set()
                 job.state = JobState.WITHDRAWN
                 job.ended_at = time.monotonic()
@@ -163,14 +185,31 @@ class Jobs:
             del self._jobs[job_id]
             return job
 
-    def full(self) -> bool:
-        """Whether a job submitted now would be refused for want of room (``JobsFull``)."""
+    def check_room(self, size: int) -> None:
+        """Raise ``BytesFull`` unless a job of ``size`` upload bytes would fit now: a request
+        that declares its length is refused before its body is read."""
         with self._lock:
-            return self._full()
+            self._check_room(size)
+
+    def _check_room(self, size: int) -> None:
+        if size > self._max_held_bytes:
+            raise BytesFull(size, never=True)
+        if self._held_bytes + size > self._max_held_bytes:
+            raise BytesFull(size, never=False)
+
+    def full(self) -> bool:
+        """Whether a job submitted now would be refused for want of room (``JobsFull``, or
+        ``BytesFull`` for any upload)."""
+        with self._lock:
+            return self._full() or self._held_bytes >= self._max_held_bytes
 
     def _full(self) -> bool:
         self._forget_old()
         return len(self._jobs) >= self._max_jobs
+
+    def _release(self, job: Job) -> None:
+        self._held_bytes -= job.held
+        job.held = 0
 
     def in_flight(self) -> int:
         with self._lock:
@@ -199,6 +238,7 @@ class Jobs:
     def _run(self, job: Job) -> None:
         with self._lock:
             if job.state is not JobState.QUEUED:
+                self._release(job)  # withdrawn as it was about to start
                 return
             job.state = JobState.RUNNING
             refs, limits = job.refs, job.limits
@@ -218,6 +258,7 @@ class Jobs:
         except Exception as exc:  # noqa: BLE001 - every failure becomes the job's typed answer
             failure = self._classify(exc)
         with self._lock:
+            self._release(job)
             if job.state is JobState.WITHDRAWN:
                 return
             job.result, job.failure = result, failure
