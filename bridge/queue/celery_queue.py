@@ -332,16 +332,21 @@ class CeleryQueue:
                     self._on_progress(*progress)
 
         tick = _SWEEP_SECONDS if self._withdrawn is None else _WITHDRAW_TICK
+        # A quiet second is swept once, however often a withdrawable call wakes to look.
+        heard = time.monotonic()
         while pending and time.monotonic() < deadline and not self._was_withdrawn():
             try:
                 if not listener.listening:
                     listener.listen(list(pending), deadline)
                     self._sweep(pending, take)  # answers stored while Redis was away
                 message = listener.next_message(min(deadline - time.monotonic(), tick))
-                if message is None:
+                if message is not None:
+                    heard = time.monotonic()
+                    if message["type"] == "message" and isinstance(message["channel"], bytes):
+                        take(message["channel"].decode(), message["data"])
+                elif time.monotonic() - heard >= _SWEEP_SECONDS:
                     self._sweep(pending, take)
-                elif message["type"] == "message" and isinstance(message["channel"], bytes):
-                    take(message["channel"].decode(), message["data"])
+                    heard = time.monotonic()
                 if reconciler is not None and pending and time.monotonic() >= next_look:
                     self._republish_lost(
                         reconciler, pending, take, jobs=jobs, task_ids=task_ids, deadline=deadline

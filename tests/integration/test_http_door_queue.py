@@ -6,12 +6,16 @@ job they hold queued never runs."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
 
+from bridge.knowledge.attachments import AttachmentRef
+from bridge.queue import gather
+from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import LIGHT_QUEUE
 from tests.door.serving import Door, busy_job_children
 from tests.integration.conftest import WorkerFactory
@@ -169,3 +173,27 @@ def test_delete_of_a_scan_read_in_pages_stops_its_pages(
     finally:
         redis.close()
         door.stop()
+
+
+def test_a_withdrawable_call_sweeps_no_more_often_than_any_other(
+    own_redis: RedisServer, own_workers: WorkerFactory
+) -> None:
+    """A call that looks for its withdrawal ten times a second still reads the answers it
+    missed (an MGET) once a quiet second: 64 door threads waiting would otherwise send Redis
+    640 sweeps a second."""
+    own_workers(queues=[LIGHT_QUEUE], concurrency=1)
+    redis = own_redis.client()
+    queue = CeleryQueue(own_redis.url(), own_redis.url(), withdrawn=lambda: False)
+    try:
+        ref = AttachmentRef("slow.pdf", "pdf", "application/pdf", slow_text_pdf())
+        sweeps_before = redis.info("commandstats").get("cmdstat_mget", {}).get("calls", 0)
+        started = time.monotonic()
+        selection = gather([ref], queue, deadline=120)
+        seconds = time.monotonic() - started
+        sweeps = redis.info("commandstats")["cmdstat_mget"]["calls"] - sweeps_before
+        assert selection.text.endswith("the slow page"), selection
+        assert seconds > 2  # long enough to tell a sweep a second from ten
+        assert sweeps <= seconds + 2, (sweeps, seconds)  # one a second, and the last
+    finally:
+        queue.close()
+        redis.close()
