@@ -7,6 +7,7 @@
 #   docker run IMAGE doctor                      which sandbox layers hold in this container
 #   docker run -v "$PWD:/in:ro" IMAGE extract /in/report.pdf
 # Build with more tesseract languages: docker build --build-arg OCR_LANGUAGES="deu fra" .
+# A slim image, without the OCR script models (110 MB): --build-arg OCR_SCRIPTS=0.
 # Operations guide: docs/operations.md.
 
 # --- stage 1: wheels of airlock and every dependency, installed into a virtual environment ---
@@ -55,6 +56,10 @@ FROM debian:bookworm-slim AS runtime
 
 # Extra tesseract language packs, tesseract names separated by spaces ("deu fra chi_sim").
 ARG OCR_LANGUAGES=""
+# 0 builds a slim image without the script models packages.apt lists (tesseract-ocr-script-*:
+# Chinese, Japanese, Korean, Cyrillic, Greek, Arabic, Hebrew, Devanagari, Thai; 110 MB
+# installed). AIRLOCK_OCR_LANGUAGE's "scripts" then stands for none: English pages only.
+ARG OCR_SCRIPTS=1
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
@@ -64,7 +69,8 @@ COPY packages.apt /tmp/packages.apt
 # Versions are not pinned: the base image tag pins the Debian release, and pinning exact
 # package versions would stop the build the day Debian ships a security fix for one of them.
 # hadolint ignore=DL3008
-RUN extra=(); \
+RUN if [ "${OCR_SCRIPTS}" = 0 ]; then sed -i '/^tesseract-ocr-script-/d' /tmp/packages.apt; fi; \
+    extra=(); \
     for lang in ${OCR_LANGUAGES}; do \
       # A language name becomes a package name: only letters and underscores may pass.
       case "$lang" in *[!a-z_]*) echo "OCR_LANGUAGES: bad language name '$lang'" >&2; exit 1;; esac; \

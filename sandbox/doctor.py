@@ -126,31 +126,20 @@ def ocr_engine() -> OcrEngine:
         version = subprocess.run(
             [TESSERACT, "--version"], capture_output=True, text=True, timeout=10, check=True
         ).stdout.split("\n", 1)[0]
-        languages = _installed_languages(TESSERACT)
     except (OSError, subprocess.SubprocessError) as exc:
         return OcrEngine(TESSERACT, f"(unusable: {exc})", ())
-    return OcrEngine(TESSERACT, version.strip(), languages)
-
-
-def _installed_languages(tesseract: str) -> tuple[str, ...]:
-    listing = subprocess.run(
-        [tesseract, "--list-langs"], capture_output=True, text=True, timeout=10, check=True
-    ).stdout
-    # The first line is a heading ("List of available languages in ...").
-    return tuple(line.strip() for line in listing.splitlines()[1:] if line.strip())
+    return OcrEngine(TESSERACT, version.strip(), ocr_languages.installed() or ())
 
 
 def uninstalled_ocr_language(ocr_language: str) -> str | None:
     """Why ``ocr_language`` (``AIRLOCK_OCR_LANGUAGE``'s form) cannot be read on this host,
     naming the Debian packages to install, or None. Asked at start, so a missing pack stops
     the command instead of failing every scan with tesseract's "Error opening data file"."""
-    if TESSERACT is None:
-        return None  # no tesseract at all: the doctor and each OCR job say so
-    try:
-        installed = _installed_languages(TESSERACT)
-    except (OSError, subprocess.SubprocessError):
-        return None  # an unusable tesseract: the doctor says so, and each OCR job
-    return ocr_languages.missing(ParseLimits(ocr_language=ocr_language).ocr_languages, installed)
+    installed = ocr_languages.installed()
+    if installed is None:
+        return None  # no tesseract, or an unusable one: the doctor and each OCR job say so
+    choices = ParseLimits(ocr_language=ocr_languages.expanded(ocr_language)).ocr_languages
+    return ocr_languages.missing(choices, installed)
 
 
 def probe(required: frozenset[str] = frozenset(), uid_base: int = DEFAULT_UID_BASE) -> DoctorReport:

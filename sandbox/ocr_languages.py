@@ -7,7 +7,10 @@ to install (``tesseract-ocr-chi-sim`` for ``chi_sim``, ``tesseract-ocr-script-la
 
 from __future__ import annotations
 
+import functools
 import re
+import shutil
+import subprocess
 from collections.abc import Collection, Iterable
 
 _MISSING_DATA = re.compile(rb"Error opening data file (\S+)\.traineddata")
@@ -25,13 +28,73 @@ _SCRIPT_CODES = {
 }  # fmt: skip
 
 
+#: The choice that stands for every script model of :data:`SCRIPT_MODELS` installed on the
+#: host (``AIRLOCK_OCR_LANGUAGE``'s default is ``eng,scripts``): a page the choices before it
+#: read badly is read again with the models of the script tesseract's detection sees in it.
+SCRIPTS = "scripts"
+#: The script models ``scripts`` stands for, in the order they are tried. Traditional Chinese
+#: comes before Simplified, and each vertical model after its horizontal one; the reading with
+#: the best confidence wins, so the order only breaks ties.
+SCRIPT_MODELS = (
+    "HanT", "HanS", "Japanese", "Japanese_vert", "Hangul", "Cyrillic", "Greek", "Arabic",
+    "Hebrew", "Devanagari", "Thai",
+)  # fmt: skip
+
+
+#: The script model that reads each script tesseract's detection names (sandbox.scripts'
+#: names), for the package a refused page's reason names.
+_MODEL_OF_SCRIPT = {
+    "Han": "HanT", "Hiragana": "Japanese", "Katakana": "Japanese", "Hangul": "Hangul",
+    "Cyrillic": "Cyrillic", "Greek": "Greek", "Arabic": "Arabic", "Hebrew": "Hebrew",
+    "Devanagari": "Devanagari", "THAI": "Thai", "Latin": "Latin",
+}  # fmt: skip
+
+
+def script_package(script: str) -> str | None:
+    """The Debian package of the script model that reads ``script`` (``Han``:
+    ``tesseract-ocr-script-hant``), or None for a script without one here."""
+    model = _MODEL_OF_SCRIPT.get(script)
+    return None if model is None else debian_package(model)
+
+
 def debian_package(language: str) -> str:
-    """The Debian package holding ``language``'s traineddata."""
-    if language.startswith("script/"):
-        script = language.removeprefix("script/")
+    """The Debian package holding ``language``'s traineddata (Debian installs the script
+    models beside the languages, as ``HanT``; tesseract's own layout has ``script/HanT``)."""
+    script = language.removeprefix("script/")
+    if language.startswith("script/") or script in _SCRIPT_CODES:
         code = _SCRIPT_CODES.get(script, script.lower().replace("_", "-"))
         return f"tesseract-ocr-script-{code}"
     return "tesseract-ocr-" + language.lower().replace("_", "-")
+
+
+def installed() -> tuple[str, ...] | None:
+    """The languages this host's tesseract has data for; None when there is no tesseract or
+    it cannot say."""
+    tesseract = shutil.which("tesseract")
+    if tesseract is None:
+        return None
+    try:
+        listing = subprocess.run(
+            [tesseract, "--list-langs"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    # The first line is a heading ("List of available languages in ...").
+    return tuple(line.strip() for line in listing.splitlines()[1:] if line.strip())
+
+
+@functools.cache
+def expanded(ocr_language: str) -> str:
+    """``ocr_language`` with its :data:`SCRIPTS` choice replaced by the script models installed
+    on this host (by none when none is). Asked once per process: what is installed does not
+    change under a running worker, and its result is part of the result cache's key."""
+    choices = ocr_language.split(",")
+    if SCRIPTS not in choices:
+        return ocr_language
+    available = set(installed() or ())
+    models = [model for model in SCRIPT_MODELS if model in available and model not in choices]
+    named = (models if choice == SCRIPTS else [choice] for choice in choices)
+    return ",".join(dict.fromkeys(name for names in named for name in names))
 
 
 def names(choices: Iterable[str]) -> list[str]:

@@ -11,7 +11,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from sandbox import codes, scripts
+from sandbox import codes, ocr_languages, scripts
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
@@ -246,4 +246,8 @@ def _unread_scripts(readings: list[OcrReading]) -> str:
         known = scripts.language_scripts(reading.language)
         if reading.detected_script is not None and known is not None:
             unread |= {reading.detected_script} - known
-    return f"; tesseract's script detection sees {', '.join(sorted(unread))}" if unread else ""
+    if not unread:
+        return ""
+    packages = sorted({package for s in unread if (package := ocr_languages.script_package(s))})
+    install = f" (its model: apt-get install {' '.join(packages)})" if packages else ""
+    return f"; tesseract's script detection sees {', '.join(sorted(unread))}{install}"

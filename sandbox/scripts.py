@@ -18,6 +18,8 @@ HANGUL = "Hangul"
 HAN = "Han"
 HIRAGANA = "Hiragana"
 KATAKANA = "Katakana"
+#: A script named by its letters' names (see :func:`script_of`).
+THAI = "THAI"
 
 # Unicode-name prefixes of each script's letters, compatibility forms included.
 _NAME_PREFIXES: tuple[tuple[str, str], ...] = (
@@ -55,7 +57,7 @@ _JAPANESE = frozenset({HAN, HIRAGANA, KATAKANA})
 CJK = "CJK"
 _CJK_SCRIPTS = frozenset({HAN, HIRAGANA, KATAKANA, HANGUL, "BOPOMOFO"})
 #: Families written without spaces between words, so a word of another script touches them.
-UNSPACED = frozenset({CJK, "THAI", "LAO", "KHMER", "MYANMAR", "TIBETAN"})
+UNSPACED = frozenset({CJK, THAI, "LAO", "KHMER", "MYANMAR", "TIBETAN"})
 
 #: The scripts documents in each tesseract language are written in, for the language packs an
 #: image can install (Dockerfile OCR_LANGUAGES). A language not listed is not script-checked.
@@ -77,6 +79,19 @@ LANGUAGE_SCRIPTS: dict[str, frozenset[str]] = {
     "chi_sim_vert": frozenset({HAN}),
     "chi_tra": frozenset({HAN}),
     "chi_tra_vert": frozenset({HAN}),
+    # tesseract's script models (sandbox.ocr_languages.SCRIPT_MODELS), as Debian names them.
+    **{name: frozenset({HAN}) for name in ("HanS", "HanS_vert", "HanT", "HanT_vert")},
+    "Japanese": _JAPANESE,
+    "Japanese_vert": _JAPANESE,
+    "Hangul": frozenset({HANGUL, HAN}),
+    "Hangul_vert": frozenset({HANGUL, HAN}),
+    "Latin": frozenset({LATIN}),
+    "Cyrillic": frozenset({CYRILLIC}),
+    "Greek": frozenset({GREEK}),
+    "Arabic": frozenset({ARABIC}),
+    "Hebrew": frozenset({HEBREW}),
+    "Devanagari": frozenset({DEVANAGARI}),
+    "Thai": frozenset({THAI}),
 }
 
 # The script names tesseract's orientation and script detection (--psm 0) prints, for the
@@ -97,6 +112,7 @@ _OSD_SCRIPTS = {
     "Japanese": HIRAGANA,
     "Hiragana": HIRAGANA,
     "Katakana": KATAKANA,
+    "Thai": THAI,
 }
 
 
@@ -141,6 +157,16 @@ def language_scripts(language: str) -> frozenset[str] | None:
             return None
         scripts |= known
     return frozenset(scripts)
+
+
+def made_for(language: str, script: str) -> bool:
+    """Whether ``script`` is what ``language`` is made to read, not one it also reads: Han for
+    a Chinese model, but kana for a Japanese one and Hangul for a Korean one (which read Han
+    too), and any script of a single-script language."""
+    known = language_scripts(language)
+    if known is None or script not in known:
+        return False
+    return len(known) == 1 or script in (HIRAGANA, KATAKANA, HANGUL)
 
 
 def osd_script(name: str) -> str | None:

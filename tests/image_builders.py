@@ -6,8 +6,9 @@ import io
 import random
 import struct
 import zlib
+from pathlib import Path
 
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 
 def png_chunk(kind: bytes, body: bytes) -> bytes:
@@ -117,3 +118,52 @@ def ruled_pages(side: int, pages: int) -> bytes:
         save_all=True,
         append_images=[page] * (pages - 1),
     )
+
+
+#: A CJK font (Debian's fonts-wqy-microhei: Chinese and Japanese), which scripts/setup unpacks
+#: into .venv, out of the font directories PDFium reads.
+CJK_FONT = Path(__file__).resolve().parent.parent / ".venv" / "test-fonts" / "wqy-microhei.ttc"
+#: Traditional Chinese prose, as a Taiwanese site's screenshot shows it.
+TRADITIONAL_CHINESE = (
+    "臺灣的氣候屬於亞熱帶與熱帶季風氣候，",
+    "夏季漫長而潮濕，冬季短暫而溫和。",
+    "國立圖書館收藏了許多珍貴的古籍與檔案，",
+    "讀者可以在網路上查詢館藏資料。",
+)
+#: The same kind of prose in Simplified characters.
+SIMPLIFIED_CHINESE = (
+    "中华人民共和国的气候类型多样，",
+    "国家图书馆收藏了许多珍贵的古籍与档案，",
+    "读者可以在网络上查询馆藏资料。",
+)
+#: The opening of Miyazawa Kenji's "Ame ni mo makezu" (public domain), in columns.
+VERTICAL_JAPANESE = (
+    "雨ニモマケズ",
+    "風ニモマケズ",
+    "雪ニモ夏ノ暑サニモマケヌ",
+    "丈夫ナカラダヲモチ",
+    "慾ハナク決シテ瞋ラズ",
+)
+
+
+def cjk_lines(lines: tuple[str, ...]) -> bytes:
+    """``lines`` drawn left to right, top to bottom, at 40 px, as a PNG screenshot."""
+    font = ImageFont.truetype(CJK_FONT, 40)
+    picture = Image.new("L", (900, 60 + 70 * len(lines)), 255)
+    draw = ImageDraw.Draw(picture)
+    for row, line in enumerate(lines):
+        draw.text((30, 30 + row * 70), line, font=font, fill=0)
+    return encoded(picture, "PNG")
+
+
+def vertical_columns(columns: tuple[str, ...]) -> bytes:
+    """``columns`` written top to bottom, the first on the right (tategaki), as a PNG."""
+    font = ImageFont.truetype(CJK_FONT, 40)
+    height = 60 + 48 * max(len(column) for column in columns)
+    width = 80 + 70 * len(columns)
+    picture = Image.new("L", (width, height), 255)
+    draw = ImageDraw.Draw(picture)
+    for index, column in enumerate(columns):
+        for row, char in enumerate(column):
+            draw.text((width - 80 - index * 70, 30 + row * 48), char, font=font, fill=0)
+    return encoded(picture, "PNG")

@@ -120,8 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     extract.add_argument(
         "--ocr-language",
         metavar="LANGS",
-        help="tesseract language(s): 'eng', 'eng+deu', or choices 'eng,hin,kor' picked per "
-        "image by script detection (local mode; default: $AIRLOCK_OCR_LANGUAGE or eng)",
+        help="tesseract language(s): 'eng', 'eng+deu' (both models at once), or choices "
+        "'deu,hin,scripts': every page is read with the first, a page it reads badly with the "
+        "others that read the script detection sees; 'scripts' is every installed script model "
+        "(local mode; default: $AIRLOCK_OCR_LANGUAGE or eng,scripts)",
     )
     extract.add_argument(
         "--broker",

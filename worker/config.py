@@ -29,6 +29,7 @@ from bridge.queue.jobs import QUEUES
 from bridge.redis_client import names_redis
 from bridge.service.config import ServiceConfig, default_consumer
 from bridge.service.schema import MAX_DEADLINE_SECONDS
+from sandbox import ocr_languages
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.pages import DEFAULT_FAN_OUT_PAGES
@@ -234,7 +235,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
         _integer,
         _as_text(_SANDBOX.output_bytes),
     ),
-    Variable("ocr_language", "AIRLOCK_OCR_LANGUAGE", _text, _PARSE.ocr_language),
+    Variable("ocr_language", "AIRLOCK_OCR_LANGUAGE", _text, f"eng,{ocr_languages.SCRIPTS}"),
     Variable(
         "admit_unreadable", "AIRLOCK_ADMIT_UNREADABLE", _flag, _as_text(_PARSE.admit_unreadable)
     ),
@@ -486,6 +487,13 @@ class Settings:
             ParseLimits(ocr_language=self.ocr_language)
         except ValueError as exc:
             raise ConfigurationError(f"AIRLOCK_OCR_LANGUAGE: {exc}") from None
+        if self.ocr_language.split(",")[0] == ocr_languages.SCRIPTS:
+            # Every page is read first with the first choice: the script models are what a
+            # page that choice reads badly is read again with, so they cannot come first.
+            raise ConfigurationError(
+                f"AIRLOCK_OCR_LANGUAGE={self.ocr_language!r}: name a language before "
+                f"{ocr_languages.SCRIPTS!r} (eng,{ocr_languages.SCRIPTS})"
+            )
         _check_bridge_service(self.bridge_service)
 
     @property
@@ -499,7 +507,7 @@ class Settings:
         e-mail's or archive's unpacking is bounded by the call's member and decoded-byte
         ceilings, the ones its archive guard applies."""
         return ParseLimits(
-            ocr_language=self.ocr_language,
+            ocr_language=ocr_languages.expanded(self.ocr_language),
             max_pixels=self.max_pixels,
             max_text_chars=limits.max_text_chars,
             max_members=limits.max_members,

@@ -325,7 +325,7 @@ def test_compose_and_kubernetes_share_the_same_settings(
     environment = compose["services"]["light-worker"]["environment"]
     for key, value in config.items():
         if key == "AIRLOCK_OCR_LANGUAGE":
-            assert environment[key] == "${AIRLOCK_OCR_LANGUAGE:-eng}"
+            assert environment[key] == f"${{AIRLOCK_OCR_LANGUAGE:-{value}}}"
         else:
             assert environment[key] == value, key
 

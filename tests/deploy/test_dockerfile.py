@@ -114,7 +114,7 @@ def test_the_image_installs_packages_apt_and_nothing_else(runtime: list[tuple[st
 
 
 def _run_install_step(
-    runtime: list[tuple[str, str]], tmp_path: Path, ocr_languages: str
+    runtime: list[tuple[str, str]], tmp_path: Path, ocr_languages: str, ocr_scripts: str = "1"
 ) -> tuple[int, list[list[str]], str]:
     """Run the image's package step with apt-get and rm replaced by recorders."""
     (step,) = [args for keyword, args in runtime if keyword == "RUN" and "packages.apt" in args]
@@ -136,6 +136,7 @@ def _run_install_step(
     env = {
         "PATH": f"{stubs}:/usr/bin:/bin",
         "OCR_LANGUAGES": ocr_languages,
+        "OCR_SCRIPTS": ocr_scripts,
         "HOME": str(tmp_path),
         "LANG": "C.UTF-8",
     }
@@ -175,6 +176,18 @@ def test_install_step_installs_packages_apt_plus_language_packs(
     assert ["apt-get", "clean"] in calls
     removed = [path for call in calls if call[0] == "rm" for path in call[1:]]
     assert any(path.startswith("/var/lib/apt/lists") for path in removed)
+
+
+def test_a_slim_build_leaves_the_script_models_out(
+    runtime: list[tuple[str, str]], tmp_path: Path
+) -> None:
+    status, calls, stderr = _run_install_step(runtime, tmp_path, "", ocr_scripts="0")
+    assert status == 0, stderr
+    (install,) = [call for call in calls if call[:2] == ["apt-get", "install"]]
+    packages = [word for word in install[2:] if not word.startswith("-")]
+    scripts = [package for package in apt_packages() if package.startswith("tesseract-ocr-script-")]
+    assert "tesseract-ocr-script-hant" in scripts
+    assert sorted(packages) == sorted(set(apt_packages()) - set(scripts))
 
 
 @pytest.mark.parametrize("languages", ["deu;touch", "../eng", "DEU", "eng$(id)"])

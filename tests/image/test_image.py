@@ -18,6 +18,12 @@ from tests.deploy.conftest import by_kind
 from tests.image import bridge_client
 from tests.image.conftest import SMOKE_FILES, as_streamed, embedded_selection
 from tests.image.pod import TENANT, Pod, podman, wait_until
+from tests.image_builders import (
+    TRADITIONAL_CHINESE,
+    VERTICAL_JAPANESE,
+    cjk_lines,
+    vertical_columns,
+)
 
 pytestmark = [pytest.mark.image, pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -59,6 +65,23 @@ def test_extract_in_the_container_gives_the_embedded_selection(
     assert json.loads(result.stdout) == embedded
     for name in SMOKE_FILES:
         assert f"ATTACHMENT [{name}]" in embedded["text"]
+
+
+def test_the_default_image_reads_chinese_and_vertical_japanese(
+    image: str, hardened: tuple[str, ...], tmp_path: Path
+) -> None:
+    """Issue 25: a Traditional Chinese screenshot and a vertical Japanese page were refused as
+    "not text in the OCR language (eng)"; the image's default reads them."""
+    (tmp_path / "taiwan.png").write_bytes(cjk_lines(TRADITIONAL_CHINESE))
+    (tmp_path / "tategaki.png").write_bytes(vertical_columns(VERTICAL_JAPANESE))
+    tmp_path.chmod(0o755)
+    result = run(image, hardened, "extract", "--json", "/in/taiwan.png", "/in/tategaki.png",
+                 extra=("-v", f"{tmp_path}:/in:ro"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    selection = json.loads(result.stdout)
+    assert not selection["dropped"], selection["dropped"]
+    assert "國立圖書館收藏了許多珍貴的古籍與檔案" in selection["text"]
+    assert "夏ノ暑サニモマケヌ" in selection["text"]
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,8 @@ from sandbox.runner import SandboxRunner
         ("script/Latin", "tesseract-ocr-script-latn"),
         ("script/Japanese_vert", "tesseract-ocr-script-jpan-vert"),
         ("script/HanT", "tesseract-ocr-script-hant"),
+        ("HanT", "tesseract-ocr-script-hant"),  # as Debian installs the script models
+        ("Japanese_vert", "tesseract-ocr-script-jpan-vert"),
     ],
 )
 def test_each_language_is_named_by_its_debian_package(language: str, package: str) -> None:

@@ -22,14 +22,22 @@ from pypdf import PdfReader
 
 from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
 from bridge.knowledge.contracts import ContextRequest
-from sandbox import policy, quality, scripts
+from sandbox import ocr_languages, policy, quality, scripts
 from sandbox.errors import UnreadableText
 from sandbox.extractor import SandboxExtractor
 from sandbox.extractors import ocr
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
+from tests.cer import cer
 from tests.conftest import CORPUS_DIR
+from tests.image_builders import (
+    SIMPLIFIED_CHINESE,
+    TRADITIONAL_CHINESE,
+    VERTICAL_JAPANESE,
+    cjk_lines,
+    vertical_columns,
+)
 from tests.mojibake import MISTAKES, REAL_TEXT_DIR, mojibake_samples, read_as, real_samples
 
 JAPANESE = "pdfminer_jo-japanese.pdf"
@@ -101,7 +109,8 @@ def test_hindi_ocrd_with_the_english_model_is_refused_for_its_confidence(
     # The doubtful page is shown to script detection, so the reason names the pack to add.
     assert re.fullmatch(
         r"tesseract's mean word confidence is \d+ of 100, under 65: the image is not text in "
-        r"the OCR language \(eng\); tesseract's script detection sees Devanagari",
+        r"the OCR language \(eng\); tesseract's script detection sees Devanagari \(its model: "
+        r"apt-get install tesseract-ocr-script-deva\)",
         str(refused.value),
     )
 
@@ -221,6 +230,70 @@ def test_script_detection_picks_the_language_that_reads_the_page(runner: Sandbox
         ParseLimits(ocr_language="hin,eng"),
     ).text
     assert english.startswith("This is a lot of 12 point text to test the")
+
+
+#: What ``AIRLOCK_OCR_LANGUAGE``'s default (``eng,scripts``) is on a host with the script models
+#: packages.apt installs.
+SCRIPTS_DEFAULT = ParseLimits(ocr_language=ocr_languages.expanded("eng,scripts"))
+
+
+def test_the_default_reads_traditional_chinese_and_vertical_japanese(
+    runner: SandboxRunner,
+) -> None:
+    """Issue 25's two refusals: with ``eng`` alone they were "not text in the OCR language";
+    the default reads them with the script model detection points to, Traditional Chinese as
+    itself and Simplified as itself (each model reads the other with confidence, in its own
+    characters: both are read, the more confident wins) and columns with the vertical
+    model, and writes them without the spaces tesseract puts between their words."""
+    assert "HanT" in SCRIPTS_DEFAULT.ocr_languages  # packages.apt installs the models
+    chinese = runner.run("image", "image/png", cjk_lines(TRADITIONAL_CHINESE), SCRIPTS_DEFAULT)
+    assert cer("".join(TRADITIONAL_CHINESE), chinese.text.replace("\n", ""), "NFKC") < 0.05
+    assert "臺灣的氣候屬於亞熱帶與熱帶季風氣候" in chinese.text
+    simplified = runner.run(
+        "image", "image/png", cjk_lines(SIMPLIFIED_CHINESE), SCRIPTS_DEFAULT
+    ).text
+    assert "国家图书馆收藏了许多珍贵的古籍与档案" in simplified  # not 國家圖書館
+    japanese = runner.run(
+        "image", "image/png", vertical_columns(VERTICAL_JAPANESE), SCRIPTS_DEFAULT
+    )
+    assert cer("".join(VERTICAL_JAPANESE), japanese.text.replace("\n", ""), "NFKC") < 0.25
+    assert "夏ノ暑サニモマケヌ" in japanese.text  # (ニ and the numeral 二 are one shape)
+    with pytest.raises(
+        UnreadableText,
+        match=re.escape("sees Han (its model: apt-get install tesseract-ocr-script-hant"),
+    ):
+        runner.run("image", "image/png", cjk_lines(TRADITIONAL_CHINESE), ParseLimits())
+
+
+def test_a_page_in_the_first_language_is_read_once() -> None:
+    """Detection and the other models run only for a page the first choice reads badly: an
+    English page costs one tesseract run, as it did with ``eng`` alone."""
+    runs: list[list[str]] = []
+    real = ocr._tesseract
+
+    def counted(png: bytes, arguments: list[str]) -> subprocess.CompletedProcess[bytes]:
+        runs.append(arguments)
+        return real(png, arguments)
+
+    with Image.open(CORPUS_DIR / "tesseract_phototest.tif") as image:
+        image.load()
+        ocr._tesseract = counted
+        try:
+            quality.start_job()
+            text = ocr.ocr_image(image, SCRIPTS_DEFAULT)
+        finally:
+            ocr._tesseract = real
+    assert text.startswith("This is a lot of 12 point text to test the")
+    assert [arguments[:2] for arguments in runs] == [["-l", "eng"]]
+    assert quality.readings()[-1].detected_script is None
+
+
+def test_words_of_unspaced_scripts_are_joined_as_they_are_written() -> None:
+    assert ocr._joined(["臺灣", "的", "氣候", ","]) == "臺灣的氣候,"
+    assert ocr._joined(["雨", "ニモ", "マケズ", "。"]) == "雨ニモマケズ。"
+    assert ocr._joined(["한국어", "문장", "입니다"]) == "한국어 문장 입니다"  # Korean spaces words
+    assert ocr._joined(["Python", "で", "API"]) == "Python で API"
+    assert ocr._joined(["twelve", "point", "text."]) == "twelve point text."
 
 
 def test_script_detection_without_enough_text_sees_nothing() -> None:

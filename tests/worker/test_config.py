@@ -9,6 +9,7 @@ import pytest
 from bridge.knowledge.attachments import DEFAULT_LIMITS, ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
 from bridge.queue.jobs import QUEUES
+from sandbox import ocr_languages
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits
 from tests.conftest import REPO_ROOT
@@ -185,6 +186,7 @@ def test_derived_limits_follow_the_wall_clock() -> None:
         ({"AIRLOCK_QUEUES": "celery"}, "AIRLOCK_QUEUES"),
         ({"AIRLOCK_QUEUES": " , "}, "AIRLOCK_QUEUES"),
         ({"AIRLOCK_OCR_LANGUAGE": "--psm 0"}, "AIRLOCK_OCR_LANGUAGE"),
+        ({"AIRLOCK_OCR_LANGUAGE": "scripts,eng"}, "name a language before 'scripts'"),
         ({"AIRLOCK_CONCURRENCY": "0"}, "positive integer"),
         ({"AIRLOCK_MAX_DELIVERIES": "-1"}, "positive integer"),
         ({"AIRLOCK_FAN_OUT_PAGES": "-1"}, "whole number"),
@@ -209,3 +211,16 @@ def test_the_sandbox_and_the_bridge_default_to_the_same_ceilings() -> None:
         DEFAULT_LIMITS.max_pages,
         DEFAULT_LIMITS.max_text_chars,
     )
+
+
+def test_the_default_ocr_languages_are_eng_then_every_installed_script_model() -> None:
+    """``scripts`` stands for the script models installed here (packages.apt installs them),
+    so a host without them still starts, reading English alone."""
+    installed = set(ocr_languages.installed() or ())
+    settings = Settings.from_env({})
+    assert settings.ocr_language == "eng,scripts"
+    models = [model for model in ocr_languages.SCRIPT_MODELS if model in installed]
+    assert "HanT" in models and "Japanese_vert" in models
+    assert settings.parse_limits.ocr_languages == ("eng", *models)
+    named = Settings.from_env({"AIRLOCK_OCR_LANGUAGE": "deu,HanS,scripts"})
+    assert named.parse_limits.ocr_languages == ("deu", "HanS", *(m for m in models if m != "HanS"))
