@@ -331,11 +331,16 @@ def _page_document(task: Any, page: PageJob, runtime: Runtime) -> _Document:
 
 
 def split(
-    runtime: Runtime, job: ExtractionJob, payload: bytes, deadline: float | None
+    runtime: Runtime,
+    job: ExtractionJob,
+    payload: bytes,
+    deadline: float | None,
+    withdrawal: WithdrawalMark,
 ) -> pages.Plan | None:
     """The pages of a scan the light stage found long enough to split (``SplitRequired``);
     None to read it in one OCR job (one whose text the OCR stage cached, or a split that
-    failed: the single job is always right, only slower)."""
+    failed: the single job is always right, only slower). The split's child is killed when
+    its caller withdraws the document."""
     settings = runtime.settings
     if extraction.cached_text(settings, runtime.redis, Stage.OCR, job) is not None:
         return None  # the OCR job answers from the cache at once
@@ -343,7 +348,9 @@ def split(
         # No live worker takes pages (a fleet mid-upgrade from a release without them, or
         # OCR workers not given the queue): the single OCR job reads it.
         return None
-    splitter = extraction.sandbox_extractor(settings, Stage.LIGHT, job.limits, deadline=deadline)
+    splitter = extraction.sandbox_extractor(
+        settings, Stage.LIGHT, job.limits, deadline=deadline, withdrawn=withdrawal
+    )
     try:
         untrusted_plan = splitter.extract(
             pages.SPLIT_KIND, pages.PDF_MEDIA_TYPE, payload, max_pages=job.limits.max_pages
@@ -486,7 +493,7 @@ def _read_and_record(  # noqa: PLR0917 - each is a separate thing the page needs
     if deliveries is None:
         return None
     read = _read(task, page, job, runtime, deliveries, withdrawal)
-    if withdrawal.is_set():
+    if withdrawal.is_set_now():
         read = dataclasses.replace(read, outcome=TaskOutcome.WITHDRAWN)
     _report(task, job, read, time.monotonic() - started)
     if read.outcome is TaskOutcome.WITHDRAWN or superseded(

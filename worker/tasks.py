@@ -89,7 +89,7 @@ def _answer(
     # Only a PDF is split into pages; a container whose scanned attachment needs OCR (which
     # answers the same) is handed on whole.
     if job.stage is Stage.LIGHT and failure.code == SplitRequired.reported_as and job.kind == "pdf":
-        plan = fanout.split(runtime, job, payload, deadline_of(task))
+        plan = fanout.split(runtime, job, payload, deadline_of(task), withdrawal)
         if plan is not None:
             return _Answered(plan, TaskOutcome.FANNED_OUT, deliveries, len(payload))
     if job.stage is Stage.LIGHT and failure.code in extraction.NEEDS_OCR:
@@ -161,7 +161,7 @@ def run_job(task: Any, untrusted_job: object, runtime: Runtime) -> dict[str, obj
     # or published again, after its caller withdrew it is not started.
     withdrawal = runtime.withdrawal(task.request.id, look_now=job.stage is Stage.OCR)
     answered = _answer(task, job, runtime, withdrawal)
-    if withdrawal.is_set():
+    if withdrawal.is_set_now():
         answered = dataclasses.replace(answered, outcome=TaskOutcome.WITHDRAWN)
     elif isinstance(answered.answer, pages.Plan) and not fanout.past(deadline_of(task)):
         answered = _fanned_out(task, job, answered.answer, answered, runtime)

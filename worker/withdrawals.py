@@ -35,14 +35,25 @@ class WithdrawalMark:
     def __init__(self, redis: Redis, task_id: str, *, look_now: bool = False) -> None:
         self._redis = redis
         self._key = withdrawal_key(task_id)
-        self._next_look = time.monotonic() + (0.0 if look_now else LOOK_SECONDS)
+        self._started = time.monotonic()
+        self._next_look = self._started + (0.0 if look_now else LOOK_SECONDS)
         self._seen = False
 
     def is_set(self) -> bool:
-        now = time.monotonic()
-        if self._seen or now < self._next_look:
+        if self._seen or time.monotonic() < self._next_look:
             return self._seen
-        self._next_look = now + LOOK_SECONDS
+        return self._look()
+
+    def is_set_now(self) -> bool:
+        """``is_set``, looking now for a job that has run a look's time: its last word before
+        it stores an answer, which a caller who withdrew it since the last look would never
+        read (a withdrawn scan's text was once stored for an hour that way)."""
+        if self._seen or time.monotonic() < self._started + LOOK_SECONDS:
+            return self._seen
+        return self._look()
+
+    def _look(self) -> bool:
+        self._next_look = time.monotonic() + LOOK_SECONDS
         try:
             self._seen = bool(self._redis.exists(self._key))
         except RedisError as exc:

@@ -408,15 +408,23 @@ class CeleryQueue:
         the backend's result expiry clean up whatever a failure here leaves behind.
         """
         revoked = [task_ids[index] for index in unanswered]
-        try:
-            if revoked and self._was_withdrawn():
-                mark_seconds = math.ceil(max(deadline - time.monotonic(), 0)) + _MARK_MARGIN_SECONDS
+        # Three steps, each tried whatever became of the others: with the result backend and
+        # the broker on two Redis servers, one unreachable must not keep the other's step.
+        if revoked and self._was_withdrawn():
+            mark_seconds = math.ceil(max(deadline - time.monotonic(), 0)) + _MARK_MARGIN_SECONDS
+            try:
                 with self._redis.pipeline(transaction=False) as pipe:
                     for task_id in revoked:
                         pipe.set(withdrawal_key(task_id), b"1", ex=mark_seconds)
                     pipe.execute()
+            except _INFRASTRUCTURE_ERRORS as exc:
+                _log.warning("could not mark jobs %s withdrawn: %s", ", ".join(revoked), exc)
+        try:
             if revoked:
                 self._app.control.revoke(revoked)
+        except _INFRASTRUCTURE_ERRORS as exc:
+            _log.warning("could not revoke jobs %s: %s", ", ".join(revoked), exc)
+        try:
             self._redis.delete(*(result_key(task_id) for task_id in task_ids))
         except _INFRASTRUCTURE_ERRORS as exc:
-            _log.warning("could not withdraw %d jobs: %s", len(unanswered), exc)
+            _log.warning("could not delete the results of jobs %s: %s", ", ".join(task_ids), exc)

@@ -256,6 +256,49 @@ def test_the_uploads_jobs_hold_together_are_bounded(tmp_path: Path) -> None:
         door.stop()
 
 
+def _held_bytes(door: Door) -> float:
+    for line in httpx.get(f"{door.url}/metrics").text.splitlines():
+        if line.startswith("airlock_http_held_bytes "):
+            return float(line.split()[1])
+    raise AssertionError("no airlock_http_held_bytes")
+
+
+def test_bodies_still_arriving_are_held_too(tmp_path: Path) -> None:
+    """A body trickling in holds its bytes as they arrive (20 slow clients once pinned 150 MiB
+    against a 2 MiB bound), and gives them back when its client leaves, without a traceback
+    in the log for it."""
+    door = Door({"AIRLOCK_HTTP_MAX_HELD_MB": "1"}, tmp_path)
+    try:
+        chunk = b"words " * 166_000  # 996 KB of the 1 MiB
+        with socket.create_connection(("127.0.0.1", door.port)) as slow:
+            slow.sendall(
+                b"POST /v1/extract?wait=0 HTTP/1.1\r\nHost: door\r\nX-Filename: slow.txt\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(chunk), chunk)
+            )
+            deadline = time.monotonic() + 30
+            while _held_bytes(door) < len(chunk):
+                assert time.monotonic() < deadline, "the arriving body was never held"
+                time.sleep(0.05)
+            refused = httpx.post(f"{door.url}/v1/extract?wait=0", content=b"x" * 400_000)
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"]["type"] == "ServerBusy"
+            assert readiness(door) == 503  # less than a tenth of the bound left
+        deadline = time.monotonic() + 30
+        while _held_bytes(door):
+            assert time.monotonic() < deadline, "the left body's bytes were never given back"
+            time.sleep(0.05)
+        accepted = httpx.post(f"{door.url}/v1/extract?wait=30", content=b"x" * 400_000)
+        assert accepted.status_code == 200, accepted.text
+        assert readiness(door) == 200
+    finally:
+        door.stop()
+    assert "Traceback" not in door.log.read_text()
+
+
+def readiness(door: Door) -> int:
+    return httpx.get(f"{door.url}/readyz").status_code
+
+
 def test_keys_admit_their_holders_and_keep_each_tenants_jobs_its_own(tmp_path: Path) -> None:
     keys = tmp_path / "keys"
     acme, globex = "acme-secret-key", "globex-secret-key"
@@ -432,6 +475,35 @@ def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None
         assert used < 3.0, used
         after = httpx.post(f"{door.url}/v1/extract", content=b"next", timeout=60)
         assert after.status_code == 200 and after.json()["text"] == "ATTACHMENT [upload]\nnext"
+    finally:
+        door.stop()
+
+
+def test_a_client_that_leaves_while_waiting_withdraws_its_job(tmp_path: Path) -> None:
+    """It never learns the job's URL, so nobody could read the answer: the job is withdrawn
+    and its child killed with most of its 6 CPU-s unspent, as a DELETE would."""
+    door = Door({"AIRLOCK_CONCURRENCY": "1"}, tmp_path)
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(
+                f"{door.url}/v1/extract?wait=60",
+                content=slow_text_pdf(),
+                headers={"X-Filename": "slow.pdf"},
+                timeout=httpx.Timeout(60, read=0.5),  # the body is sent, then the client leaves
+            )
+        deadline = time.monotonic() + 120
+        while not (busy := busy_job_children({door.process.pid})):
+            assert time.monotonic() < deadline, "the slow job's child never ran"
+            time.sleep(0.05)
+        [(child, _)] = busy.items()
+        deadline = time.monotonic() + 30
+        used = 0.0
+        while Path(f"/proc/{child}").exists():
+            assert time.monotonic() < deadline, "the left job's child ran on"
+            used = max(used, busy_job_children({door.process.pid}).get(child, 0.0))
+            time.sleep(0.05)
+        assert used < 3.0, used
+        assert "airlock_http_jobs_in_flight 0.0" in httpx.get(f"{door.url}/metrics").text
     finally:
         door.stop()
 

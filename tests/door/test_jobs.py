@@ -7,8 +7,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import pytest
+
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
-from worker.door.jobs import HttpFailure, Job, Jobs, JobState
+from worker.door.jobs import BytesFull, HttpFailure, Job, Jobs, JobState
 
 
 class _Gated:
@@ -56,18 +58,27 @@ def _until(condition: Callable[[], bool]) -> None:
         time.sleep(0.01)
 
 
+def _submit(jobs: Jobs, owner: str, name: str) -> Job:
+    """A job of one file, its bytes held as the door holds an upload's."""
+    reservation = jobs.reservation()
+    reservation.add(len(_ref(name).payload))
+    return jobs.submit(
+        owner, [_ref(name)], ExtractionLimits(), lambda i: i, reservation=reservation
+    )
+
+
 def test_a_withdrawn_queued_job_never_runs_and_a_running_ones_answer_is_dropped() -> None:
     runner, ended = _Gated(), list[Job]()
     jobs = _table(runner, ended)
     try:
-        first = jobs.submit("a", [_ref("first")], ExtractionLimits(), lambda i: i)
+        first = _submit(jobs, "a", "first")
         _until(lambda: runner.ran == ["first"])
-        second = jobs.submit("a", [_ref("second")], ExtractionLimits(), lambda i: i)
+        second = _submit(jobs, "a", "second")
         assert second.state is JobState.QUEUED  # one worker, busy with the first
         assert jobs.withdraw("a", second.id) is second
         assert jobs.withdraw("a", first.id) is first  # running: its answer will be dropped
         runner.release.set()
-        third = jobs.submit("a", [_ref("third")], ExtractionLimits(), lambda i: i)
+        third = _submit(jobs, "a", "third")
         _until(lambda: third.state is JobState.DONE)
         assert runner.ran == ["first", "third"]  # the second was never handed over
         assert first.result is None and first.state is JobState.WITHDRAWN
@@ -82,9 +93,44 @@ def test_one_owner_cannot_see_or_withdraw_anothers_job() -> None:
     runner.release.set()
     jobs = _table(runner, ended)
     try:
-        job = jobs.submit("a", [_ref("mine")], ExtractionLimits(), lambda i: i)
+        job = _submit(jobs, "a", "mine")
         assert jobs.find("b", job.id) is None
         assert jobs.withdraw("b", job.id) is None
         assert jobs.find("a", job.id) is job
     finally:
+        jobs.close()
+
+
+def test_upload_bytes_are_held_until_the_job_lets_them_go() -> None:
+    """The bound counts bodies as they arrive and jobs until their runs end: a refused or
+    withdrawn upload gives its bytes back, so the table never leaks room."""
+    runner, ended = _Gated(), list[Job]()
+    jobs = _table(runner, ended)  # a bound of 1 MiB
+    try:
+        arriving = jobs.reservation()
+        arriving.add(600 * 1024)
+        other = jobs.reservation()
+        with pytest.raises(BytesFull) as refused:
+            other.add(600 * 1024)  # no room while the first body arrives
+        assert not refused.value.never and other.size == 0
+        with pytest.raises(BytesFull) as never:
+            other.add(2 << 20)
+        assert never.value.never
+        assert not jobs.full()
+        other.add(350 * 1024)
+        assert jobs.full()  # under a tenth of the bound left: not ready for an upload
+        other.release()
+        job = jobs.submit("a", [_ref("big")], ExtractionLimits(), lambda i: i, reservation=arriving)
+        assert arriving.size == 0 and job.held == 600 * 1024
+        arriving.release()  # a no-op: the job took the bytes
+        queued = jobs.reservation()
+        with pytest.raises(BytesFull):
+            queued.add(600 * 1024)  # the running job still holds its bytes
+        runner.release.set()
+        _until(lambda: job.state is JobState.DONE)
+        queued.add(600 * 1024)  # given back when its run ended
+        queued.release()
+        assert not jobs.full()
+    finally:
+        runner.release.set()
         jobs.close()

@@ -65,3 +65,19 @@ def test_a_redis_that_is_gone_reads_as_not_withdrawn_at_once(own_redis: RedisSer
     own_redis.stop()
     mark = WithdrawalMark(redis_client(url, timeout=0.5), "job", look_now=True)
     assert not mark.is_set()
+
+
+def test_a_job_looks_once_more_before_it_answers(own_redis: RedisServer) -> None:
+    """A job withdrawn in the second since its last look would store an answer nobody reads:
+    its last word looks again, unless it is younger than one look."""
+    client = _Counting.from_url(own_redis.url(), socket_timeout=1)
+    _Counting.sent = 0
+    mark = WithdrawalMark(client, "job-3")
+    assert not mark.is_set_now() and _Counting.sent == 0  # a short job spends nothing
+    time.sleep(LOOK_SECONDS)
+    assert not mark.is_set() and _Counting.sent == 1
+    client.set(withdrawal_key("job-3"), b"1")
+    sent = _Counting.sent
+    assert not mark.is_set()  # its next look is a second away
+    assert mark.is_set_now() and _Counting.sent == sent + 1
+    client.close()

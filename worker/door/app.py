@@ -19,7 +19,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -40,6 +40,7 @@ from worker.door.jobs import (
     JobsFull,
     JobState,
     OwnerBusy,
+    Reservation,
     Runner,
 )
 from worker.door.keys import LOCAL_OWNER, ApiKeys
@@ -60,6 +61,10 @@ _log = logging.getLogger(__name__)
 _QUEUED_JOB_THREADS = 64
 #: Seconds a client is told to wait before trying again when the service is saturated.
 _RETRY_AFTER_SECONDS = 5
+#: The status a request whose client left before it was answered is counted with (nginx's).
+_CLIENT_CLOSED = 499
+#: How often a request waiting for its job looks whether its client is still there.
+_DEPARTURE_TICK = 1.0
 _JSON = "application/json"
 #: The query parameters read as limits (every other one is another parameter, or ignored).
 _LIMIT_NAMES = frozenset(field.name for field in dataclasses.fields(ExtractionLimits))
@@ -226,10 +231,6 @@ class Door:
 
     def _admit(self, owner: str) -> Callable[[int], None]:
         def admit(size: int) -> None:
-            try:
-                self.jobs.check_room(size)
-            except BytesFull as exc:
-                raise self._no_room(exc) from None
             wait = self.quota.charge(owner, size)
             if wait is not None:
                 raise Refused(
@@ -245,14 +246,30 @@ class Door:
 
         return admit
 
+    def _reserve(self, reservation: Reservation) -> Callable[[int], None]:
+        def reserve(size: int) -> None:
+            try:
+                reservation.add(size)
+            except BytesFull as exc:
+                raise self._no_room(exc) from None
+
+        return reserve
+
     async def _uploads(
-        self, request: Request, owner: str, limits: ExtractionLimits
+        self,
+        request: Request,
+        owner: str,
+        limits: ExtractionLimits,
+        reservation: Reservation,
+        *,
+        form: bool = True,
     ) -> list[Upload]:
         idle = self.settings.http.body_idle_seconds
+        admit, reserve = self._admit(owner), self._reserve(reservation)
         content_type = request.headers.get("content-type", "").lower()
-        if content_type.startswith("multipart/form-data"):
-            return await form_uploads(request, limits, self._admit(owner), idle)
-        return [await raw_upload(request, limits, self._admit(owner), idle)]
+        if form and content_type.startswith("multipart/form-data"):
+            return await form_uploads(request, limits, admit, reserve, idle)
+        return [await raw_upload(request, limits, admit, reserve, idle)]
 
     def _submit(
         self,
@@ -262,6 +279,7 @@ class Door:
         *,
         kind: str | None,
         limits: ExtractionLimits,
+        reservation: Reservation,
         callback: Target | None = None,
     ) -> Job:
         refs = [upload.ref(kind) for upload in uploads]
@@ -275,6 +293,7 @@ class Door:
                 limits,
                 lambda job_id: str(request.url_for("job", job_id=job_id)),
                 None if callback is None else Delivery(),
+                reservation=reservation,
             )
         except OwnerBusy:
             raise Refused(
@@ -286,8 +305,6 @@ class Door:
                     _RETRY_AFTER_SECONDS,
                 )
             ) from None
-        except BytesFull as exc:
-            raise self._no_room(exc) from None
         except JobsFull:
             raise Refused(
                 HttpFailure(
@@ -347,19 +364,29 @@ class Door:
         except CallbackRefused as exc:
             raise _invalid(f"callback: {exc}") from None
 
-    @staticmethod
-    async def _settled(job: Job, wait: float) -> bool:
-        """Whether ``job`` ended within ``wait`` seconds (it runs on either way)."""
+    async def _settled(self, request: Request, job: Job, wait: float) -> bool:
+        """Whether ``job`` ended within ``wait`` seconds (it runs on either way).
+
+        A client that leaves before then never learns the job's URL, so nobody could read its
+        answer: the job is withdrawn (its children killed), unless a callback is to have it.
+        """
         assert job.future is not None
-        try:
-            await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(job.future)), wait)
-        except TimeoutError:
-            return False
-        except asyncio.CancelledError:
-            if job.state is JobState.WITHDRAWN:
-                return True
-            raise
-        return True
+        ending = asyncio.wrap_future(job.future)
+        deadline = time.monotonic() + wait
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                await asyncio.wait_for(asyncio.shield(ending), min(remaining, _DEPARTURE_TICK))
+            except TimeoutError:
+                if job.callback is None and await request.is_disconnected():
+                    self.jobs.withdraw(job.owner, job.id)
+                    return False
+                continue
+            except asyncio.CancelledError:
+                if job.state is JobState.WITHDRAWN:
+                    return True
+                raise
+            return True
+        return False
 
     # --- routes -------------------------------------------------------------------------
 
@@ -368,9 +395,21 @@ class Door:
         limits, kind = self._limits(request), self._kind(request)
         wait = self._wait(request, DEFAULT_WAIT_SECONDS)
         callback = await self._callback(request)
-        uploads = await self._uploads(request, owner, limits)
-        job = self._submit(request, owner, uploads, kind=kind, limits=limits, callback=callback)
-        if await self._settled(job, wait):
+        reservation = self.jobs.reservation()
+        try:
+            uploads = await self._uploads(request, owner, limits, reservation)
+            job = self._submit(
+                request,
+                owner,
+                uploads,
+                kind=kind,
+                limits=limits,
+                reservation=reservation,
+                callback=callback,
+            )
+        finally:
+            reservation.release()  # what no job took: a refused or broken upload's bytes
+        if await self._settled(request, job, wait):
             answer = self._answer(job)
             if job.callback is None:
                 # Answered in full: kept, it would hold its payload and a place in the job
@@ -433,10 +472,15 @@ class Door:
         so the job is forgotten as soon as it is answered)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
-        idle = self.settings.http.body_idle_seconds
-        uploads = [await raw_upload(request, limits, self._admit(owner), idle)]
-        job = self._submit(request, owner, uploads, kind=kind, limits=limits)
-        settled = await self._settled(job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
+        reservation = self.jobs.reservation()
+        try:
+            uploads = await self._uploads(request, owner, limits, reservation, form=False)
+            job = self._submit(
+                request, owner, uploads, kind=kind, limits=limits, reservation=reservation
+            )
+        finally:
+            reservation.release()
+        settled = await self._settled(request, job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
         self.jobs.withdraw(owner, job.id)
         if not settled:
             raise Refused(HttpFailure(504, "Timeout", "the file was not read in time"))
@@ -487,7 +531,7 @@ class Door:
         return PlainTextResponse("ready\n")
 
     async def metrics_page(self, _: Request) -> Response:
-        body, content_type = self.metrics.exposition(self.jobs.in_flight())
+        body, content_type = self.metrics.exposition(self.jobs.in_flight(), self.jobs.held())
         return Response(body, media_type=content_type)
 
     async def openapi_document(self, request: Request) -> Response:
@@ -506,6 +550,10 @@ def _guarded(
         except Refused as refused:
             extra = {"WWW-Authenticate": "Bearer"} if refused.failure.status == 401 else None
             response = error_response(refused.failure, extra)
+        except ClientDisconnect:
+            # The client left mid-body: nobody reads an answer, and a traceback per dropped
+            # connection would let any client flood the error log. Counted as nginx does.
+            response = Response(status_code=_CLIENT_CLOSED)
         door.metrics.observe(route, response.status_code, time.monotonic() - started)
         return response
 

@@ -89,8 +89,8 @@ class JobsFull(Exception):
 
 
 class BytesFull(Exception):
-    """The jobs queued or running hold so many upload bytes that this one would pass
-    ``max_held_bytes``; ``never`` when it alone is larger than that."""
+    """The uploads being received and the jobs queued or running hold so many bytes that this
+    request's would pass ``max_held_bytes``; ``never`` when it alone is larger than that."""
 
     def __init__(self, size: int, *, never: bool) -> None:
         super().__init__(size)
@@ -100,6 +100,32 @@ class BytesFull(Exception):
 
 class OwnerBusy(Exception):
     """The key has as many jobs queued or running as it may."""
+
+
+#: The room in ``max_held_bytes`` below which the door says it is not ready: a balancer
+#: should send uploads to a replica that can take one.
+_READY_ROOM_BYTES = 1024 * 1024
+
+
+class Reservation:
+    """Bytes one request holds of the door's ``max_held_bytes``, taken as its body arrives (a
+    declared length at once, before any byte is read). They pass to the request's job when it
+    is submitted; otherwise the request gives them back when it ends, however it ends."""
+
+    def __init__(self, jobs: Jobs) -> None:
+        self._jobs = jobs
+        self.size = 0
+
+    def add(self, size: int) -> None:
+        """Take ``size`` more bytes, or raise ``BytesFull`` (taking none)."""
+        self._jobs._reserve(size, self.size)
+        self.size += size
+
+    def release(self) -> None:
+        """Give back what was not passed to a job."""
+        if self.size:
+            self._jobs._give_back(self.size)
+            self.size = 0
 
 
 class Jobs:
@@ -137,15 +163,16 @@ class Jobs:
         limits: ExtractionLimits,
         url: Callable[[str], str],
         callback: Delivery | None = None,
+        *,
+        reservation: Reservation,
     ) -> Job:
-        """Queue ``refs`` as ``owner``'s job; ``url`` makes its URL from its id."""
-        size = sum(len(ref.payload) for ref in refs)
+        """Queue ``refs`` as ``owner``'s job; ``url`` makes its URL from its id. The bytes
+        ``reservation`` holds for the upload pass to the job, given back when its run ends."""
         with self._lock:
             if self._full():
                 raise JobsFull
             if self._in_flight(owner) >= self._owner_max_jobs:
                 raise OwnerBusy
-            self._check_room(size)
             # 128 random bits: an id is a capability only together with its owner's key, but
             # it must not be guessable either.
             job = Job(
@@ -155,8 +182,8 @@ class Jobs:
                 limits,
                 tuple(ref.label for ref in refs),
             )
-            job.url, job.callback, job.held = url(job.id), callback, size
-            self._held_bytes += size
+            job.url, job.callback = url(job.id), callback
+            job.held, reservation.size = reservation.size, 0
             self._jobs[job.id] = job
             job.future = self._pool.submit(self._run, job)
         return job
@@ -185,23 +212,29 @@ class Jobs:
             del self._jobs[job_id]
             return job
 
-    def check_room(self, size: int) -> None:
-        """Raise ``BytesFull`` unless a job of ``size`` upload bytes would fit now: a request
-        that declares its length is refused before its body is read."""
-        with self._lock:
-            self._check_room(size)
+    def reservation(self) -> Reservation:
+        """What one request's upload holds of ``max_held_bytes`` while it is received."""
+        return Reservation(self)
 
-    def _check_room(self, size: int) -> None:
-        if size > self._max_held_bytes:
-            raise BytesFull(size, never=True)
-        if self._held_bytes + size > self._max_held_bytes:
-            raise BytesFull(size, never=False)
+    def _reserve(self, size: int, already: int) -> None:
+        with self._lock:
+            if already + size > self._max_held_bytes:
+                raise BytesFull(already + size, never=True)
+            if self._held_bytes + size > self._max_held_bytes:
+                raise BytesFull(already + size, never=False)
+            self._held_bytes += size
+
+    def _give_back(self, size: int) -> None:
+        with self._lock:
+            self._held_bytes -= size
 
     def full(self) -> bool:
-        """Whether a job submitted now would be refused for want of room (``JobsFull``, or
-        ``BytesFull`` for any upload)."""
+        """Whether a job submitted now would be refused for want of room (``JobsFull``), or an
+        upload of any size likely would (less than :data:`_READY_ROOM_BYTES`, or a tenth of
+        the bound, left of ``max_held_bytes``)."""
         with self._lock:
-            return self._full() or self._held_bytes >= self._max_held_bytes
+            room = self._max_held_bytes - self._held_bytes
+            return self._full() or room < min(_READY_ROOM_BYTES, self._max_held_bytes // 10)
 
     def _full(self) -> bool:
         self._forget_old()
@@ -210,6 +243,11 @@ class Jobs:
     def _release(self, job: Job) -> None:
         self._held_bytes -= job.held
         job.held = 0
+
+    def held(self) -> int:
+        """Upload bytes held now: bodies arriving and jobs queued or running."""
+        with self._lock:
+            return self._held_bytes
 
     def in_flight(self) -> int:
         with self._lock:

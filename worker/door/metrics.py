@@ -32,12 +32,20 @@ class DoorMetrics:
             registry=self._registry,
         )
 
+        self._held = Gauge(
+            "airlock_http_held_bytes",
+            "Upload bytes held in memory: bodies arriving and jobs queued or running "
+            "(bounded by AIRLOCK_HTTP_MAX_HELD_MB).",
+            registry=self._registry,
+        )
+
     def observe(self, route: str, status: int, seconds: float) -> None:
         """``route`` is a name from the app's own route table, never from a request: the
         label's values are bounded by that table."""
         self._requests.labels(route, str(status)).inc()
         self._seconds.labels(route).observe(seconds)
 
-    def exposition(self, in_flight: int) -> tuple[bytes, str]:
+    def exposition(self, in_flight: int, held_bytes: int) -> tuple[bytes, str]:
         self._in_flight.set(in_flight)
+        self._held.set(held_bytes)
         return generate_latest(self._registry), CONTENT_TYPE_LATEST

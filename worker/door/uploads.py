@@ -76,23 +76,33 @@ def _form_too_large(size: int, ceiling: int, *, at_least: bool) -> Refused:
 
 #: Charges a body's bytes to its key's allowance (raising :class:`Refused` when spent).
 Admit = Callable[[int], None]
+#: Holds a body's bytes in the door's memory bound as they arrive (raising :class:`Refused`
+#: when it is full): bodies still arriving are held too, or slow clients could pin far more
+#: than the bound (20 trickling 8 MiB bodies pinned 150 MiB against a 2 MiB bound).
+Reserve = Callable[[int], None]
 
 
 #: Refuses a body of ``size`` bytes (``at_least``: or more) over its ceiling.
 Refuse = Callable[[int, bool], Refused]
 
 
-def _counted(
-    request: Request, ceiling: int, refuse: Refuse, admit: Admit, idle_seconds: float
+def _counted(  # noqa: PLR0917 - each is a separate rule of the body
+    request: Request,
+    ceiling: int,
+    refuse: Refuse,
+    admit: Admit,
+    reserve: Reserve,
+    idle_seconds: float,
 ) -> tuple[Request, bool]:
     """``request`` with a body that stops at ``ceiling`` bytes and at ``idle_seconds`` without
-    a byte, and whether its declared length was already charged with ``admit`` (then before
-    any byte was read)."""
+    a byte, held with ``reserve`` as it arrives, and whether its declared length was already
+    charged with ``admit`` and held (then before any byte was read)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit():
         if int(declared) > ceiling:
             raise refuse(int(declared), False)
         admit(int(declared))
+        reserve(int(declared))
     received = 0
 
     async def receive() -> Message:
@@ -111,9 +121,12 @@ def _counted(
                 )
             ) from None
         if message["type"] == "http.request":
-            received += len(message.get("body", b""))
+            chunk = len(message.get("body", b""))
+            received += chunk
             if received > ceiling:
                 raise refuse(received, True)
+            if not declared.isdigit():
+                reserve(chunk)
         return message
 
     return Request(request.scope, receive), declared.isdigit()
@@ -136,7 +149,7 @@ def label_of(headers: Mapping[str, str], query: Mapping[str, str]) -> str:
 
 
 async def raw_upload(
-    request: Request, limits: ExtractionLimits, admit: Admit, idle_seconds: float
+    request: Request, limits: ExtractionLimits, admit: Admit, reserve: Reserve, idle_seconds: float
 ) -> Upload:
     """The body as one file."""
     label = label_of(request.headers, request.query_params)
@@ -144,7 +157,7 @@ async def raw_upload(
     def refuse(size: int, at_least: bool) -> Refused:
         return _file_too_large(label, size, limits, at_least=at_least)
 
-    counted, charged = _counted(request, limits.max_bytes, refuse, admit, idle_seconds)
+    counted, charged = _counted(request, limits.max_bytes, refuse, admit, reserve, idle_seconds)
     data = await counted.body()
     if not charged:
         admit(len(data))
@@ -152,7 +165,7 @@ async def raw_upload(
 
 
 async def form_uploads(
-    request: Request, limits: ExtractionLimits, admit: Admit, idle_seconds: float
+    request: Request, limits: ExtractionLimits, admit: Admit, reserve: Reserve, idle_seconds: float
 ) -> list[Upload]:
     """Each file part of a ``multipart/form-data`` body, in order (any field name)."""
     ceiling = limits.max_bytes * MAX_ATTACHMENTS + _FORM_OVERHEAD_BYTES
@@ -160,7 +173,7 @@ async def form_uploads(
     def refuse(size: int, at_least: bool) -> Refused:
         return _form_too_large(size, ceiling, at_least=at_least)
 
-    counted, charged = _counted(request, ceiling, refuse, admit, idle_seconds)
+    counted, charged = _counted(request, ceiling, refuse, admit, reserve, idle_seconds)
     try:
         form = await counted.form(max_files=MAX_ATTACHMENTS, max_fields=MAX_ATTACHMENTS)
     except HTTPException as exc:  # the form parser's refusal of a malformed body
