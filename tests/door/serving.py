@@ -82,3 +82,24 @@ def busy_job_children(starters: Collection[int]) -> dict[int, float]:
             if cpu > 0.3:  # a warm child waiting for a job has used next to none
                 found[int(entry.name)] = cpu
     return found
+
+
+def busy_child(starters: Collection[int], timeout: float = 120) -> int:
+    """The one busy sandbox job process of ``starters``' fork servers, once there is one."""
+    deadline = time.monotonic() + timeout
+    while not (busy := busy_job_children(starters)):
+        assert time.monotonic() < deadline, "no job's child ran"
+        time.sleep(0.05)
+    [(child, _)] = busy.items()
+    return child
+
+
+def cpu_until_gone(child: int, starters: Collection[int], timeout: float = 30) -> float:
+    """The CPU seconds ``child`` used before it was gone (it must go within ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    used = 0.0
+    while Path(f"/proc/{child}").exists():
+        assert time.monotonic() < deadline, f"job child {child} ran on"
+        used = max(used, busy_job_children(starters).get(child, 0.0))
+        time.sleep(0.05)
+    return used

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.door.serving import AIRLOCK, Door, busy_job_children
+from tests.door.serving import AIRLOCK, Door, busy_child, cpu_until_gone
 from tests.metrics_scrape import free_port
 from tests.pdf_builders import slow_text_pdf
 
@@ -458,19 +458,10 @@ def test_delete_of_a_running_job_kills_its_sandbox_child(tmp_path: Path) -> None
             headers={"X-Filename": "slow.pdf"},
         )
         url = accepted.headers["location"]
-        deadline = time.monotonic() + 120
-        while not (busy := busy_job_children({door.process.pid})):
-            assert time.monotonic() < deadline, "the slow job's child never ran"
-            time.sleep(0.05)
-        [(child, _)] = busy.items()
+        child = busy_child({door.process.pid})
         withdrawn = httpx.delete(url)
         assert withdrawn.json()["state"] == "withdrawn"
-        deadline = time.monotonic() + 30
-        used = 0.0
-        while Path(f"/proc/{child}").exists():
-            assert time.monotonic() < deadline, "the withdrawn job's child ran on"
-            used = max(used, busy_job_children({door.process.pid}).get(child, 0.0))
-            time.sleep(0.05)
+        used = cpu_until_gone(child, {door.process.pid})
         # Killed with most of its work left: left alone it would have used about 6 CPU-s.
         assert used < 3.0, used
         after = httpx.post(f"{door.url}/v1/extract", content=b"next", timeout=60)
@@ -491,17 +482,8 @@ def test_a_client_that_leaves_while_waiting_withdraws_its_job(tmp_path: Path) ->
                 headers={"X-Filename": "slow.pdf"},
                 timeout=httpx.Timeout(60, read=0.5),  # the body is sent, then the client leaves
             )
-        deadline = time.monotonic() + 120
-        while not (busy := busy_job_children({door.process.pid})):
-            assert time.monotonic() < deadline, "the slow job's child never ran"
-            time.sleep(0.05)
-        [(child, _)] = busy.items()
-        deadline = time.monotonic() + 30
-        used = 0.0
-        while Path(f"/proc/{child}").exists():
-            assert time.monotonic() < deadline, "the left job's child ran on"
-            used = max(used, busy_job_children({door.process.pid}).get(child, 0.0))
-            time.sleep(0.05)
+        child = busy_child({door.process.pid})
+        used = cpu_until_gone(child, {door.process.pid})
         assert used < 3.0, used
         assert "airlock_http_jobs_in_flight 0.0" in httpx.get(f"{door.url}/metrics").text
     finally:

@@ -17,7 +17,7 @@ from bridge.knowledge.attachments import AttachmentRef
 from bridge.queue import gather
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import LIGHT_QUEUE
-from tests.door.serving import Door, busy_job_children
+from tests.door.serving import Door, busy_child, cpu_until_gone
 from tests.integration.conftest import WorkerFactory
 from tests.integration.load import wait_until
 from tests.pdf_builders import slow_text_pdf
@@ -111,8 +111,7 @@ def test_delete_stops_the_job_a_worker_runs_and_drops_the_one_it_holds_queued(
     redis = own_redis.client()
     try:
         running = _accepted(door, slow_text_pdf(), "running.pdf")
-        wait_until(lambda: bool(busy_job_children(worker.pool_pids())), 120, "the slow child")
-        [child] = busy_job_children(worker.pool_pids())
+        child = busy_child(worker.pool_pids())
         queued = _accepted(door, slow_text_pdf(), "queued.pdf")
         # Published: waiting in the queue, or reserved by the worker beside the running one.
         wait_until(
@@ -120,14 +119,7 @@ def test_delete_stops_the_job_a_worker_runs_and_drops_the_one_it_holds_queued(
         )
         assert httpx.delete(queued).json()["state"] == "withdrawn"
         assert httpx.delete(running).json()["state"] == "withdrawn"
-        used = 0.0
-
-        def child_gone() -> bool:
-            nonlocal used
-            used = max(used, busy_job_children(worker.pool_pids()).get(child, 0.0))
-            return not Path(f"/proc/{child}").exists()
-
-        wait_until(child_gone, 30, "the withdrawn job's child to be killed")
+        used = cpu_until_gone(child, worker.pool_pids())
         assert used < 3.0, used  # left alone it would have used about 6 CPU-s
         after = httpx.post(f"{door.url}/v1/extract?wait=60", content=b"next", timeout=70)
         assert after.status_code == 200, after.text

@@ -5,8 +5,6 @@ that does not answer reads as not withdrawn instead of failing the job."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from redis import Redis
@@ -18,14 +16,6 @@ from tests.redis_server import RedisServer
 from worker.withdrawals import LOOK_SECONDS, WithdrawalMark
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 class _Counting(Redis):
