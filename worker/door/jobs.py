@@ -141,9 +141,10 @@ class Jobs:
         max_held_bytes: int,
         on_end: Callable[[Job], None],
     ) -> None:
-        """``max_held_bytes`` bounds the upload bytes queued and running jobs hold together:
-        ``max_jobs`` alone let a thousand 32-file forms hold 8 GB of memory waiting their
-        turn, and a door killed for its memory loses every job it held."""
+        """``max_held_bytes`` bounds the upload bytes held at once, by bodies arriving
+        (:class:`Reservation`) and by queued and running jobs: ``max_jobs`` alone let a
+        thousand 32-file forms hold 8 GB of memory waiting their turn, and a door killed for
+        its memory loses every job it held."""
         self._runner = runner
         self._classify = classify
         self._ttl = ttl
