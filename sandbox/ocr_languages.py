@@ -13,6 +13,8 @@ import shutil
 import subprocess
 from collections.abc import Collection, Iterable
 
+from sandbox import scripts
+
 _MISSING_DATA = re.compile(rb"Error opening data file (\S+)\.traineddata")
 #: tesseract's script models by the ISO 15924 code Debian names their packages with.
 _SCRIPT_CODES = {
@@ -41,20 +43,14 @@ SCRIPT_MODELS = (
 )  # fmt: skip
 
 
-#: The script model that reads each script tesseract's detection names (sandbox.scripts'
-#: names), for the package a refused page's reason names.
-_MODEL_OF_SCRIPT = {
-    "Han": "HanT", "Hiragana": "Japanese", "Katakana": "Japanese", "Hangul": "Hangul",
-    "Cyrillic": "Cyrillic", "Greek": "Greek", "Arabic": "Arabic", "Hebrew": "Hebrew",
-    "Devanagari": "Devanagari", "THAI": "Thai", "Latin": "Latin",
-}  # fmt: skip
-
-
 def script_package(script: str) -> str | None:
-    """The Debian package of the script model that reads ``script`` (``Han``:
-    ``tesseract-ocr-script-hant``), or None for a script without one here."""
-    model = _MODEL_OF_SCRIPT.get(script)
-    return None if model is None else debian_package(model)
+    """The Debian package of the script model made for ``script`` (``Han``:
+    ``tesseract-ocr-script-hant``; :data:`SCRIPT_MODELS` first), or None for a script no model
+    known here is made for."""
+    for model in (*SCRIPT_MODELS, *_SCRIPT_CODES):
+        if scripts.made_for(model, script):
+            return debian_package(model)
+    return None
 
 
 def debian_package(language: str) -> str:

@@ -97,9 +97,15 @@ def add_readings(earlier: Iterable[OcrReading]) -> None:
     _readings.extend(earlier)
 
 
+def word_confidence(words: Sequence[tuple[float, str]]) -> float | None:
+    """tesseract's mean word confidence over one image's words; None when it read none."""
+    return sum(confidence for confidence, _ in words) / len(words) if words else None
+
+
 def doubtful(words: Sequence[tuple[float, str]]) -> bool:
     """True when one image's words, each with its confidence, would fail the confidence check."""
-    return bool(words) and sum(confidence for confidence, _ in words) / len(words) < _MIN_CONFIDENCE
+    confidence = word_confidence(words)
+    return confidence is not None and confidence < _MIN_CONFIDENCE
 
 
 def record_ocr(

@@ -484,10 +484,10 @@ class Settings:
                 "under the worker that is extracting it"
             )
         try:
-            ParseLimits(ocr_language=self.ocr_language)
+            choices = ParseLimits(ocr_language=self.ocr_language).ocr_languages
         except ValueError as exc:
             raise ConfigurationError(f"AIRLOCK_OCR_LANGUAGE: {exc}") from None
-        if self.ocr_language.split(",")[0] == ocr_languages.SCRIPTS:
+        if choices[0] == ocr_languages.SCRIPTS:
             # Every page is read first with the first choice: the script models are what a
             # page that choice reads badly is read again with, so they cannot come first.
             raise ConfigurationError(

@@ -212,8 +212,10 @@ class _Reading:
 
     @property
     def confidence(self) -> float:
-        """tesseract's mean word confidence, by which the readings of one image compete."""
-        return sum(score for score, _ in self.words) / len(self.words) if self.words else -1.0
+        """tesseract's mean word confidence, by which the readings of one image compete (a
+        reading of no word loses to any)."""
+        confidence = quality.word_confidence(self.words)
+        return -1.0 if confidence is None else confidence
 
 
 def detect_script(png: bytes) -> str | None:

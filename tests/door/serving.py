@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.integration.load import wait_until
 from tests.metrics_scrape import free_port
 
 AIRLOCK = Path(sys.executable).parent / "airlock"
@@ -86,20 +87,19 @@ def busy_job_children(starters: Collection[int]) -> dict[int, float]:
 
 def busy_child(starters: Collection[int], timeout: float = 120) -> int:
     """The one busy sandbox job process of ``starters``' fork servers, once there is one."""
-    deadline = time.monotonic() + timeout
-    while not (busy := busy_job_children(starters)):
-        assert time.monotonic() < deadline, "no job's child ran"
-        time.sleep(0.05)
-    [(child, _)] = busy.items()
+    wait_until(lambda: bool(busy_job_children(starters)), timeout, "a job's child to run")
+    [child] = busy_job_children(starters)
     return child
 
 
 def cpu_until_gone(child: int, starters: Collection[int], timeout: float = 30) -> float:
     """The CPU seconds ``child`` used before it was gone (it must go within ``timeout``)."""
-    deadline = time.monotonic() + timeout
     used = 0.0
-    while Path(f"/proc/{child}").exists():
-        assert time.monotonic() < deadline, f"job child {child} ran on"
+
+    def gone() -> bool:
+        nonlocal used
         used = max(used, busy_job_children(starters).get(child, 0.0))
-        time.sleep(0.05)
+        return not Path(f"/proc/{child}").exists()
+
+    wait_until(gone, timeout, f"job child {child} to be killed")
     return used

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.door.serving import AIRLOCK, Door, busy_child, cpu_until_gone
+from tests.integration.load import wait_until
 from tests.metrics_scrape import free_port
 from tests.pdf_builders import slow_text_pdf
 
@@ -263,6 +264,10 @@ def _held_bytes(door: Door) -> float:
     raise AssertionError("no airlock_http_held_bytes")
 
 
+def _readiness(door: Door) -> int:
+    return httpx.get(f"{door.url}/readyz").status_code
+
+
 def test_bodies_still_arriving_are_held_too(tmp_path: Path) -> None:
     """A body trickling in holds its bytes as they arrive (20 slow clients once pinned 150 MiB
     against a 2 MiB bound), and gives them back when its client leaves, without a traceback
@@ -275,28 +280,18 @@ def test_bodies_still_arriving_are_held_too(tmp_path: Path) -> None:
                 b"POST /v1/extract?wait=0 HTTP/1.1\r\nHost: door\r\nX-Filename: slow.txt\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n" % (len(chunk), chunk)
             )
-            deadline = time.monotonic() + 30
-            while _held_bytes(door) < len(chunk):
-                assert time.monotonic() < deadline, "the arriving body was never held"
-                time.sleep(0.05)
+            wait_until(lambda: _held_bytes(door) >= len(chunk), 30, "the arriving body held")
             refused = httpx.post(f"{door.url}/v1/extract?wait=0", content=b"x" * 400_000)
             assert refused.status_code == 429, refused.text
             assert refused.json()["error"]["type"] == "ServerBusy"
-            assert readiness(door) == 503  # less than a tenth of the bound left
-        deadline = time.monotonic() + 30
-        while _held_bytes(door):
-            assert time.monotonic() < deadline, "the left body's bytes were never given back"
-            time.sleep(0.05)
+            assert _readiness(door) == 503  # less than a tenth of the bound left
+        wait_until(lambda: not _held_bytes(door), 30, "the left body's bytes given back")
         accepted = httpx.post(f"{door.url}/v1/extract?wait=30", content=b"x" * 400_000)
         assert accepted.status_code == 200, accepted.text
-        assert readiness(door) == 200
+        assert _readiness(door) == 200
     finally:
         door.stop()
     assert "Traceback" not in door.log.read_text()
-
-
-def readiness(door: Door) -> int:
-    return httpx.get(f"{door.url}/readyz").status_code
 
 
 def test_keys_admit_their_holders_and_keep_each_tenants_jobs_its_own(tmp_path: Path) -> None:

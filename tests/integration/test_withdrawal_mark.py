@@ -50,7 +50,7 @@ def test_a_job_looks_once_a_second_and_a_seen_mark_stays_seen(own_redis: RedisSe
     client.close()
 
 
-def test_a_redis_that_is_gone_reads_as_not_withdrawn_at_once(own_redis: RedisServer) -> None:
+def test_a_redis_that_is_gone_reads_as_not_withdrawn(own_redis: RedisServer) -> None:
     url = own_redis.url()
     own_redis.stop()
     mark = WithdrawalMark(redis_client(url, timeout=0.5), "job", look_now=True)

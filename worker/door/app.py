@@ -255,21 +255,40 @@ class Door:
 
         return reserve
 
-    async def _uploads(
+    async def _received(
         self,
         request: Request,
         owner: str,
-        limits: ExtractionLimits,
-        reservation: Reservation,
         *,
+        kind: str | None,
+        limits: ExtractionLimits,
         form: bool = True,
-    ) -> list[Upload]:
-        idle = self.settings.http.body_idle_seconds
-        admit, reserve = self._admit(owner), self._reserve(reservation)
-        content_type = request.headers.get("content-type", "").lower()
-        if form and content_type.startswith("multipart/form-data"):
-            return await form_uploads(request, limits, admit, reserve, idle)
-        return [await raw_upload(request, limits, admit, reserve, idle)]
+        callback: Target | None = None,
+    ) -> Job:
+        """The request's files, received and submitted as ``owner``'s job (a form's files
+        when ``form`` allows one, else the body as one file). Their bytes are held against the
+        door's bound as they arrive and pass to the job; a refused or broken upload gives them
+        back at once."""
+        reservation = self.jobs.reservation()
+        try:
+            idle = self.settings.http.body_idle_seconds
+            admit, reserve = self._admit(owner), self._reserve(reservation)
+            content_type = request.headers.get("content-type", "").lower()
+            if form and content_type.startswith("multipart/form-data"):
+                uploads = await form_uploads(request, limits, admit, reserve, idle)
+            else:
+                uploads = [await raw_upload(request, limits, admit, reserve, idle)]
+            return self._submit(
+                request,
+                owner,
+                uploads,
+                kind=kind,
+                limits=limits,
+                reservation=reservation,
+                callback=callback,
+            )
+        finally:
+            reservation.release()  # what no job took
 
     def _submit(
         self,
@@ -336,9 +355,9 @@ class Door:
             HttpFailure(
                 429,
                 "ServerBusy",
-                f"the jobs queued or running hold most of the {ceiling} bytes of uploads this "
-                f"server keeps at once (AIRLOCK_HTTP_MAX_HELD_MB): no room for {exc.size} more "
-                "now; try again",
+                f"uploads arriving and the jobs queued or running hold most of the {ceiling} "
+                f"bytes this server keeps at once (AIRLOCK_HTTP_MAX_HELD_MB): no room for "
+                f"{exc.size} more now; try again",
                 _RETRY_AFTER_SECONDS,
             )
         )
@@ -395,20 +414,7 @@ class Door:
         limits, kind = self._limits(request), self._kind(request)
         wait = self._wait(request, DEFAULT_WAIT_SECONDS)
         callback = await self._callback(request)
-        reservation = self.jobs.reservation()
-        try:
-            uploads = await self._uploads(request, owner, limits, reservation)
-            job = self._submit(
-                request,
-                owner,
-                uploads,
-                kind=kind,
-                limits=limits,
-                reservation=reservation,
-                callback=callback,
-            )
-        finally:
-            reservation.release()  # what no job took: a refused or broken upload's bytes
+        job = await self._received(request, owner, kind=kind, limits=limits, callback=callback)
         if await self._settled(request, job, wait):
             answer = self._answer(job)
             if job.callback is None:
@@ -472,14 +478,7 @@ class Door:
         so the job is forgotten as soon as it is answered)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
-        reservation = self.jobs.reservation()
-        try:
-            uploads = await self._uploads(request, owner, limits, reservation, form=False)
-            job = self._submit(
-                request, owner, uploads, kind=kind, limits=limits, reservation=reservation
-            )
-        finally:
-            reservation.release()
+        job = await self._received(request, owner, kind=kind, limits=limits, form=False)
         settled = await self._settled(request, job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
         self.jobs.withdraw(owner, job.id)
         if not settled:

@@ -40,8 +40,9 @@ class DoorConfig:
     max_jobs: int = 1000
     #: Jobs one key may have queued or running at once.
     key_max_jobs: int = 16
-    #: Upload bytes queued and running jobs may hold in memory together (two 32-file forms at
-    #: the default 8 MiB per file); past it a request is answered 429 ``ServerBusy``.
+    #: Upload bytes held in memory at once, by bodies arriving and by queued and running jobs
+    #: (two 32-file forms at the default 8 MiB per file); past it a request is answered 429
+    #: ``ServerBusy``.
     max_held_bytes: int = 512 * 1024 * 1024
     #: Request bytes one key may send per minute (a token bucket: bursts up to it pass).
     key_bytes_per_minute: int = 1024 * 1024 * 1024

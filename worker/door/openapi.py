@@ -24,9 +24,9 @@ class ErrorDetail(msgspec.Struct, forbid_unknown_fields=True):
         str,
         Meta(
             description="PayloadTooLarge, UnsupportedFormat, InvalidRequest, Unauthorized, "
-            "NotFound, MethodNotAllowed, RequestTimeout, TooManyJobs, QuotaExceeded, "
-            "QueueFull, NoWorkers, QueueUnavailable, Omitted, Withdrawn, Timeout or "
-            "InternalError."
+            "NotFound, MethodNotAllowed, RequestTimeout, TooManyJobs, ServerBusy, "
+            "QuotaExceeded, QueueFull, NoWorkers, QueueUnavailable, Omitted, Withdrawn, Timeout "
+            "or InternalError."
         ),
     ]
     reason: str
