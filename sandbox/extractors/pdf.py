@@ -21,7 +21,7 @@ from sandbox import codes, pages, quality
 from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragraph
 from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
 from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
-from sandbox.extractors.pdf_forms import field_values, value_edits
+from sandbox.extractors.pdf_forms import field_values, form_has_values, value_edits
 from sandbox.extractors.pdf_labels import page_labels
 from sandbox.extractors.pdf_layout import (
     apply,
@@ -201,9 +201,9 @@ class _Pages:
     def __init__(self, reader: PdfReader) -> None:
         self.reader = reader
         self._pdfium: tuple[int, PdfiumPage] | None = None
-        # Field values live in the catalog's form; a document without one has none to place,
-        # and skips resolving every link annotation of every page to find that out.
-        self._has_form = "/AcroForm" in reader.root_object
+        # Field values live in the catalog's form; a document whose form holds none has none
+        # to place, and skips resolving every link annotation of every page to find that out.
+        self._has_form = form_has_values(reader.root_object)
         self.labels = page_labels(reader.root_object, len(reader.pages))
 
     def __enter__(self) -> _Pages:

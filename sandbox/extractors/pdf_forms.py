@@ -21,6 +21,9 @@ _SLACK = 3.0
 # A field's parent chain is followed this far for its inherited /FT and /V (the spec's
 # inheritance); a cycle in /Parent must not loop.
 _MAX_PARENTS = 16
+# Fields looked at to learn whether a form holds any value; a form larger than this is taken
+# to hold some, and its pages are searched as before.
+_MAX_FIELDS = 10_000
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,41 @@ class FieldValue:
     left: float
     bottom: float
     top: float
+
+
+def form_has_values(catalog: DictionaryObject) -> bool:
+    """Whether the document's form (``/AcroForm``) has a text or choice field with a value.
+
+    Asked once per document: searching every page's annotations for values took a quarter of
+    a 15-page register's job whose form was empty. A field's ``/FT`` and ``/V`` are inherited
+    down its ``/Kids`` as on a page. Malformed trees (cycles, non-dictionaries) are walked
+    with a bound; a form too large to walk counts as holding values.
+    """
+    form = catalog.get("/AcroForm")
+    form = form.get_object() if form is not None else None
+    fields = form.get("/Fields") if isinstance(form, DictionaryObject) else None
+    fields = fields.get_object() if fields is not None else None
+    if not isinstance(fields, ArrayObject):
+        return False
+    stack: list[tuple[object, object, object]] = [(entry, None, None) for entry in fields]
+    seen: set[int] = set()
+    while stack:
+        if len(seen) >= _MAX_FIELDS:
+            return True
+        entry, field_type, value = stack.pop()
+        node = entry.get_object() if hasattr(entry, "get_object") else entry
+        if not isinstance(node, DictionaryObject) or id(node) in seen:
+            continue
+        seen.add(id(node))
+        field_type = node["/FT"].get_object() if "/FT" in node else field_type
+        value = node["/V"].get_object() if "/V" in node else value
+        if field_type in _TEXT_FIELD_TYPES and _value_text(value):
+            return True
+        kids = node.get("/Kids")
+        kids = kids.get_object() if kids is not None else None
+        if isinstance(kids, ArrayObject):
+            stack.extend((kid, field_type, value) for kid in kids)
+    return False
 
 
 def field_values(page: PageObject) -> list[FieldValue]:

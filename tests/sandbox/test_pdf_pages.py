@@ -15,9 +15,11 @@ import pypdfium2
 import pytest
 from PIL import Image, ImageDraw, ImageFont, TiffImagePlugin
 from pypdf import PdfReader, PdfWriter
+from pypdf.generic import ArrayObject, DictionaryObject, NameObject, TextStringObject
 
 from sandbox.extractors import pdf as pdf_extractor
 from sandbox.extractors.pdf import PDFIUM_MARKER
+from sandbox.extractors.pdf_forms import form_has_values
 from sandbox.extractors.pdf_text import repair, unmapped_share
 from sandbox.extractors.pdfium import render_scale
 from sandbox.extractors.registry import Refusal
@@ -340,6 +342,55 @@ def test_a_value_typed_into_a_form_appears_in_its_reading_position(corpus_dir: P
     writer.write(buffer)
     lines = extract_pdf("application/pdf", buffer.getvalue(), LIMITS).splitlines()
     assert lines[:2] == ["Name bar", "Check"]
+
+
+def _form(*fields: DictionaryObject) -> DictionaryObject:
+    catalog = DictionaryObject()
+    catalog[NameObject("/AcroForm")] = DictionaryObject(
+        {NameObject("/Fields"): ArrayObject(fields)}
+    )
+    return catalog
+
+
+def _field(**entries: object) -> DictionaryObject:
+    return DictionaryObject({NameObject(f"/{key}"): value for key, value in entries.items()})
+
+
+def test_a_form_holds_values_only_when_a_text_or_choice_field_has_one() -> None:
+    text, choice, button = NameObject("/Tx"), NameObject("/Ch"), NameObject("/Btn")
+    assert not form_has_values(DictionaryObject())
+    assert not form_has_values(_form())
+    assert not form_has_values(_form(_field(FT=text), _field(FT=text, V=TextStringObject(" "))))
+    assert not form_has_values(_form(_field(FT=button, V=NameObject("/Off"))))
+    assert form_has_values(_form(_field(FT=text, V=TextStringObject("Alice"))))
+    assert form_has_values(_form(_field(FT=choice, V=ArrayObject([TextStringObject("red")]))))
+    # A value and a type inherited down the field tree, as a page's widget inherits them.
+    inherited = _field(FT=text, V=TextStringObject("Bob"), Kids=ArrayObject([_field()]))
+    assert form_has_values(_form(_field(Kids=ArrayObject([inherited]))))
+
+
+def test_a_form_tree_that_loops_is_walked_to_an_end() -> None:
+    looped = _field(FT=NameObject("/Tx"))
+    looped[NameObject("/Kids")] = ArrayObject([looped])
+    assert not form_has_values(_form(looped))
+
+
+def test_the_pages_of_a_document_whose_form_is_empty_are_not_searched_for_values(
+    corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The form of the pdflatex sample has three fields and no value: its text is read without
+    looking through the page's widgets (a quarter of a 15-page register's job)."""
+
+    def searched(page: object) -> list[object]:
+        raise AssertionError("a page was searched for form values")
+
+    monkeypatch.setattr(pdf_extractor, "field_values", searched)
+    lines = extract_pdf(
+        "application/pdf",
+        (corpus_dir / "pypdf-samples_pdflatex-forms.pdf").read_bytes(),
+        LIMITS,
+    ).splitlines()
+    assert lines[:2] == ["Name", "Check"]
 
 
 # --- margin line numbers -----------------------------------------------------------------------
