@@ -1,5 +1,6 @@
 """The worker's consumer: Celery's, with a light lane (worker/lanes.py), keeping the jobs it
-runs through a lost broker connection.
+runs and its messages to and from the pool (worker/event_loop.py) through a lost broker
+connection.
 
 Configured as ``worker_consumer`` (worker/application.py), so ``celery -A worker worker``
 runs it too. See docs/queue.md (Redis going away).
@@ -18,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from worker import lanes
+from worker import event_loop, lanes
 
 _log = logging.getLogger(__name__)
 #: What keeps a message from being settled now but not later. OutOfMemoryError: at maxmemory
@@ -38,8 +39,15 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         self.lanes: lanes.Lanes | None = None
         #: What a lost connection left undone, by delivery tag: done once there is one again.
         self.unsettled: dict[str, _Settle] = {}
+        #: The delivery tags of the messages this worker holds, which its announcer thread
+        #: tells the callers (worker/heartbeat.py) so that they put back only what nobody
+        #: holds. Taken here, in the event loop that changes Celery's sets of requests.
+        self.held: frozenset[str] = frozenset()
         if self.timer is not None:
             self.timer.call_repeatedly(_SETTLE_EVERY_SECONDS, self._settle_if_connected)
+            self.timer.call_repeatedly(_SETTLE_EVERY_SECONDS, self._note_held)
+        if self.hub is not None:
+            event_loop.keep_messages_in_flight(self.hub)
         if limit is not None and self.timer is not None:
             self.lanes = lanes.Lanes(self, on_task_request, limit, consumed)
             self.on_task_request = self.lanes.request
@@ -96,6 +104,13 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
             return handle(message)
 
         return on_task_received
+
+    def _note_held(self) -> None:
+        requests = {*state.reserved_requests, *state.active_requests, *state.scheduled_requests}
+        messages = (getattr(request, "message", None) for request in requests)
+        tags = {message.delivery_tag for message in messages if message is not None}
+        # A job the lost connection left unsettled is still this worker's to settle.
+        self.held = frozenset({*tags, *self.unsettled})
 
     def _settle_if_connected(self) -> None:
         try:

@@ -11,7 +11,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from celery import bootsteps
 from redis import Redis, RedisError
 
 from bridge.queue.admission import consumers_key
+from bridge.queue.reconcile import HELD_SECONDS, held_key
 from bridge.redis_client import names_redis, redis_client
 from worker.config import Settings
 
@@ -68,12 +69,21 @@ def read(path: Path) -> Heartbeat | None:
     return Heartbeat(node, max(0.0, time.time() - modified))
 
 
-def announce(redis: Redis, node: str, queues: Sequence[str], ttl_seconds: int) -> None:
-    """Say on the broker that ``node`` consumes ``queues``, for ``ttl_seconds``."""
+def announce(
+    redis: Redis,
+    node: str,
+    queues: Sequence[str],
+    ttl_seconds: int,
+    held: Collection[str] = (),
+) -> None:
+    """Say on the broker that ``node`` consumes ``queues``, for ``ttl_seconds``, and that it
+    holds the messages of the delivery tags ``held``, for :data:`HELD_SECONDS`."""
     try:
         with redis.pipeline(transaction=False) as pipe:
             for queue in queues:
                 pipe.set(consumers_key(queue), node, ex=ttl_seconds)
+            for tag in held:
+                pipe.set(held_key(tag), node, ex=HELD_SECONDS)
             pipe.execute()
     except RedisError as exc:
         # Redis being away costs this beat's announcement, never the beat: the file is what
@@ -82,25 +92,36 @@ def announce(redis: Redis, node: str, queues: Sequence[str], ttl_seconds: int) -
 
 
 class _Announcer(threading.Thread):
-    """Announces the worker's queues every second, from a thread of its own.
+    """Announces the worker's queues and the messages it holds every second, from a thread of
+    its own.
 
     Not from the event loop, which a busy worker holds for seconds: announcements made there
     lapsed while two workers were alive and busy, and callers were told 3,000 times that no
     worker consumed their queue. A second apart, so that announcements a restarted Redis lost
     are back within a second; they live for three heartbeats, so a worker that died is taken
-    for alive that long at most.
+    for alive that long at most. What a worker holds lapses after :data:`HELD_SECONDS`, so a
+    caller puts back the messages of a worker gone with its machine within seconds, not after
+    the visibility timeout.
     """
 
-    def __init__(self, redis: Redis, node: str, queues: Sequence[str], ttl_seconds: int) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        node: str,
+        queues: Sequence[str],
+        ttl_seconds: int,
+        held: Callable[[], Collection[str]],
+    ) -> None:
         super().__init__(name="airlock-announcer", daemon=True)
         self._redis = redis
         self._arguments = (node, queues, ttl_seconds)
+        self._held = held
         self._stopped = threading.Event()
 
     def run(self) -> None:
         while not self._stopped.is_set():
             with _NO_FORK_MID_ANNOUNCEMENT:
-                announce(self._redis, *self._arguments)
+                announce(self._redis, *self._arguments, self._held())
             self._stopped.wait(_ANNOUNCE_EVERY_SECONDS)
 
     def stop(self) -> None:
@@ -132,7 +153,9 @@ def step(settings: Settings) -> type[Any]:
                 queues = sorted(worker.app.amqp.queues.consume_from or settings.queues)
                 redis = redis_client(settings.broker_url, timeout=_ANNOUNCE_TIMEOUT_SECONDS)
                 ttl = int(STALE_AFTER_BEATS * settings.heartbeat_seconds)
-                self._announcer = _Announcer(redis, worker.hostname, queues, ttl)
+                self._announcer = _Announcer(
+                    redis, worker.hostname, queues, ttl, lambda: _held_by(worker)
+                )
                 self._announcer.start()
 
         def stop(self, worker: Any) -> None:
@@ -144,3 +167,10 @@ def step(settings: Settings) -> type[Any]:
                 announcer.stop()
 
     return HeartbeatStep
+
+
+def _held_by(worker: Any) -> frozenset[str]:
+    """What the worker's consumer (worker/consumer.py) last noted it holds; nothing before the
+    consumer has started."""
+    held: frozenset[str] = getattr(getattr(worker, "consumer", None), "held", frozenset())
+    return held

@@ -376,22 +376,45 @@ class CeleryQueue:
         task_ids: list[str],
         deadline: float,
     ) -> None:
-        """Publish again, under its own id, each job no queue and no worker holds any more.
+        """Publish again, under its own id, each job no queue and no worker holds any more, and
+        put back on its queue each job held only by an unacked entry no live worker holds.
 
-        Its answer may have been stored since the caller last looked (a job leaves the unacked
+        An answer may have been stored since the caller last looked (a job leaves the unacked
         hash once answered), so the keys are read first: only a job still unanswered is sent,
         its payload stored again first (a Redis that restarted without it lost that too).
         """
-        lost = reconciler.lost([task_ids[index] for index in pending.values()])
-        if not lost:
+        verdict = reconciler.look([task_ids[index] for index in pending.values()])
+        if not (verdict.lost or verdict.orphaned):
             return
-        self._sweep({result_key(task_id): pending[result_key(task_id)] for task_id in lost}, take)
-        again = [pending[result_key(task_id)] for task_id in lost if result_key(task_id) in pending]
+        ids = {*verdict.lost, *verdict.orphaned.values()}
+        self._sweep({result_key(task_id): pending[result_key(task_id)] for task_id in ids}, take)
+        again = [
+            pending[result_key(task_id)]
+            for task_id in verdict.lost
+            if result_key(task_id) in pending
+        ]
         if again:
             _log.warning("publishing %d jobs again: the broker lost them", len(again))
             self._store([jobs[i] for i in again])
             again_ids = [task_ids[i] for i in again]
             self._publish([jobs[i] for i in again], again_ids, deadline, task_ids[0])
+        orphaned = [
+            tag for tag, task_id in verdict.orphaned.items() if result_key(task_id) in pending
+        ]
+        if orphaned:
+            self._put_back(orphaned, [verdict.orphaned[tag] for tag in orphaned])
+            reconciler.put_back(orphaned)
+
+    def _put_back(self, delivery_tags: list[str], ids: list[str]) -> None:
+        """Move unacked entries back to their queues with kombu's own restore, which does
+        nothing to an entry a worker acknowledged meanwhile."""
+        _log.warning(
+            "putting jobs %s back on their queues: no live worker holds them", ", ".join(ids)
+        )
+        with self._app.connection_for_write() as connection:
+            qos = connection.default_channel.qos
+            for tag in delivery_tags:
+                qos.restore_by_tag(tag)
 
     def _sweep(self, pending: dict[str, int], take: Callable[[str, object], None]) -> None:
         keys = list(pending)

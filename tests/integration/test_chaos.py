@@ -69,6 +69,47 @@ def test_job_of_a_lost_worker_is_recovered_by_another(
 
 
 @pytest.mark.slow
+def test_job_of_a_lost_worker_is_put_back_long_before_the_visibility_timeout(
+    start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
+) -> None:
+    """The whole worker running a job is killed (its machine gone) and the visibility timeout
+    is the default (minutes): the job's unacked entry is held by no live worker, so the caller
+    puts it back on its queue and another worker answers it within the caller's 60 s. Before,
+    it waited out the deadline."""
+    doomed = start_worker()
+    ref = slow_ref("orphaned")
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(gather, [ref], client, deadline=60, use_cache=False)
+        [first] = wait_for_marker(marker_dir / "orphaned")
+        assert first in doomed.pool_pids()
+        doomed.kill_everything()
+        rescuer = start_worker()
+        selection = pending.result()
+    assert selection == local([ref])
+    pids = wait_for_marker(marker_dir / "orphaned", lines=2)
+    assert len(pids) == 2 and pids[1] in rescuer.pool_pids()
+
+
+@pytest.mark.slow
+def test_a_job_a_live_worker_holds_is_never_put_back(
+    start_worker: WorkerFactory,
+    client: CeleryQueue,
+    marker_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Jobs running for 12 s (two looks past the orphan time, several times over) on live
+    workers, with an idle worker beside them that would take a job put back: each runs once and
+    the caller puts nothing back."""
+    caplog.set_level(logging.WARNING, logger="bridge.queue.celery_queue")
+    for _ in range(3):
+        start_worker()
+    refs = [counted_ref(f"long{n}", 12) for n in range(2)]
+    assert gather(refs, client, deadline=60, use_cache=False) == local(refs)
+    assert [runs(marker_dir, f"long{n}") for n in range(2)] == [1, 1]
+    assert not [record for record in caplog.records if "back on their queues" in record.message]
+
+
+@pytest.mark.slow
 def test_payload_that_kills_every_worker_fails_after_n_deliveries(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:

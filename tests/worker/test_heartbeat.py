@@ -41,7 +41,7 @@ def test_a_fork_waits_for_the_announcement_in_flight(
 
     monkeypatch.setattr(heartbeat, "announce", announce)
     announcer = heartbeat._Announcer(
-        redis_client(server.url(), timeout=1.0), "node", ["airlock.light"], 30
+        redis_client(server.url(), timeout=1.0), "node", ["airlock.light"], 30, frozenset
     )
     try:
         server.process.send_signal(signal.SIGSTOP)  # connects, then no reply: one timeout

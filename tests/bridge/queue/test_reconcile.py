@@ -16,7 +16,7 @@ from redis import Redis
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.jobs import LIGHT_QUEUE, QUEUES, ExtractionJob, Stage, page_task_id
-from bridge.queue.reconcile import CHUNK, Reconciler
+from bridge.queue.reconcile import CHUNK, Reconciler, held_key
 from bridge.queue.source import QueuedJob
 from tests.redis_server import RedisServer
 
@@ -38,11 +38,13 @@ def test_a_document_is_held_while_any_of_its_pages_is_and_lost_once_none_is(
     redis.rpush(queue, _message(page_task_id(spread, 7)), _message(prefixed + "0"))
     reconciler = Reconciler(redis, [queue], interval=0.0)
     try:
-        assert reconciler.lost([spread, lost, prefixed]) == []  # one look is never enough
-        assert reconciler.lost([spread, lost, prefixed]) == sorted([lost, prefixed])
+        assert (
+            list(reconciler.look([spread, lost, prefixed]).lost) == []
+        )  # one look is never enough
+        assert list(reconciler.look([spread, lost, prefixed]).lost) == sorted([lost, prefixed])
         redis.delete(queue)
-        reconciler.lost([spread])
-        assert reconciler.lost([spread]) == [spread]
+        reconciler.look([spread])
+        assert list(reconciler.look([spread]).lost) == [spread]
     finally:
         redis.delete(queue)
 
@@ -50,7 +52,7 @@ def test_a_document_is_held_while_any_of_its_pages_is_and_lost_once_none_is(
 def _walk(reconciler: Reconciler, ids: list[str], looks: int = 1000) -> list[str]:
     """Look until a pass ends with a verdict (two passes for a lost id)."""
     for _ in range(looks):
-        lost = reconciler.lost(ids)
+        lost = list(reconciler.look(ids).lost)
         if lost:
             return lost
     return []
@@ -173,10 +175,53 @@ def test_a_job_taken_by_a_worker_mid_walk_is_not_lost(redis: Redis) -> None:
         redis, [queue], interval=0.0, chunk=100, budget=200, unacked_key=unacked
     )
     try:
-        assert reconciler.lost([taken]) == []  # the walk has begun, the job is still queued
+        assert (
+            list(reconciler.look([taken]).lost) == []
+        )  # the walk has begun, the job is still queued
         raw = redis.rpop(queue)
         assert isinstance(raw, bytes) and taken.encode() in raw
         redis.hset(unacked, "delivery-tag", raw)
         assert _walk(reconciler, [taken], looks=40) == []
     finally:
         redis.delete(queue, unacked)
+
+
+def test_an_unacked_entry_no_live_worker_holds_is_orphaned_after_two_looks_and_put_back_once(
+    redis: Redis,
+) -> None:
+    """An entry of the call's job that no worker says it holds is reported on the second pass
+    (one look is never enough), a page's entry under its document; an entry a worker holds,
+    and a stranger's, are not. One put back is not reported again; one a worker holds again
+    leaves the verdict."""
+    unacked = f"test-unacked-{uuid.uuid4().hex}"
+    alone, kept, document, stranger = (uuid.uuid4().hex for _ in range(4))
+    tags = {job: f"tag-{uuid.uuid4().hex}" for job in (alone, kept, document, stranger)}
+    entries = {alone: alone, kept: kept, document: page_task_id(document, 2), stranger: stranger}
+    redis.hset(unacked, mapping={tags[job]: _message(entry) for job, entry in entries.items()})
+    redis.set(held_key(tags[kept]), "worker@host", ex=60)
+    call = [alone, kept, document]
+    reconciler = Reconciler(redis, [], interval=0.0, unacked_key=unacked, orphan_seconds=0.0)
+    try:
+        assert reconciler.look(call).orphaned == {}
+        assert reconciler.look(call).orphaned == {tags[alone]: alone, tags[document]: document}
+        reconciler.put_back([tags[alone]])
+        assert reconciler.look(call).orphaned == {tags[document]: document}
+        redis.set(held_key(tags[document]), "worker@host", ex=60)
+        assert reconciler.look(call).orphaned == {}
+        redis.delete(held_key(tags[document]))
+        assert reconciler.look(call).orphaned == {}  # unheld again: counted from now
+        assert reconciler.look(call).orphaned == {tags[document]: document}
+        assert reconciler.look(call).lost == ()  # an unacked entry holds its job
+    finally:
+        redis.delete(unacked, *(held_key(tag) for tag in tags.values()))
+
+
+def test_an_entry_unheld_for_less_than_the_orphan_time_is_left_alone(redis: Redis) -> None:
+    unacked = f"test-unacked-{uuid.uuid4().hex}"
+    job = uuid.uuid4().hex
+    redis.hset(unacked, f"tag-{job}", _message(job))
+    reconciler = Reconciler(redis, [], interval=0.0, unacked_key=unacked, orphan_seconds=60.0)
+    try:
+        assert [reconciler.look([job]).orphaned for _ in range(5)] == [{}] * 5
+    finally:
+        redis.delete(unacked)
