@@ -101,6 +101,9 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
 
         def on_task_received(message: Any) -> Any:
             message.channel = _SettlingChannel(self, message.channel)
+            # Held from now on, though the event loop (which notes the rest each second) may
+            # then be busy for seconds: a caller must not take this job back meanwhile.
+            self.held = self.held | {message.delivery_tag}
             return handle(message)
 
         return on_task_received

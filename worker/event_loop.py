@@ -12,6 +12,7 @@ would leave that process marked busy for good. See docs/queue.md (Redis going aw
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from types import GeneratorType
 from typing import Any
@@ -31,12 +32,14 @@ def keep_messages_in_flight(hub: Any) -> None:
         half_read.clear()
         half_read.update(_generators(hub.readers))
         half_written = _generators(hub.writers)
-        reset()
-        for descriptor, writing in half_written.items():
-            add(descriptor, writing, WRITE)
-        # Only the registrations of the reconnection may take a read back: a descriptor
-        # reused later by a new pool process starts at a message's beginning.
-        hub.call_soon(half_read.clear)
+        try:
+            reset()
+        finally:
+            for descriptor, writing in half_written.items():
+                add(descriptor, writing, WRITE)
+            # Only the registrations of the reconnection may take a read back: a descriptor
+            # reused later by a new pool process starts at a message's beginning.
+            hub.call_soon(half_read.clear)
 
     def adding(
         fd: Any, callback: Any, flags: int, args: tuple[Any, ...] = (), consolidate: bool = False
@@ -52,11 +55,15 @@ def keep_messages_in_flight(hub: Any) -> None:
 
 
 def _generators(handlers: dict[int, Any]) -> dict[int, GeneratorType[Any, Any, Any]]:
-    """The handlers that are a message under way (a consolidated descriptor has None)."""
+    """The handlers that are a message under way: a generator not run to its end (one that
+    ended on a closed pipe is left to the pool's own handling; a consolidated descriptor has
+    None)."""
     return {
         descriptor: handler[0]
         for descriptor, handler in handlers.items()
-        if handler is not None and isinstance(handler[0], GeneratorType)
+        if handler is not None
+        and isinstance(handler[0], GeneratorType)
+        and inspect.getgeneratorstate(handler[0]) != inspect.GEN_CLOSED
     }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from celery import bootsteps
+from celery import bootsteps, signals
 from redis import Redis, RedisError
 
 from bridge.queue.admission import consumers_key
@@ -114,7 +114,7 @@ class _Announcer(threading.Thread):
     ) -> None:
         super().__init__(name="airlock-announcer", daemon=True)
         self._redis = redis
-        self._arguments = (node, queues, ttl_seconds)
+        self._arguments: tuple[str, Sequence[str], int] = (node, queues, ttl_seconds)
         self._held = held
         self._stopped = threading.Event()
 
@@ -123,6 +123,11 @@ class _Announcer(threading.Thread):
             with _NO_FORK_MID_ANNOUNCEMENT:
                 announce(self._redis, *self._arguments, self._held())
             self._stopped.wait(_ANNOUNCE_EVERY_SECONDS)
+
+    def retire(self) -> None:
+        """Stop announcing the queues (callers stop sending here) but not what is held."""
+        node, _, ttl_seconds = self._arguments
+        self._arguments = (node, (), ttl_seconds)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -157,11 +162,19 @@ def step(settings: Settings) -> type[Any]:
                     redis, worker.hostname, queues, ttl, lambda: _held_by(worker)
                 )
                 self._announcer.start()
+                signals.worker_shutdown.connect(self._end_announcing, sender=worker, weak=False)
 
         def stop(self, worker: Any) -> None:
             if self._entry is not None:
                 self._entry.cancel()
                 self._entry = None
+            if self._announcer is not None:
+                # The jobs still running are held until the worker has shut down: Celery may
+                # stop this step before the pool has drained, and callers would put back, while
+                # they ran, jobs no word held any more.
+                self._announcer.retire()
+
+        def _end_announcing(self, **_: Any) -> None:
             announcer, self._announcer = self._announcer, None
             if announcer is not None:
                 announcer.stop()

@@ -109,6 +109,38 @@ def test_a_job_a_live_worker_holds_is_never_put_back(
     assert not [record for record in caplog.records if "back on their queues" in record.message]
 
 
+#: Hash seeds under which Celery orders the worker's steps each way: the heartbeat's stop
+#: before the pool's drain, and after it (Celery sorts steps through sets of names).
+_STEP_ORDERS = ["0", "1"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("hash_seed", _STEP_ORDERS)
+def test_a_job_a_stopping_worker_still_runs_is_not_put_back(
+    start_worker: WorkerFactory,
+    client: CeleryQueue,
+    marker_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    hash_seed: str,
+) -> None:
+    """A worker told to stop (SIGTERM, a rolling update) finishes the job it runs, 14 s, while
+    an idle worker waits beside it: the stopping worker says it holds the job until it has
+    shut down, so the job runs once and the caller puts nothing back."""
+    caplog.set_level(logging.WARNING, logger="bridge.queue.celery_queue")
+    stopping = start_worker(env={"PYTHONHASHSEED": hash_seed})
+    ref = counted_ref("draining", 14)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(gather, [ref], client, deadline=60, use_cache=False)
+        [first] = wait_for_marker(marker_dir / "draining")
+        assert first in stopping.pool_pids()
+        start_worker()
+        os.kill(stopping.process.pid, signal.SIGTERM)
+        selection = pending.result()
+    assert selection == local([ref])
+    assert runs(marker_dir, "draining") == 1
+    assert not [record for record in caplog.records if "back on their queues" in record.message]
+
+
 @pytest.mark.slow
 def test_payload_that_kills_every_worker_fails_after_n_deliveries(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path

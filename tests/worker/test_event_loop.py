@@ -7,7 +7,7 @@ import contextlib
 import os
 import pickle
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import pytest
@@ -41,8 +41,8 @@ class _Pool:
             return
         self.hub.add_reader(fd, reading)
 
-    def reader(self, fd: int) -> Iterator[None]:
-        reading: Iterator[None] = ResultHandler._recv_message(
+    def reader(self, fd: int) -> Generator[None, None, None]:
+        reading: Generator[None, None, None] = ResultHandler._recv_message(
             self, self.hub.add_reader, fd, self.received.append
         )
         return reading
@@ -137,5 +137,18 @@ def test_a_read_is_given_back_only_by_the_reconnection_s_registrations(
     ready: list[Callable[[], Any]] = list(hub._pop_ready())
     for callback in ready:
         callback()
+    hub.add_reader(fd, pool.handle_event, fd)
+    assert hub.readers[fd][0] == pool.handle_event
+
+
+def test_a_read_that_ended_is_not_given_back(pipe: tuple[int, int]) -> None:
+    """A reader that ended on a closed pipe is left to the pool's own handling."""
+    fd, _ = pipe
+    hub = _hub(keeping=True)
+    pool = _Pool(hub, [])
+    ended = pool.reader(fd)
+    ended.close()
+    hub.add_reader(fd, ended)
+    hub.reset()
     hub.add_reader(fd, pool.handle_event, fd)
     assert hub.readers[fd][0] == pool.handle_event
