@@ -11,7 +11,7 @@ import os
 from typing import NoReturn
 
 from sandbox import codes, pages, protocol, quality, sniff
-from sandbox.document import Document, Notice, words
+from sandbox.document import Document, Notice
 from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
 
@@ -84,9 +84,9 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
             return protocol.encode_text_answer(answer, progress.total)
         # Every kind's document is judged here, after its extractor, so none can skip it (a
         # document read in parts is judged whole, by the kind that merges them).
-        notices = [quality.flag(words(answer), how.limits), how.notice]
-        blocks = [Notice(text) for text in notices if text is not None] + answer.blocks
-        return protocol.encode_document_answer(Document(blocks), progress.total)
+        flag, judged = quality.judged(answer, how.limits)
+        notices = [Notice(text) for text in (flag, how.notice) if text is not None]
+        return protocol.encode_document_answer(Document(notices + judged.blocks), progress.total)
     except Refusal as refusal:
         code = refusal.code if refusal.code in codes.REFUSALS else codes.PARSER
         return protocol.encode_error_answer(code, "Refusal", refusal.reason)

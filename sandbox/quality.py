@@ -1,7 +1,8 @@
 """Whether extracted text is readable, judged in the child after every extractor.
 
 Unreadable text is refused as ``unreadable_text``, or with ``admit_unreadable`` handed on
-under a first line that says so (:data:`FLAG_PREFIX`). See docs/sandbox.md, "Text quality".
+under a first line that says so (:data:`FLAG_PREFIX`); an unreadable page of a document of
+pages is left out or flagged alone. See docs/sandbox.md, "Text quality".
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sandbox import codes, ocr_languages, scripts
+from sandbox.document import Block, Document, Notice, OcrText, PageBreak, block_text, words
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
@@ -19,6 +21,10 @@ from sandbox.misdecoding import UTF8, Misdecoding, misdecoding
 
 #: The first line of admitted unreadable text; the reasons follow, then "]".
 FLAG_PREFIX = "[airlock: text quality low: "
+#: What stands in place of a page left out as unreadable, after its page marker.
+LEFT_OUT_PREFIX = "[airlock: this page is left out, its text quality is low: "
+#: Fewer pages than this are judged as one text.
+_MIN_PAGES = 2
 
 # Shares are taken over at least this many characters (or letter pairs), so one broken glyph in
 # a three-word text does not decide it; a text made only of broken characters still does.
@@ -136,21 +142,86 @@ def record_ocr(
     )
 
 
-def flag(text: str, limits: ParseLimits) -> str | None:
-    """None when ``text`` is readable; otherwise refuse it, or, when the job admits unreadable
-    text, the line that flags it, to stand first in the answer.
+def judged(document: Document, limits: ParseLimits) -> tuple[str | None, Document]:
+    """The line that flags ``document`` as unreadable (None when it is readable), and the
+    document as judged; an unreadable document is refused unless the job admits unreadable
+    text, when the line is to stand first in the answer.
+
+    A document of pages is judged page by page: a page whose text or OCR is unreadable is left
+    out, its page marker kept and a notice saying why in its place (flagged instead, when the
+    job admits unreadable text), so one junk scan or one page of a broken font no longer
+    refuses the whole document. Only when every page with text is unreadable, or when the
+    OCR'd letters as a whole are foreign to the OCR language, is the document judged as one.
 
     Only the first :func:`allowance` characters are judged (~0.2 s here at the default): no
     extractor produces more, and a parser that returns 100 MB must meet the output cap, not
     spend its CPU budget in this check.
     """
-    problems = _text_problems(text[: allowance(limits)]) + _ocr_problems(_readings)
+    pages = _pages(document.blocks)
+    if len(pages) < _MIN_PAGES:
+        whole = _text_problems(_judged_words(document.blocks, limits))
+        return _flag(whole + _ocr_problems(_readings), limits), document
+    budget = allowance(limits)
+    verdicts = []
+    for page in pages:
+        text = words(Document(page.blocks))[:budget]
+        budget -= len(text)
+        verdicts.append(_text_problems(text) + _page_ocr_problems(page.blocks))
+    foreign = _foreign_problems(_readings)
+    with_text = [verdict for page, verdict in zip(pages, verdicts, strict=True) if page.has_text]
+    if foreign or all(with_text):
+        problems = foreign + [problem for verdict in with_text for problem in verdict]
+        return _flag(list(dict.fromkeys(problems)), limits), document
+    blocks: list[Block] = []
+    for page, verdict in zip(pages, verdicts, strict=True):
+        blocks.append(page.start)
+        reasons = "; ".join(verdict)
+        if not verdict:
+            blocks += page.blocks
+        elif limits.admit_unreadable:
+            blocks += [Notice(f"{FLAG_PREFIX}{reasons}]"), *page.blocks]
+        else:
+            blocks.append(Notice(f"{LEFT_OUT_PREFIX}{reasons}]"))
+    return None, Document(blocks)
+
+
+def _judged_words(blocks: list[Block], limits: ParseLimits) -> str:
+    return words(Document(blocks))[: allowance(limits)]
+
+
+def _flag(problems: list[str], limits: ParseLimits) -> str | None:
     if not problems:
         return None
     reasons = "; ".join(problems)
     if not limits.admit_unreadable:
         raise Refusal(codes.UNREADABLE_TEXT, reasons)
     return f"{FLAG_PREFIX}{reasons}]"
+
+
+@dataclass(frozen=True)
+class _Page:
+    #: The page's marker.
+    start: PageBreak
+    #: What follows it up to the next page.
+    blocks: list[Block]
+
+    @property
+    def has_text(self) -> bool:
+        return any(text.strip() for text in map(block_text, self.blocks) if text is not None)
+
+
+def _pages(blocks: list[Block]) -> list[_Page]:
+    """The document's pages; empty when anything stands before its first page marker (a
+    document not made of pages, or one whose opening lines belong to no page)."""
+    if not blocks or not isinstance(blocks[0], PageBreak):
+        return []
+    pages: list[_Page] = []
+    for block in blocks:
+        if isinstance(block, PageBreak):
+            pages.append(_Page(block, []))
+        else:
+            pages[-1].blocks.append(block)
+    return pages
 
 
 def _share(part: int, whole: int) -> float:
@@ -223,26 +294,48 @@ def _ocr_problems(readings: list[OcrReading]) -> list[str]:
     words = sum(reading.words for reading in readings)
     if not words:
         return []
-    languages = ", ".join(dict.fromkeys(reading.language for reading in readings))
-    problems = []
+    confidence = sum(reading.confidence_sum for reading in readings) / words
+    return _foreign_problems(readings) + _confidence_problems(confidence, readings)
+
+
+def _foreign_problems(readings: list[OcrReading]) -> list[str]:
     checked = [reading for reading in readings if reading.foreign_letters is not None]
     foreign_share = _share(
         sum(reading.foreign_letters or 0 for reading in checked),
         sum(reading.letters for reading in checked),
     )
-    if foreign_share > _MAX_FOREIGN_SHARE:
-        problems.append(
-            f"{_percent(foreign_share)} of OCR'd letters are not in any script of the "
-            f"document's language ({languages})"
-        )
-    confidence = sum(reading.confidence_sum for reading in readings) / words
-    if confidence < _MIN_CONFIDENCE:
-        problems.append(
-            f"tesseract's mean word confidence is {confidence:.0f} of 100, under "
-            f"{_MIN_CONFIDENCE}: the image is not text in the OCR language ({languages})"
-            + _unread_scripts(readings)
-        )
-    return problems
+    if foreign_share <= _MAX_FOREIGN_SHARE:
+        return []
+    return [
+        f"{_percent(foreign_share)} of OCR'd letters are not in any script of the "
+        f"document's language ({_languages(readings)})"
+    ]
+
+
+def _page_ocr_problems(blocks: list[Block]) -> list[str]:
+    """A page's OCR judged by the mean of its pictures' word confidences."""
+    confidences = [
+        block.confidence
+        for block in blocks
+        if isinstance(block, OcrText) and block.confidence is not None
+    ]
+    if not confidences:
+        return []
+    return _confidence_problems(sum(confidences) / len(confidences), _readings)
+
+
+def _confidence_problems(confidence: float, readings: list[OcrReading]) -> list[str]:
+    if confidence >= _MIN_CONFIDENCE:
+        return []
+    return [
+        f"tesseract's mean word confidence is {confidence:.0f} of 100, under "
+        f"{_MIN_CONFIDENCE}: the image is not text in the OCR language ({_languages(readings)})"
+        + _unread_scripts(readings)
+    ]
+
+
+def _languages(readings: list[OcrReading]) -> str:
+    return ", ".join(dict.fromkeys(reading.language for reading in readings))
 
 
 def _unread_scripts(readings: list[OcrReading]) -> str:

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from pypdf import PdfReader
+from pypdf import PdfReader, PdfWriter
 
 from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
 from bridge.knowledge.contracts import ContextRequest
 from sandbox import ocr_languages, policy, quality, scripts
+from sandbox.document import Document, Paragraph
 from sandbox.errors import UnreadableText
 from sandbox.extractor import SandboxExtractor
 from sandbox.extractors import ocr
@@ -39,6 +40,7 @@ from tests.image_builders import (
     vertical_columns,
 )
 from tests.mojibake import MISTAKES, REAL_TEXT_DIR, mojibake_samples, read_as, real_samples
+from tests.pdf_builders import CATALOG, ONE_PAGE, page, pdf, stream
 
 JAPANESE = "pdfminer_jo-japanese.pdf"
 HINDI = "tesseract_devatest-hindi.png"
@@ -158,19 +160,23 @@ def test_readable_text_with_a_few_odd_characters_passes(runner: SandboxRunner, t
     assert runner.run("text", "text/plain", text.encode(), ParseLimits()).text == text
 
 
+def _paragraph(text: str) -> Document:
+    return Document([Paragraph(text)])
+
+
 def test_ocr_letters_outside_the_languages_scripts_are_refused() -> None:
     """No installed model writes outside its own scripts, so the counts are given directly."""
     quality.start_job()
     quality.record_ocr("hin", [(90.0, "Hello"), (91.0, "World"), (92.0, "नमस्ते"), (90.0, "again")])
     with pytest.raises(Refusal) as refused:
-        quality.flag("Hello World नमस्ते again", ParseLimits(ocr_language="hin"))
+        quality.judged(_paragraph("Hello World नमस्ते again"), ParseLimits(ocr_language="hin"))
     assert refused.value.code == "unreadable_text"
     assert refused.value.reason == (
         "75% of OCR'd letters are not in any script of the document's language (hin)"
     )
     quality.start_job()
     quality.record_ocr("xyz", [(90.0, "Hello")])  # a language without a script entry
-    assert quality.flag("Hello", ParseLimits()) is None
+    assert quality.judged(_paragraph("Hello"), ParseLimits()) == (None, _paragraph("Hello"))
 
 
 # --- admitted flagged, end to end --------------------------------------------------------------
@@ -450,3 +456,101 @@ def test_legacy_encodings_read_as_cp1252_are_refused_naming_both(
         runner.run("text", "text/plain", garbled.encode(), ParseLimits())
     assert re.fullmatch(reason, str(refused.value)), str(refused.value)
     assert runner.run("text", "text/plain", real.encode(), ParseLimits()).text == real
+
+
+# --- documents of pages: an unreadable page alone is left out ----------------------------------
+
+FRENCH = (
+    "Le prix de l'électricité a été augmenté",
+    "l'été dernier, à la grande colère",
+    "des ménages français. Le ministère a",
+    "précisé que la hausse était légère",
+    "et que les aides seraient versées",
+    "avant la fin de l'année prochaine.",
+)
+#: The same lines as UTF-8 read as cp1252, the commonest mojibake ("Ã©" for "é").
+FRENCH_MOJIBAKE = tuple(line.encode("utf-8").decode("cp1252") for line in FRENCH)
+_WIN_ANSI_FONT = (
+    b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+)
+
+
+def _text_page(lines: tuple[str, ...]) -> bytes:
+    """A one-page PDF whose text layer holds ``lines`` (cp1252 text in a WinAnsi font)."""
+    shown = b" ".join(
+        b"(%s) Tj T*" % line.encode("cp1252").replace(b"(", b"\\(").replace(b")", b"\\)")
+        for line in lines
+    )
+    content = stream(b"BT /F1 9 Tf 11 TL 10 180 Td " + shown + b" ET")
+    return pdf([CATALOG, ONE_PAGE, page(), content, _WIN_ANSI_FONT])
+
+
+def _scan_page(name: str) -> bytes:
+    with Image.open(CORPUS_DIR / name) as scan:
+        buffer = io.BytesIO()
+        scan.convert("L").save(buffer, format="PDF", resolution=300.0)
+    return buffer.getvalue()
+
+
+def _pages(*pages: bytes) -> bytes:
+    writer = PdfWriter()
+    for one_page in pages:
+        writer.append(PdfReader(io.BytesIO(one_page)))
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+_MOJIBAKE_REASON = (
+    "100% of non-ASCII characters are UTF-8 read as cp1252 (mojibake such as 'Ã©' for 'é')"
+)
+
+
+def test_an_unreadable_page_is_left_out_in_its_place_and_the_others_kept(
+    runner: SandboxRunner,
+) -> None:
+    """One page of a broken font no longer refuses the document: its marker stays, with why
+    it is left out, and the pages around it are answered."""
+    document = _pages(_text_page(FRENCH), _text_page(FRENCH_MOJIBAKE), _text_page(FRENCH))
+    text = runner.run("pdf", "application/pdf", document, ParseLimits()).text
+    french = "\n".join(FRENCH)
+    assert text == (
+        f"[page 1]\n{french}\n\n[page 2]\n{quality.LEFT_OUT_PREFIX}{_MOJIBAKE_REASON}]\n"
+        f"[page 3]\n{french}"
+    )
+
+
+def test_an_unreadable_page_admitted_is_flagged_where_it_stands(runner: SandboxRunner) -> None:
+    document = _pages(_text_page(FRENCH), _text_page(FRENCH_MOJIBAKE), _text_page(FRENCH))
+    lines = runner.run("pdf", "application/pdf", document, ADMIT).text.split("\n")
+    flagged = lines.index("[page 2]") + 1
+    assert lines[0] == "[page 1]"
+    assert lines[flagged] == f"{quality.FLAG_PREFIX}{_MOJIBAKE_REASON}]"
+    assert lines[flagged + 1 : flagged + 1 + len(FRENCH)] == list(FRENCH_MOJIBAKE)
+
+
+def test_a_document_whose_every_page_is_unreadable_is_refused_as_before(
+    runner: SandboxRunner,
+) -> None:
+    document = _pages(_text_page(FRENCH_MOJIBAKE), _text_page(FRENCH_MOJIBAKE))
+    with pytest.raises(UnreadableText, match=re.escape(_MOJIBAKE_REASON)):
+        runner.run("pdf", "application/pdf", document, ParseLimits())
+
+
+def test_one_scanned_page_ocr_cannot_read_is_left_out_of_a_text_document(
+    runner: SandboxRunner,
+) -> None:
+    """Before, the document's OCR confidence was its one scanned page's, and the text page was
+    refused with it. The page says why, and which model would read it."""
+    document = _pages(_text_page(FRENCH), _scan_page(HINDI))
+    limits = ParseLimits(ocr_language="eng")
+    text = runner.run("pdf", "application/pdf", document, limits).text
+    head, left_out = text.split("\n\n[page 2]\n")
+    assert head == "[page 1]\n" + "\n".join(FRENCH)
+    assert re.fullmatch(
+        re.escape(quality.LEFT_OUT_PREFIX)
+        + r"tesseract's mean word confidence is \d+ of 100, under 65: the image is not text in "
+        r"the OCR language \(eng\); tesseract's script detection sees Devanagari \(its model: "
+        r"apt-get install tesseract-ocr-script-deva\)\]",
+        left_out,
+    )
