@@ -475,7 +475,11 @@ def test_a_client_that_leaves_while_waiting_withdraws_its_job(tmp_path: Path) ->
                 f"{door.url}/v1/extract?wait=60",
                 content=slow_text_pdf(),
                 headers={"X-Filename": "slow.pdf"},
-                timeout=httpx.Timeout(60, read=0.5),  # the body is sent, then the client leaves
+                # The body is sent, then the client leaves after 1.5 s: long enough for the job's
+                # child to be seen at work on a loaded machine (at 0.5 s it was sometimes killed
+                # before it had used the 0.3 CPU-s that tell it from a waiting child), short
+                # enough that, seen within a second, it has not used 3.
+                timeout=httpx.Timeout(60, read=1.5),
             )
         child = busy_child({door.process.pid})
         used = cpu_until_gone(child, {door.process.pid})
