@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import functools
+import io
 import zlib
 from collections.abc import Callable
 
 from PIL import Image, ImageDraw, ImageFont
+from pypdf import PdfReader, PdfWriter
 
 from tests.image_builders import encoded
 
@@ -27,6 +29,16 @@ def stream(data: bytes, entries: bytes = b"") -> bytes:
 
 
 TEXT_CONTENT = stream(b"BT /F1 12 Tf 20 100 Td (Hello) Tj ET")
+
+
+def joined(*documents: bytes) -> bytes:
+    """One PDF of the pages of ``documents``, in turn."""
+    writer = PdfWriter()
+    for document in documents:
+        writer.append(PdfReader(io.BytesIO(document)))
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
 
 
 def pdf(objects: list[bytes], trailer: Callable[[int], bytes] = lambda xref: b"") -> bytes:

@@ -27,7 +27,8 @@ SCANNED_IMAGES = (
 )
 
 
-def _image_page(path: Path) -> bytes:
+def image_page(path: Path) -> bytes:
+    """A scan as a one-page 300-dpi image PDF, as a scanner writes one."""
     with Image.open(path) as scan:
         buffer = io.BytesIO()
         scan.convert("L").save(buffer, format="PDF", resolution=300.0)
@@ -37,7 +38,7 @@ def _image_page(path: Path) -> bytes:
 def scan_pages(corpus: Path) -> list[bytes]:
     """Each corpus scan as a one-page PDF, in a fixed order."""
     return [(corpus / name).read_bytes() for name in SCANNED_PDFS] + [
-        _image_page(corpus / name) for name in SCANNED_IMAGES
+        image_page(corpus / name) for name in SCANNED_IMAGES
     ]
 
 

@@ -32,7 +32,7 @@ from sandbox.errors import (
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import ExtractionResult, SandboxRunner
-from tests.pdf_builders import pdf, pdf_of_tiny_scans, pdf_with_jpx_image, stream
+from tests.pdf_builders import joined, pdf, pdf_of_tiny_scans, pdf_with_jpx_image, stream
 from tests.scanned_pdfs import scanned_pdf
 
 LIMITS = ParseLimits(max_pages=30, max_text_chars=200_000)
@@ -71,15 +71,6 @@ def _plan(runner: SandboxRunner, payload: bytes, fan_out_pages: int = 1) -> page
         output_bytes=pages.answer_allowance(pages.SPLIT_KIND, len(payload)),
     )
     return pages.read_plan(answer.text, LIMITS.max_pages)
-
-
-def _joined(*documents: bytes) -> bytes:
-    writer = PdfWriter()
-    for document in documents:
-        writer.append(PdfReader(io.BytesIO(document)))
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    return buffer.getvalue()
 
 
 @pytest.mark.parametrize("text_page", [None, "A page with a text layer of its own"])
@@ -176,7 +167,7 @@ def test_a_scan_over_one_childs_budget_is_read_in_pages_by_one_page_worker(
 def test_a_page_that_fails_fails_the_document_naming_the_page(
     runner: SandboxRunner, corpus_dir: Path
 ) -> None:
-    payload = _joined(scanned_pdf(corpus_dir, 1), pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
+    payload = joined(scanned_pdf(corpus_dir, 1), pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
     with pytest.raises(UnreadableInput) as single:
         _single(runner, payload)
     with pytest.raises(UnreadableInput, match=r"^page 2 of 3: ") as in_pages:
@@ -409,7 +400,7 @@ def test_the_light_pass_hands_on_a_scan_long_enough_to_split_before_rendering_it
     """Its page jobs check and render each page; the light pass doing it first for one page
     would only hold them all back. The page a JPEG 2000 image makes unreadable shows it: the
     light pass of a short document refuses it, of a long one hands it on unopened."""
-    payload = _joined(pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
+    payload = joined(pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
     light = ParseLimits(max_pages=30, ocr=False)
     with pytest.raises(UnreadableInput):
         runner.run("pdf", pages.PDF_MEDIA_TYPE, payload, light)

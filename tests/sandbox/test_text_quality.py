@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
-from pypdf import PdfReader, PdfWriter
+from pypdf import PdfReader
 
 from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
 from bridge.knowledge.contracts import ContextRequest
@@ -40,7 +40,8 @@ from tests.image_builders import (
     vertical_columns,
 )
 from tests.mojibake import MISTAKES, REAL_TEXT_DIR, mojibake_samples, read_as, real_samples
-from tests.pdf_builders import CATALOG, ONE_PAGE, page, pdf, stream
+from tests.pdf_builders import CATALOG, ONE_PAGE, joined, page, pdf, stream
+from tests.scanned_pdfs import image_page
 
 JAPANESE = "pdfminer_jo-japanese.pdf"
 HINDI = "tesseract_devatest-hindi.png"
@@ -485,22 +486,6 @@ def _text_page(lines: tuple[str, ...]) -> bytes:
     return pdf([CATALOG, ONE_PAGE, page(), content, _WIN_ANSI_FONT])
 
 
-def _scan_page(name: str) -> bytes:
-    with Image.open(CORPUS_DIR / name) as scan:
-        buffer = io.BytesIO()
-        scan.convert("L").save(buffer, format="PDF", resolution=300.0)
-    return buffer.getvalue()
-
-
-def _pages(*pages: bytes) -> bytes:
-    writer = PdfWriter()
-    for one_page in pages:
-        writer.append(PdfReader(io.BytesIO(one_page)))
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    return buffer.getvalue()
-
-
 _MOJIBAKE_REASON = (
     "100% of non-ASCII characters are UTF-8 read as cp1252 (mojibake such as 'Ã©' for 'é')"
 )
@@ -511,7 +496,7 @@ def test_an_unreadable_page_is_left_out_in_its_place_and_the_others_kept(
 ) -> None:
     """One page of a broken font no longer refuses the document: its marker stays, with why
     it is left out, and the pages around it are answered."""
-    document = _pages(_text_page(FRENCH), _text_page(FRENCH_MOJIBAKE), _text_page(FRENCH))
+    document = joined(_text_page(FRENCH), _text_page(FRENCH_MOJIBAKE), _text_page(FRENCH))
     text = runner.run("pdf", "application/pdf", document, ParseLimits()).text
     french = "\n".join(FRENCH)
     assert text == (
@@ -521,7 +506,7 @@ def test_an_unreadable_page_is_left_out_in_its_place_and_the_others_kept(
 
 
 def test_an_unreadable_page_admitted_is_flagged_where_it_stands(runner: SandboxRunner) -> None:
-    document = _pages(_text_page(FRENCH), _text_page(FRENCH_MOJIBAKE), _text_page(FRENCH))
+    document = joined(_text_page(FRENCH), _text_page(FRENCH_MOJIBAKE), _text_page(FRENCH))
     lines = runner.run("pdf", "application/pdf", document, ADMIT).text.split("\n")
     flagged = lines.index("[page 2]") + 1
     assert lines[0] == "[page 1]"
@@ -532,7 +517,7 @@ def test_an_unreadable_page_admitted_is_flagged_where_it_stands(runner: SandboxR
 def test_a_document_whose_every_page_is_unreadable_is_refused_as_before(
     runner: SandboxRunner,
 ) -> None:
-    document = _pages(_text_page(FRENCH_MOJIBAKE), _text_page(FRENCH_MOJIBAKE))
+    document = joined(_text_page(FRENCH_MOJIBAKE), _text_page(FRENCH_MOJIBAKE))
     with pytest.raises(UnreadableText, match=re.escape(_MOJIBAKE_REASON)):
         runner.run("pdf", "application/pdf", document, ParseLimits())
 
@@ -542,7 +527,7 @@ def test_one_scanned_page_ocr_cannot_read_is_left_out_of_a_text_document(
 ) -> None:
     """Before, the document's OCR confidence was its one scanned page's, and the text page was
     refused with it. The page says why, and which model would read it."""
-    document = _pages(_text_page(FRENCH), _scan_page(HINDI))
+    document = joined(_text_page(FRENCH), image_page(CORPUS_DIR / HINDI))
     limits = ParseLimits(ocr_language="eng")
     text = runner.run("pdf", "application/pdf", document, limits).text
     head, left_out = text.split("\n\n[page 2]\n")
