@@ -11,6 +11,9 @@ Latin-1, Latin-2 and cp1250; Shift-JIS, GBK, Big5, EUC-KR, cp1251, KOI8-R, cp125
 cp1256 and TIS-620 read as cp1252; a CJK font without a ToUnicode map), how many each refuses,
 by mistake. Also the texts users reported refused (issue 25).
 
+Per page: the whole check on the same 200,000 characters of French as one text and as a
+document of 50 pages, judged page by page.
+
 Speed: each check over 200,000 characters (the default allowance, all a check reads) of real
 text and of mojibake, in CPU time, least of interleaved rounds. The machine is shared: read the
 speed columns as a ratio between the two checks.
@@ -30,11 +33,14 @@ sys.path.insert(0, str(REPO))
 
 from bench.previous import module_at  # noqa: E402
 from sandbox import quality  # noqa: E402
+from sandbox.document import Document, PageBreak, Paragraph  # noqa: E402
+from sandbox.limits import ParseLimits  # noqa: E402
 from tests.mojibake import REAL_TEXT_DIR, mojibake_samples, read_as, real_samples  # noqa: E402
 from tests.sandbox.test_text_quality import MIXED_WRITING  # noqa: E402
 
 _PREVIOUS_COMMIT = "47f72d3"  # the last commit with the first script rule
 _ALLOWANCE = 200_000
+_PAGES = 50
 
 Check = Callable[[str], list[str]]
 
@@ -106,6 +112,33 @@ def speed(checks: dict[str, Check], rounds: int) -> None:
         print(f"  {label:30} {cells}  {best['today'] / best['previous']:5.2f}")
 
 
+def paged(rounds: int) -> None:
+    """The same 200,000 characters judged as one text and as a document of 50 pages, which is
+    judged page by page (the misdecoding check samples each page, the samples together about
+    one text's)."""
+    french = (REAL_TEXT_DIR / "glib20-fr.txt").read_text()
+    page_chars = _ALLOWANCE // _PAGES
+    text = (french * (_ALLOWANCE // len(french) + 1))[:_ALLOWANCE]
+    pages = [text[i : i + page_chars] for i in range(0, _ALLOWANCE, page_chars)]
+    documents = {
+        "one text": Document([Paragraph(text)]),
+        f"{_PAGES} pages": Document(
+            [block for n, page in enumerate(pages, 1) for block in (PageBreak(n), Paragraph(page))]
+        ),
+    }
+    best = dict.fromkeys(documents, float("inf"))
+    for _ in range(rounds):
+        for name, document in documents.items():
+            quality.start_job()
+            started = time.process_time()
+            quality.judged(document, ParseLimits())
+            best[name] = min(best[name], time.process_time() - started)
+    print(f"\nthe whole check (judged) on {_ALLOWANCE:,} characters of French, CPU s:")
+    for name, seconds in best.items():
+        print(f"  {name:30} {seconds:9.3f}")
+    print(f"  {'ratio':30} {best[f'{_PAGES} pages'] / best['one text']:9.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
@@ -113,6 +146,7 @@ def main() -> None:
     checks: dict[str, Check] = {"previous": previous_check(), "today": quality._text_problems}
     rates(checks)
     speed(checks, arguments.rounds)
+    paged(arguments.rounds)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ _NOT_WRITING = (("\u0250", "\u02ff"), ("\uff61", "\uff9f"))
 #: A long text is judged on this many slices of this many characters, spread over it.
 _SAMPLE_SLICES = 8
 _SLICE_CHARS = 2500
+_MIN_SLICE_CHARS = 200
+#: The most characters one text's check reads: a document judged page by page shares it out.
+SAMPLE_CHARS = _SAMPLE_SLICES * _SLICE_CHARS
 
 UTF8 = "UTF-8"
 
@@ -115,10 +118,11 @@ def _undefined_in(byte: int, reader: str) -> bool:
     return False
 
 
-def misdecoding(text: str, min_sample: int) -> Misdecoding | None:
+def misdecoding(text: str, min_sample: int, sample_chars: int = SAMPLE_CHARS) -> Misdecoding | None:
     """The way ``text`` was misdecoded, or None when no reading undoes most of it; shares are
-    taken over at least ``min_sample`` characters, so two odd characters decide nothing."""
-    sample = _sample(text)
+    taken over at least ``min_sample`` characters, so two odd characters decide nothing, and
+    over at most ``sample_chars`` of the text."""
+    sample = _sample(text, sample_chars)
     counts = Counter(_NON_ASCII.findall(sample))
     non_ascii = sum(counts.values())
     if not non_ascii:
@@ -141,14 +145,17 @@ def misdecoding(text: str, min_sample: int) -> Misdecoding | None:
     return found
 
 
-def _sample(text: str) -> str:
-    """``text``, or of a long one :data:`_SAMPLE_SLICES` slices spread over it: a share taken
-    over them decides as one taken over the whole text does, at a bounded cost (the check ran
-    2.6 times as long as the rest of the quality check on 200,000 characters of French)."""
-    if len(text) <= _SAMPLE_SLICES * _SLICE_CHARS:
+def _sample(text: str, sample_chars: int) -> str:
+    """``text``, or of a long one up to :data:`_SAMPLE_SLICES` slices spread over it,
+    ``sample_chars`` in all: a share taken over them decides as one taken over the whole text
+    does, at a bounded cost (the check ran 2.6 times as long as the rest of the quality check
+    on 200,000 characters of French)."""
+    if len(text) <= sample_chars:
         return text
-    step = len(text) // _SAMPLE_SLICES
-    return "\n".join(text[i * step : i * step + _SLICE_CHARS] for i in range(_SAMPLE_SLICES))
+    # Fewer slices of a small sample, so that no slice is too short to hold a garbled word.
+    slices = max(1, min(_SAMPLE_SLICES, sample_chars // _MIN_SLICE_CHARS))
+    step, width = len(text) // slices, sample_chars // slices
+    return "\n".join(text[i * step : i * step + width] for i in range(slices))
 
 
 def _read_back(text: str, reader: str, counts: Counter[str]) -> bytes | None:
