@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sandbox import codes, ocr_languages, scripts
-from sandbox.document import Block, Document, Notice, OcrText, PageBreak, block_text, words
+from sandbox.document import Block, Document, Notice, OcrText, PageBreak, words
 from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import allowance
 from sandbox.limits import ParseLimits
@@ -27,6 +27,13 @@ LEFT_OUT_PREFIX = "[airlock: this page is left out, its text quality is low: "
 _MIN_PAGES = 2
 #: The least of a page the misdecoding check reads, however many pages share its sample.
 _MIN_PAGE_SAMPLE_CHARS = 400
+#: A page's shares of broken characters and script changes are taken over at least this many
+#: characters: five symbol-font bullets (private-use code points) on a short checklist page
+#: must not leave it out. What the pages keep is judged together at :data:`_MIN_SAMPLE`, so
+#: junk spread thin is still refused.
+_MIN_PAGE_SAMPLE = 100
+#: A page's OCR is judged alone from this many words.
+_MIN_PAGE_WORDS = 20
 
 # Shares are taken over at least this many characters (or letter pairs), so one broken glyph in
 # a three-word text does not decide it; a text made only of broken characters still does.
@@ -152,8 +159,10 @@ def judged(document: Document, limits: ParseLimits) -> tuple[str | None, Documen
     A document of pages is judged page by page: a page whose text or OCR is unreadable is left
     out, its page marker kept and a notice saying why in its place (flagged instead, when the
     job admits unreadable text), so one junk scan or one page of a broken font no longer
-    refuses the whole document. Only when every page with text is unreadable, or when the
-    OCR'd letters as a whole are foreign to the OCR language, is the document judged as one.
+    refuses the whole document. What is kept is then judged as one text, as a document without
+    pages is: junk spread thin over many pages, each too little to judge alone, is refused as
+    before. So is a document whose every page with text is unreadable, and one whose OCR'd
+    letters as a whole are foreign to the OCR language.
 
     Only the first :func:`allowance` characters are judged (~0.2 s here at the default): no
     extractor produces more, and a parser that returns 100 MB must meet the output cap, not
@@ -161,21 +170,42 @@ def judged(document: Document, limits: ParseLimits) -> tuple[str | None, Documen
     """
     pages = _pages(document.blocks)
     if len(pages) < _MIN_PAGES:
-        whole = _text_problems(_judged_words(document.blocks, limits))
-        return _flag(whole + _ocr_problems(_readings), limits), document
+        text = words(document)[: allowance(limits)]
+        problems = _tally_problems(_tally(text), _MIN_SAMPLE) + _misread(text, _MIN_SAMPLE)
+        return _flag(problems + _ocr_problems(_readings), limits), document
     budget = allowance(limits)
     # The misdecoding check reads a sample of each page, the pages' samples together about one
     # text's: read whole, 50 pages of 4,000 characters cost 4.6 times the check of one text.
     sample_chars = max(_MIN_PAGE_SAMPLE_CHARS, SAMPLE_CHARS // len(pages))
-    verdicts = []
+    texts, tallies, verdicts = [], [], []
     for page in pages:
         text = words(Document(page.blocks))[:budget]
         budget -= len(text)
-        verdicts.append(_text_problems(text, sample_chars) + _page_ocr_problems(page.blocks))
-    foreign = _foreign_problems(_readings)
-    with_text = [verdict for page, verdict in zip(pages, verdicts, strict=True) if page.has_text]
-    if foreign or all(with_text):
-        problems = foreign + [problem for verdict in with_text for problem in verdict]
+        tally = _tally(text)
+        texts.append(text)
+        tallies.append(tally)
+        verdicts.append(
+            _tally_problems(tally, _MIN_PAGE_SAMPLE)
+            + _misread(text, _MIN_SAMPLE, sample_chars)
+            + _page_ocr_problems(page.blocks)
+        )
+    kept = [index for index, verdict in enumerate(verdicts) if not verdict]
+    kept_text = "\n".join(texts[index] for index in kept)
+    whole = (
+        _tally_problems(sum((tallies[index] for index in kept), _Tally()), _MIN_SAMPLE)
+        + _misread(kept_text, _MIN_SAMPLE)
+        + _foreign_problems(_readings)
+        + _confidence_of([block for index in kept for block in pages[index].blocks], 0)
+        + _unplaced_ocr_problems(document.blocks)
+    )
+    # A page of a few characters (a page number, a footer) cannot vouch for the document.
+    substantial = [
+        verdict
+        for verdict, tally in zip(verdicts, tallies, strict=True)
+        if tally.characters >= _MIN_SAMPLE
+    ]
+    if whole or all(substantial):
+        problems = whole + [problem for verdict in verdicts for problem in verdict]
         return _flag(list(dict.fromkeys(problems)), limits), document
     blocks: list[Block] = []
     for page, verdict in zip(pages, verdicts, strict=True):
@@ -188,10 +218,6 @@ def judged(document: Document, limits: ParseLimits) -> tuple[str | None, Documen
         else:
             blocks.append(Notice(f"{LEFT_OUT_PREFIX}{reasons}]"))
     return None, Document(blocks)
-
-
-def _judged_words(blocks: list[Block], limits: ParseLimits) -> str:
-    return words(Document(blocks))[: allowance(limits)]
 
 
 def _flag(problems: list[str], limits: ParseLimits) -> str | None:
@@ -209,10 +235,6 @@ class _Page:
     start: PageBreak
     #: What follows it up to the next page.
     blocks: list[Block]
-
-    @property
-    def has_text(self) -> bool:
-        return any(text.strip() for text in map(block_text, self.blocks) if text is not None)
 
 
 def _pages(blocks: list[Block]) -> list[_Page]:
@@ -243,7 +265,30 @@ def _written_together(first: str, second: str) -> bool:
     return len(pair) == 1 or pair in _WRITTEN_TOGETHER or bool(pair & scripts.UNSPACED)
 
 
-def _text_problems(text: str, sample_chars: int = SAMPLE_CHARS) -> list[str]:
+def _text_problems(text: str) -> list[str]:
+    """The reasons ``text``, judged as one, is unreadable (bench/text_quality.py runs it)."""
+    return _tally_problems(_tally(text), _MIN_SAMPLE) + _misread(text, _MIN_SAMPLE)
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """What the shares of a text are taken from; the tallies of pages add up to their text's."""
+
+    characters: int = 0
+    broken: int = 0
+    pairs: int = 0
+    changes: int = 0
+
+    def __add__(self, other: _Tally) -> _Tally:
+        return _Tally(
+            self.characters + other.characters,
+            self.broken + other.broken,
+            self.pairs + other.pairs,
+            self.changes + other.changes,
+        )
+
+
+def _tally(text: str) -> _Tally:
     characters = broken = pairs = changes = 0
     previous: str | None = None
     for char in text:
@@ -262,23 +307,30 @@ def _text_problems(text: str, sample_chars: int = SAMPLE_CHARS) -> list[str]:
             pairs += 1
             changes += not _written_together(family, previous)
         previous = family  # a sign or digit between two letters parts them
+    return _Tally(characters, broken, pairs, changes)
+
+
+def _tally_problems(tally: _Tally, floor: int) -> list[str]:
+    """Shares taken over at least ``floor`` characters (or letter pairs)."""
     problems = []
-    broken_share = _share(broken, characters)
+    broken_share = tally.broken / max(tally.characters, floor)
     if broken_share > _MAX_BROKEN_SHARE:
         problems.append(
             f"{_percent(broken_share)} of characters are replacement, private-use or "
             "unassigned code points (glyphs without a usable text mapping)"
         )
-    change_share = _share(changes, pairs)
+    change_share = tally.changes / max(tally.pairs, floor)
     if change_share > _MAX_SCRIPT_CHANGE_SHARE:
         problems.append(
             f"the script changes between {_percent(change_share)} of adjacent letters "
             "(mojibake: glyphs mapped to the wrong characters)"
         )
-    misread = misdecoding(text, _MIN_SAMPLE, sample_chars)
-    if misread is not None:
-        problems.append(_misdecoding_reason(misread))
     return problems
+
+
+def _misread(text: str, floor: int, sample_chars: int = SAMPLE_CHARS) -> list[str]:
+    misread = misdecoding(text, floor, sample_chars)
+    return [] if misread is None else [_misdecoding_reason(misread)]
 
 
 def _misdecoding_reason(misread: Misdecoding) -> str:
@@ -296,11 +348,16 @@ def _misdecoding_reason(misread: Misdecoding) -> str:
 
 
 def _ocr_problems(readings: list[OcrReading]) -> list[str]:
-    words = sum(reading.words for reading in readings)
-    if not words:
+    confidence = _mean_confidence(readings)
+    if confidence is None:
         return []
-    confidence = sum(reading.confidence_sum for reading in readings) / words
     return _foreign_problems(readings) + _confidence_problems(confidence, readings)
+
+
+def _mean_confidence(readings: list[OcrReading]) -> float | None:
+    """The mean word confidence of the runs, every word counted; None when they read none."""
+    words = sum(reading.words for reading in readings)
+    return sum(reading.confidence_sum for reading in readings) / words if words else None
 
 
 def _foreign_problems(readings: list[OcrReading]) -> list[str]:
@@ -317,16 +374,33 @@ def _foreign_problems(readings: list[OcrReading]) -> list[str]:
     ]
 
 
+def _unplaced_ocr_problems(blocks: list[Block]) -> list[str]:
+    """The OCR runs judged as a whole when no page says what it read (no picture's confidence
+    is in the document): a document read by OCR cannot pass for one that was not."""
+    if any(isinstance(block, OcrText) and block.confidence is not None for block in blocks):
+        return []
+    confidence = _mean_confidence(_readings)
+    return [] if confidence is None else _confidence_problems(confidence, _readings)
+
+
 def _page_ocr_problems(blocks: list[Block]) -> list[str]:
-    """A page's OCR judged by the mean of its pictures' word confidences."""
-    confidences = [
-        block.confidence
+    """A page's OCR judged alone, when it read enough words to judge (a signature or a stamp
+    is left to the document's judgment)."""
+    return _confidence_of(blocks, _MIN_PAGE_WORDS)
+
+
+def _confidence_of(blocks: list[Block], least_words: int) -> list[str]:
+    """The OCR'd pictures among ``blocks`` judged by their word confidences, each picture's
+    mean weighted by its words; nothing to judge under ``least_words`` words."""
+    read = [
+        (block.confidence, len(block.text.split()))
         for block in blocks
         if isinstance(block, OcrText) and block.confidence is not None
     ]
-    if not confidences:
+    count = sum(words for _, words in read)
+    if not count or count < least_words:
         return []
-    return _confidence_problems(sum(confidences) / len(confidences), _readings)
+    return _confidence_problems(sum(c * words for c, words in read) / count, _readings)
 
 
 def _confidence_problems(confidence: float, readings: list[OcrReading]) -> list[str]:

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from pypdf import PdfReader
 from bridge.knowledge.attachments import AttachmentRef, AttachmentSource
 from bridge.knowledge.contracts import ContextRequest
 from sandbox import ocr_languages, policy, quality, scripts
-from sandbox.document import Document, Paragraph
+from sandbox.document import Block, Document, Furniture, Heading, OcrText, PageBreak, Paragraph
 from sandbox.errors import UnreadableText
 from sandbox.extractor import SandboxExtractor
 from sandbox.extractors import ocr
@@ -539,3 +539,66 @@ def test_one_scanned_page_ocr_cannot_read_is_left_out_of_a_text_document(
         r"apt-get install tesseract-ocr-script-deva\)\]",
         left_out,
     )
+
+
+def _paged(*pages: Sequence[Block]) -> Document:
+    return Document(
+        [block for number, page in enumerate(pages, 1) for block in (PageBreak(number), *page)]
+    )
+
+
+def _judged(document: Document, readings: tuple[quality.OcrReading, ...] = ()) -> Document:
+    quality.start_job()
+    quality.add_readings(readings)
+    flag, judged = quality.judged(document, ParseLimits())
+    assert flag is None
+    return judged
+
+
+ENGLISH = "The quarterly report shows that the team met every target it set. " * 3
+
+
+def test_junk_spread_thin_over_pages_is_refused_as_one_text() -> None:
+    """Five garbled letters a page pass each page alone; what the pages keep is judged as one
+    text, and refused as the whole-document check refused it."""
+    garbled = Paragraph(ENGLISH + "Le cafÃ© Ã©tait fermÃ© aprÃ¨s lâ€")
+    quality.start_job()
+    with pytest.raises(Refusal, match="UTF-8 read as cp1252"):
+        quality.judged(_paged(*[[garbled]] * 20), ParseLimits())
+    quality.start_job()
+    with pytest.raises(Refusal, match="private-use"):
+        quality.judged(_paged(*[[Paragraph("\ue000\ue001")]] * 20), ParseLimits())
+
+
+def test_a_page_of_a_few_characters_cannot_vouch_for_junk_pages() -> None:
+    junk = [Paragraph(FRENCH_MOJIBAKE[0] + " " + FRENCH_MOJIBAKE[1])]
+    for trivial in ([Paragraph("12")], [Furniture("footer", "Page 6")]):
+        quality.start_job()
+        with pytest.raises(Refusal, match="UTF-8 read as cp1252"):
+            quality.judged(_paged(*[junk] * 5, trivial), ParseLimits())
+
+
+def test_a_short_page_with_symbol_font_bullets_is_kept() -> None:
+    """Word's and PowerPoint's symbol-font bullets are private-use code points: five on a
+    checklist slide are no reason to leave it out."""
+    checklist = [Heading(1, "Checklist")] + [
+        Paragraph(f"\uf0fc {item}") for item in ("Passport", "Visa", "Tickets", "Hotel", "Cash")
+    ]
+    document = _paged([Paragraph(ENGLISH)], checklist, [Paragraph(ENGLISH)])
+    assert _judged(document) == document
+
+
+def test_a_scanned_page_of_a_few_words_is_judged_with_the_document() -> None:
+    """A signature page's six words read at 50 do not leave it out of a scan read at 92."""
+    scan = [[OcrText("word " * 300, 92)]] * 9 + [[OcrText("Signed J. Smith 12 May", 50)]]
+    readings = (quality.OcrReading("eng", 2706, 2706 * 91.8, 13_500, 0, None),)
+    document = _paged(*scan)
+    assert _judged(document, readings) == document
+
+
+def test_ocr_that_no_page_reports_is_judged_whole() -> None:
+    """Pages that carry no picture's confidence cannot hide the document's OCR runs."""
+    quality.start_job()
+    quality.add_readings((quality.OcrReading("eng", 50, 50 * 30.0, 250, 0, None),))
+    with pytest.raises(Refusal, match="mean word confidence is 30 of 100"):
+        quality.judged(_paged([Paragraph(ENGLISH)], [Paragraph("some words")]), ParseLimits())
