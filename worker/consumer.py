@@ -28,6 +28,9 @@ _log = logging.getLogger(__name__)
 _UNSETTLED_ERRORS = (RedisConnectionError, RedisTimeoutError, OutOfMemoryError, OSError)
 #: How often what a lost connection left undone is tried again on the current one.
 _SETTLE_EVERY_SECONDS = 1.0
+#: How often the messages this worker holds are noted for its announcer (worker/heartbeat.py),
+#: which says so every second.
+_NOTE_HELD_EVERY_SECONDS = 1.0
 
 
 class Consumer(CeleryConsumer):  # type: ignore[misc]
@@ -41,11 +44,12 @@ class Consumer(CeleryConsumer):  # type: ignore[misc]
         self.unsettled: dict[str, _Settle] = {}
         #: The delivery tags of the messages this worker holds, which its announcer thread
         #: tells the callers (worker/heartbeat.py) so that they put back only what nobody
-        #: holds. Taken here, in the event loop that changes Celery's sets of requests.
+        #: holds. Noted in the event loop that changes Celery's sets of requests: a message
+        #: as it is received, the ones that ended each second.
         self.held: frozenset[str] = frozenset()
         if self.timer is not None:
             self.timer.call_repeatedly(_SETTLE_EVERY_SECONDS, self._settle_if_connected)
-            self.timer.call_repeatedly(_SETTLE_EVERY_SECONDS, self._note_held)
+            self.timer.call_repeatedly(_NOTE_HELD_EVERY_SECONDS, self._note_held)
         if self.hub is not None:
             event_loop.keep_messages_in_flight(self.hub)
         if limit is not None and self.timer is not None:

@@ -26,7 +26,7 @@ from redis import Redis
 from bridge.knowledge.attachments import AttachmentRef, AttachmentSource, ExtractionLimits
 from bridge.knowledge.contracts import IngestSelection
 from bridge.queue.celery_queue import CeleryQueue
-from bridge.queue.reconcile import UNACKED_KEY
+from bridge.queue.reconcile import HELD_SECONDS, UNACKED_KEY, held_key
 from bridge.queue.source import gather
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import SandboxLimits
@@ -78,8 +78,14 @@ class Held:
 
 
 def _held(redis: Redis, before: set[bytes]) -> Held:
-    """The keys made since ``before`` that are still there once every job is acknowledged."""
+    """The keys made since ``before`` that are still there once every job is acknowledged and
+    the workers' word that they hold it has lapsed (``airlock:held:*``, seconds)."""
     wait_until(lambda: redis.hlen(UNACKED_KEY) == 0, 30, "every job acknowledged")
+    wait_until(
+        lambda: not any(redis.scan_iter(held_key("*"))),
+        HELD_SECONDS + 10,
+        "the workers' word on the jobs they held to lapse",
+    )
     made = [key for key in redis.scan_iter() if key not in before]
     usage = sum(redis.memory_usage(key) or 0 for key in made)
     return Held(dict(Counter(_kind(key) for key in made)), usage)
