@@ -32,7 +32,8 @@ _MIN_PAGE_SAMPLE_CHARS = 400
 #: must not leave it out. What the pages keep is judged together at :data:`_MIN_SAMPLE`, so
 #: junk spread thin is still refused.
 _MIN_PAGE_SAMPLE = 100
-#: A page's OCR is judged alone from this many words.
+#: A page's OCR is judged alone from this many words: a signature or a stamp is left to the
+#: judgment of what the pages keep.
 _MIN_PAGE_WORDS = 20
 
 # Shares are taken over at least this many characters (or letter pairs), so one broken glyph in
@@ -170,8 +171,7 @@ def judged(document: Document, limits: ParseLimits) -> tuple[str | None, Documen
     """
     pages = _pages(document.blocks)
     if len(pages) < _MIN_PAGES:
-        text = words(document)[: allowance(limits)]
-        problems = _tally_problems(_tally(text), _MIN_SAMPLE) + _misread(text, _MIN_SAMPLE)
+        problems = _text_problems(words(document)[: allowance(limits)])
         return _flag(problems + _ocr_problems(_readings), limits), document
     budget = allowance(limits)
     # The misdecoding check reads a sample of each page, the pages' samples together about one
@@ -187,7 +187,7 @@ def judged(document: Document, limits: ParseLimits) -> tuple[str | None, Documen
         verdicts.append(
             _tally_problems(tally, _MIN_PAGE_SAMPLE)
             + _misread(text, _MIN_SAMPLE, sample_chars)
-            + _page_ocr_problems(page.blocks)
+            + _confidence_of(page.blocks, _MIN_PAGE_WORDS)
         )
     kept = [index for index, verdict in enumerate(verdicts) if not verdict]
     kept_text = "\n".join(texts[index] for index in kept)
@@ -348,13 +348,13 @@ def _misdecoding_reason(misread: Misdecoding) -> str:
 
 
 def _ocr_problems(readings: list[OcrReading]) -> list[str]:
-    confidence = _mean_confidence(readings)
+    confidence = _pooled_confidence(readings)
     if confidence is None:
         return []
     return _foreign_problems(readings) + _confidence_problems(confidence, readings)
 
 
-def _mean_confidence(readings: list[OcrReading]) -> float | None:
+def _pooled_confidence(readings: list[OcrReading]) -> float | None:
     """The mean word confidence of the runs, every word counted; None when they read none."""
     words = sum(reading.words for reading in readings)
     return sum(reading.confidence_sum for reading in readings) / words if words else None
@@ -379,14 +379,8 @@ def _unplaced_ocr_problems(blocks: list[Block]) -> list[str]:
     is in the document): a document read by OCR cannot pass for one that was not."""
     if any(isinstance(block, OcrText) and block.confidence is not None for block in blocks):
         return []
-    confidence = _mean_confidence(_readings)
+    confidence = _pooled_confidence(_readings)
     return [] if confidence is None else _confidence_problems(confidence, _readings)
-
-
-def _page_ocr_problems(blocks: list[Block]) -> list[str]:
-    """A page's OCR judged alone, when it read enough words to judge (a signature or a stamp
-    is left to the document's judgment)."""
-    return _confidence_of(blocks, _MIN_PAGE_WORDS)
 
 
 def _confidence_of(blocks: list[Block], least_words: int) -> list[str]:

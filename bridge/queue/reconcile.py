@@ -183,10 +183,11 @@ class Reconciler:
         if not walk.done:
             return Verdict()
         self._pass = None
-        missing = walk.candidates & set(unanswered)
+        waiting = set(unanswered)
+        missing = walk.candidates & waiting
         lost = sorted(missing & self._missed_once)
         self._missed_once = missing - set(lost)
-        still = {tag: job for tag, job in walk.unacked.items() if job in unanswered}
+        still = {tag: job for tag, job in walk.unacked.items() if job in waiting}
         return Verdict(tuple(lost), self._orphans(still))
 
     def put_back(self, delivery_tags: Collection[str]) -> None:

@@ -25,7 +25,12 @@ from bridge.knowledge.attachments import AttachmentRef
 from bridge.knowledge.contracts import IngestSelection
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
-from tests.integration.conftest import FAST_RECOVERY, WorkerFactory, wait_for_marker
+from tests.integration.conftest import (
+    FAST_RECOVERY,
+    WorkerFactory,
+    WorkerProcess,
+    wait_for_marker,
+)
 from tests.integration.refs import counted_ref, local, runs, slow_ref
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -50,20 +55,38 @@ def test_killed_pool_process_is_redelivered_at_once(
     assert len(pids) == 2 and pids[1] != first_pid
 
 
+def _lost_mid_job(
+    start_worker: WorkerFactory,
+    client: CeleryQueue,
+    marker_dir: Path,
+    tag: str,
+    deadline: float,
+    env: dict[str, str] | None = None,
+) -> tuple[float, int, WorkerProcess]:
+    """A slow job's whole worker killed mid-job (its machine gone) and another started; the
+    caller is answered as the embedded path answers. The seconds from the kill to the answer,
+    the first run's pool process and the worker started after the kill."""
+    doomed = start_worker(env=env)
+    ref = slow_ref(tag)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(gather, [ref], client, deadline=deadline, use_cache=False)
+        [first] = wait_for_marker(marker_dir / tag)
+        assert first in doomed.pool_pids()
+        doomed.kill_everything()
+        killed_at = time.monotonic()
+        rescuer = start_worker(env=env)
+        selection = pending.result()
+    assert selection == local([ref])
+    return time.monotonic() - killed_at, first, rescuer
+
+
 @pytest.mark.slow
 def test_job_of_a_lost_worker_is_recovered_by_another(
     start_worker: WorkerFactory, client: CeleryQueue, marker_dir: Path
 ) -> None:
-    doomed = start_worker(env=FAST_RECOVERY)
-    ref = slow_ref("wholekill")
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(gather, [ref], client, deadline=90, use_cache=False)
-        [first] = wait_for_marker(marker_dir / "wholekill")
-        assert first in doomed.pool_pids()
-        doomed.kill_everything()
-        rescuer = start_worker(env=FAST_RECOVERY)
-        selection = pending.result()
-    assert selection == local([ref])
+    _, first, rescuer = _lost_mid_job(
+        start_worker, client, marker_dir, "wholekill", 90, FAST_RECOVERY
+    )
     pids = wait_for_marker(marker_dir / "wholekill", lines=2)
     assert len(pids) == 2 and pids[0] == first and pids[1] in rescuer.pool_pids()
 
@@ -76,18 +99,8 @@ def test_job_of_a_lost_worker_is_put_back_long_before_the_visibility_timeout(
     is the default (minutes): the job's unacked entry is held by no live worker, so the caller
     puts it back on its queue and another worker answers it within the caller's 60 s. Before,
     it waited out the deadline."""
-    doomed = start_worker()
-    ref = slow_ref("orphaned")
-    with ThreadPoolExecutor(1) as pool:
-        pending = pool.submit(gather, [ref], client, deadline=60, use_cache=False)
-        [first] = wait_for_marker(marker_dir / "orphaned")
-        assert first in doomed.pool_pids()
-        doomed.kill_everything()
-        killed_at = time.monotonic()
-        rescuer = start_worker()
-        selection = pending.result()
-    print(f"answered {time.monotonic() - killed_at:.1f} s after the kill")  # docs/queue.md
-    assert selection == local([ref])
+    seconds, _, rescuer = _lost_mid_job(start_worker, client, marker_dir, "orphaned", 60)
+    print(f"answered {seconds:.1f} s after the kill")  # docs/queue.md
     pids = wait_for_marker(marker_dir / "orphaned", lines=2)
     assert len(pids) == 2 and pids[1] in rescuer.pool_pids()
 
