@@ -14,14 +14,15 @@ from dataclasses import dataclass
 
 from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
-from pypdf.errors import DependencyError, LimitReachedError
+from pypdf.errors import LimitReachedError
 from pypdf.generic import DictionaryObject, NameObject
 
 from sandbox import codes, pages, quality
 from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragraph
-from sandbox.extractors.ocr import EmptyPage, damage_is_unreadable, decoding_under, ocr_image
+from sandbox.extractors.ocr import EmptyPage, decoding_under, ocr_image
 from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
 from sandbox.extractors.pdf_forms import field_values, form_has_values, value_edits
+from sandbox.extractors.pdf_images import check_page_images
 from sandbox.extractors.pdf_labels import page_labels
 from sandbox.extractors.pdf_layout import (
     apply,
@@ -388,15 +389,15 @@ def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> OcrText | No
     Rendering the whole page counts everything it draws: text masks over a blank scanned
     background, inline images, vector-drawn letters. Every stream the page uses is checked for
     JPEG 2000 and JBIG2 first, wherever it is drawn from (:meth:`_Pages.pdfium`), and the
-    page's images are decoded by pypdf under the sandbox's decoders and pixel ceiling (see
-    :func:`check_page_images`), so PDFium never draws an image the sandbox would refuse. A page
+    page's images are checked against the sandbox's decoders and pixel ceiling, and for damage
+    (see :func:`check_page_images`), so PDFium never draws an image the sandbox would refuse. A page
     with no ink is empty (None), not a failure.
     """
     page = document.reader.pages[index]
     if not _draws(page):
         return None  # a blank page, without rendering it
     pdfium = document.pdfium(index)
-    check_page_images(page)
+    check_page_images(page, limits)
     picture = pdfium.render(limits)
     if not has_ink(picture):
         return None
@@ -415,7 +416,7 @@ def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
     rendering is returned, for the caller to warm what OCR does with it."""
     with _opened(payload, limits) as reader, _Pages(reader) as document:
         pdfium = document.pdfium(0)
-        check_page_images(reader.pages[0])
+        check_page_images(reader.pages[0], limits)
         pdfium.text()
         return pdfium.render(limits)
 
@@ -424,39 +425,3 @@ def _draws(page: PageObject) -> bool:
     """Whether the page's content draws anything at all."""
     contents = page.get_contents()
     return contents is not None and bool(contents.get_data().strip())
-
-
-def check_page_images(page: PageObject) -> None:
-    """Decode every image of a page about to be rendered, one at a time, and refuse the page
-    if one does not decode.
-
-    pypdf decodes each image under its image buffer limit (set from the pixel ceiling) and
-    Pillow's bomb check and registry of six decoders, so an image over the ceiling, in a codec
-    the sandbox does not decode or damaged is refused before PDFium, whose own decoders would
-    draw it, sees the page. (JPEG 2000 and JBIG2 never get this far: every stream of the page
-    was checked for them, not only its images.) A damaged image makes the page unreadable:
-    OCR'ing the page without it would pass off a partial page as the whole.
-    """
-    images = iter(page.images)
-    while True:
-        with _page_image_is_unreadable():
-            image_file = next(images, None)
-            if image_file is None:
-                return
-            image = image_file.image
-            if image is not None:
-                image.load()  # pypdf may hand over a lazily opened image
-
-
-@contextmanager
-def _page_image_is_unreadable() -> Iterator[None]:
-    """Refuse a page image Pillow finds damaged or does not decode, and one that needs a
-    decoder the sandbox does not have (pypdf raises DependencyError for /BrotliDecode)."""
-    what = "a page image"
-    with damage_is_unreadable(what):
-        try:
-            yield
-        except DependencyError as exc:
-            raise Refusal(
-                codes.UNREADABLE, f"{what} needs a decoder the sandbox does not have: {exc}"
-            ) from exc

@@ -46,7 +46,7 @@ _Decoder = Callable[[bytes, DictionaryObject], bytes]
 #: The filters PDFium itself undoes before it parses a stream as content (the list of its
 #: ValidateDecoderPipeline). At any other filter PDFium stops and parses what the filters before
 #: it produced, so the check stops there too. /Crypt is passed over, as PDFium does.
-_DECODERS: dict[str, _Decoder] = {
+DECODERS: dict[str, _Decoder] = {
     "/FlateDecode": FlateDecode.decode,
     "/Fl": FlateDecode.decode,
     "/LZWDecode": LZWDecode.decode,
@@ -58,7 +58,7 @@ _DECODERS: dict[str, _Decoder] = {
     "/RunLengthDecode": RunLengthDecode.decode,
     "/RL": RunLengthDecode.decode,
 }
-_PASSED_OVER = "/Crypt"
+PASSED_OVER = "/Crypt"
 _LZW = frozenset({"/LZWDecode", "/LZW"})
 
 _DELIMITERS = rb"\x00\t\n\x0c\r ()<>\[\]{}/%"
@@ -123,10 +123,10 @@ def refuse_hidden_decoders(writer: PdfWriter) -> None:
             if key in seen:
                 continue
             seen.add(key)
-            resolved = item.get_object()
-            if resolved is None:
+            target = item.get_object()
+            if target is None:
                 continue  # a reference to nothing: PDFium reads null
-            item = resolved
+            item = target
         if isinstance(item, Stream):
             _check_stream(item, visit)
         if isinstance(item, DictionaryObject):
@@ -153,15 +153,15 @@ def _role(parent: _Role, key: str, value: PdfObject) -> _Role:
 
 
 def _is_image(xobject: PdfObject) -> bool:
-    resolved = xobject.get_object()
-    if not isinstance(resolved, Stream):
+    target = xobject.get_object()
+    if not isinstance(target, Stream):
         return False
-    subtype = _resolved(resolved.get("/Subtype"))
+    subtype = resolved(target.get("/Subtype"))
     return isinstance(subtype, NameObject) and subtype == _IMAGE
 
 
 def _check_stream(stream: Stream, visit: _Visit) -> None:
-    chain = _filters(stream)
+    chain = filter_chain(stream)
     for name, _ in chain:
         if name in REFUSED:
             raise Refusal(
@@ -174,12 +174,12 @@ def _check_stream(stream: Stream, visit: _Visit) -> None:
             _refuse_named(data, visit.path)
 
 
-def _filters(stream: Stream) -> list[tuple[str | None, DictionaryObject]]:
+def filter_chain(stream: Stream) -> list[tuple[str | None, DictionaryObject]]:
     """The stream's filters in order, each with its parameters, as PDFium pairs them: one name
     with the dictionary /DecodeParms, or an array of names with an array of dictionaries. An
     entry that is not a name is None (PDFium then decodes nothing, and parses the stored data)."""
-    filters = _resolved(stream.get("/Filter"))
-    parameters = _resolved(stream.get("/DecodeParms"))
+    filters = resolved(stream.get("/Filter"))
+    parameters = resolved(stream.get("/DecodeParms"))
     if isinstance(filters, NameObject):
         return [(str(filters), _dictionary(parameters))]
     if not isinstance(filters, ArrayObject):
@@ -187,8 +187,8 @@ def _filters(stream: Stream) -> list[tuple[str | None, DictionaryObject]]:
     each = parameters if isinstance(parameters, ArrayObject) else []
     return [
         (
-            str(name) if isinstance(name := _resolved(entry), NameObject) else None,
-            _dictionary(_resolved(each[index]) if index < len(each) else None),
+            str(name) if isinstance(name := resolved(entry), NameObject) else None,
+            _dictionary(resolved(each[index]) if index < len(each) else None),
         )
         for index, entry in enumerate(filters)
     ]
@@ -209,12 +209,12 @@ def _content_views(
     yield stored
     data = stored
     for name, parameters in chain:
-        if name == _PASSED_OVER:
+        if name == PASSED_OVER:
             continue
-        decode = _DECODERS.get(name or "")
+        decode = DECODERS.get(name or "")
         if decode is None:
             break
-        if name in _LZW and _lzw_parameters_pypdf_ignores(parameters):
+        if not decodes_as_pdfium(name, parameters):
             raise Refusal(
                 codes.UNREADABLE,
                 f"{path} is LZW-encoded with a predictor or without early change, which the "
@@ -234,12 +234,16 @@ def _content_views(
         yield data
 
 
-def _lzw_parameters_pypdf_ignores(parameters: DictionaryObject) -> bool:
-    """pypdf's LZW decoder applies neither a predictor nor /EarlyChange 0; PDFium does both."""
-    predictor = _resolved(parameters.get("/Predictor"))
-    early_change = _resolved(parameters.get("/EarlyChange"))
-    return (predictor is not None and not (isinstance(predictor, int) and predictor == 1)) or (
-        isinstance(early_change, int) and early_change == 0
+def decodes_as_pdfium(name: str | None, parameters: DictionaryObject) -> bool:
+    """Whether pypdf's decoder of the filter ``name`` undoes it as PDFium does: its LZW decoder
+    applies neither a predictor nor /EarlyChange 0, where PDFium does both."""
+    if name not in _LZW:
+        return True
+    predictor = resolved(parameters.get("/Predictor"))
+    early_change = resolved(parameters.get("/EarlyChange"))
+    return not (
+        (predictor is not None and not (isinstance(predictor, int) and predictor == 1))
+        or (isinstance(early_change, int) and early_change == 0)
     )
 
 
@@ -259,7 +263,7 @@ def _unescaped(escape: re.Match[bytes]) -> bytes:
     return bytes((int(escape.group(1), 16),))
 
 
-def _resolved(value: PdfObject | None) -> PdfObject | None:
+def resolved(value: PdfObject | None) -> PdfObject | None:
     return value.get_object() if value is not None else None
 
 

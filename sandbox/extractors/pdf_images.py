@@ -1,0 +1,195 @@
+"""The images of a page about to be rendered: within the pixel ceiling, in a codec the sandbox
+decodes, and whole, found out with as little decoding as that takes.
+
+PDFium decodes every image again to draw it, so the check stops once it knows. A JPEG is
+decoded at an eighth of its size (libjpeg reads every coded block all the same, so a cut or
+corrupt one fails); samples behind lossless filters are inflated and must fill every row the
+image declares. pypdf's own decode, used before for every image, builds a picture and writes it
+out again as a PNG for its callers: on a 600-dpi scan that cost 0.6 CPU-s where tesseract read
+the rendered page in 0.33. An image in any other codec (CCITT fax, LZW with a predictor pypdf
+ignores, a filter the sandbox lacks) is still decoded whole by pypdf, whose refusals stand.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from PIL import Image
+from pypdf import PageObject
+from pypdf.errors import DependencyError
+from pypdf.generic import ArrayObject, BooleanObject, DictionaryObject, NameObject, PdfObject
+from pypdf.generic import StreamObject as Stream
+
+from sandbox import codes
+from sandbox.extractors.ocr import check_pixels, damage_is_unreadable
+from sandbox.extractors.pdf_decoders import (
+    DECODERS,
+    PASSED_OVER,
+    decodes_as_pdfium,
+    filter_chain,
+    resolved,
+)
+from sandbox.extractors.registry import Refusal
+from sandbox.limits import ParseLimits
+
+_WHAT = "a page image"
+_MASKS = ("/SMask", "/Mask")
+_JPEG = frozenset({"/DCTDecode", "/DCT"})
+#: The eighth that libjpeg decodes a JPEG at when asked for a draft of that size.
+_DRAFT_SCALE = 8
+_DEPTHS = frozenset({1, 2, 4, 8, 16})
+#: Colour components of the colour spaces an image names directly; an array names its family
+#: first (``[/ICCBased stream]``, ``[/Indexed base hival lookup]``).
+_COMPONENTS = {
+    "/DeviceGray": 1,
+    "/G": 1,
+    "/CalGray": 1,
+    "/Indexed": 1,
+    "/I": 1,
+    "/Separation": 1,
+    "/DeviceRGB": 3,
+    "/RGB": 3,
+    "/CalRGB": 3,
+    "/Lab": 3,
+    "/DeviceCMYK": 4,
+    "/CMYK": 4,
+}
+
+
+def check_page_images(page: PageObject, limits: ParseLimits) -> None:
+    """Refuse the page if one of its images is over the pixel ceiling, in a codec the sandbox
+    does not decode, or damaged: OCR of the page without it would pass off part of a page as
+    the whole, and an image PDFium would draw is never one the sandbox would refuse.
+
+    Runs under the PDF's open guards (pypdf's limits as ceilings, Pillow's bomb check). JPEG
+    2000 and JBIG2 never get here: every stream of the page was checked for them.
+    """
+    images = page.images
+    for key in images.keys():  # noqa: SIM118 -- iterating the list itself decodes each image
+        with _page_image_is_unreadable():
+            image = _xobject(page, key)
+            if image is None or not _checked_in_place(image, limits):
+                decoded = images[key].image  # pypdf decodes it whole
+                if decoded is not None:
+                    decoded.load()  # pypdf may hand over a lazily opened image
+
+
+def _xobject(page: PageObject, key: str | list[str]) -> Stream | None:
+    """The image XObject pypdf lists under ``key`` (a name, or the forms leading to it), or None
+    for an inline image (decoded by pypdf already, with the content stream it sits in)."""
+    path = [key] if isinstance(key, str) else key
+    if path[-1].startswith("~"):
+        return None
+    holder: DictionaryObject = page
+    for name in path:
+        resources = holder["/Resources"].get_object()
+        found = resources["/XObject"].get_object()[name].get_object()  # type: ignore[index]
+        if not isinstance(found, DictionaryObject):
+            return None
+        holder = found
+    return holder if isinstance(holder, Stream) else None
+
+
+def _checked_in_place(image: Stream, limits: ParseLimits) -> bool:
+    """Check an image and its masks without pypdf's decode; False when one of them is in a
+    form this check does not read (pypdf then decodes the image whole)."""
+    # A mask that is a stream is an image too (a colour-key /Mask is an array of ranges).
+    streams = [image] + [
+        mask for key in _MASKS if isinstance(mask := resolved(image.get(key)), Stream)
+    ]
+    sizes = [_declared_size(each) for each in streams]
+    for size in sizes:
+        if size is not None:
+            check_pixels(size, limits)  # every size first: nothing is decoded over the ceiling
+    return all(
+        size is not None and _whole(each, size, limits)
+        for each, size in zip(streams, sizes, strict=True)
+    )
+
+
+def _declared_size(image: Stream) -> tuple[int, int] | None:
+    width, height = resolved(image.get("/Width")), resolved(image.get("/Height"))
+    if isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0:
+        return width, height
+    return None
+
+
+def _whole(image: Stream, size: tuple[int, int], limits: ParseLimits) -> bool:
+    """Whether the image's data holds all of it (a damaged one is refused); False when its
+    filters or sample layout are not ones this check reads."""
+    samples: bytes = image._data  # pypdf keeps the stored bytes only here
+    chain = filter_chain(image)
+    for position, (name, parameters) in enumerate(chain):
+        if name == PASSED_OVER:
+            continue
+        if name in _JPEG and position == len(chain) - 1:
+            _check_jpeg(samples, limits)
+            return True
+        decode = DECODERS.get(name or "")
+        if decode is None or not decodes_as_pdfium(name, parameters):
+            return False
+        samples = decode(samples, parameters)
+    width, height = size
+    row = _row_bytes(image, width)
+    if row is None:
+        return False
+    if len(samples) < row * height:
+        raise Refusal(
+            codes.UNREADABLE,
+            f"{_WHAT} is truncated or corrupt: its samples fill {len(samples) // row} of its "
+            f"{height} rows",
+        )
+    return True
+
+
+def _check_jpeg(data: bytes, limits: ParseLimits) -> None:
+    """Decode the JPEG at an eighth of its size: libjpeg still reads every block of it."""
+    jpeg = Image.open(io.BytesIO(data), formats=["JPEG"])
+    check_pixels(jpeg.size, limits)
+    width, height = jpeg.size
+    jpeg.draft(jpeg.mode, (math.ceil(width / _DRAFT_SCALE), math.ceil(height / _DRAFT_SCALE)))
+    jpeg.load()
+
+
+def _row_bytes(image: Stream, width: int) -> int | None:
+    """Bytes of one row of samples, or None for a layout this check does not read."""
+    stencil = resolved(image.get("/ImageMask"))
+    if isinstance(stencil, BooleanObject) and stencil.value:
+        return math.ceil(width / 8)
+    depth = resolved(image.get("/BitsPerComponent"))
+    components = _components(resolved(image.get("/ColorSpace")))
+    if not isinstance(depth, int) or depth not in _DEPTHS or components is None:
+        return None
+    return math.ceil(width * components * depth / 8)
+
+
+def _components(space: PdfObject | None) -> int | None:
+    if isinstance(space, NameObject):
+        return _COMPONENTS.get(str(space))
+    if not isinstance(space, ArrayObject) or not space:
+        return None
+    family = str(resolved(space[0]))
+    if family == "/ICCBased" and len(space) > 1:
+        profile = resolved(space[1])
+        count = resolved(profile.get("/N")) if isinstance(profile, Stream) else None
+        return int(count) if isinstance(count, int) and count in (1, 3, 4) else None
+    if family == "/DeviceN" and len(space) > 1:
+        names = resolved(space[1])
+        return len(names) if isinstance(names, ArrayObject) and names else None
+    return _COMPONENTS.get(family)
+
+
+@contextmanager
+def _page_image_is_unreadable() -> Iterator[None]:
+    """Refuse a page image Pillow finds damaged or does not decode, and one that needs a
+    decoder the sandbox does not have (pypdf raises DependencyError for /BrotliDecode)."""
+    with damage_is_unreadable(_WHAT):
+        try:
+            yield
+        except DependencyError as exc:
+            raise Refusal(
+                codes.UNREADABLE, f"{_WHAT} needs a decoder the sandbox does not have: {exc}"
+            ) from exc
