@@ -42,11 +42,11 @@ REFUSED = {
     "/JBIG2": "JBIG2",
 }
 
-_Decoder = Callable[[bytes, DictionaryObject], bytes]
+Decoder = Callable[[bytes, DictionaryObject], bytes]
 #: The filters PDFium itself undoes before it parses a stream as content (the list of its
 #: ValidateDecoderPipeline). At any other filter PDFium stops and parses what the filters before
 #: it produced, so the check stops there too. /Crypt is passed over, as PDFium does.
-DECODERS: dict[str, _Decoder] = {
+DECODERS: dict[str, Decoder] = {
     "/FlateDecode": FlateDecode.decode,
     "/Fl": FlateDecode.decode,
     "/LZWDecode": LZWDecode.decode,

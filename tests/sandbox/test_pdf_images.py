@@ -125,3 +125,51 @@ def test_a_whole_jpeg_or_flate_image_is_not_decoded_whole(
     with pytest.raises(AssertionError, match="decoded whole"):
         check_page_images(PdfReader(io.BytesIO(_page_of(fax))).pages[0], LIMITS)
     assert len(decoded) == 1
+
+
+def test_a_stream_of_more_filters_than_pypdf_reads_is_over_a_ceiling() -> None:
+    """100 nested Flate layers of 172 KB took 11 CPU-s to undo before pypdf's filter limit
+    held here too; PDFium would then undo them all again."""
+    layers = zlib.compress(bytes(64 * 64))
+    for _ in range(99):
+        layers = zlib.compress(layers)
+    chain = b"/ColorSpace /DeviceGray /BitsPerComponent 8 /Filter [" + b"/FlateDecode " * 100
+    refused = _refusal(_page_of(_image(layers, chain + b"]")))
+    assert refused.code == "ceiling" and "100 filters" in refused.reason
+
+
+def test_a_cut_image_behind_a_png_predictor_is_refused() -> None:
+    """pypdf pads a cut predictor row with zeros; counted before the predictor, 30 rows of
+    64 are 30 rows, whatever /Columns the predictor's rows are cut in."""
+    for columns, rows in ((64, 30), (4096, 0)):
+        predicted = b"".join(b"\x00" + b"\xff" * columns for _ in range(30 * 64 // columns))
+        predicted = predicted or b"\x00" + b"\xff" * 30 * 64
+        parameters = b" /DecodeParms << /Predictor 15 /Columns %d >>" % columns
+        refused = _refusal(_page_of(_image(zlib.compress(predicted), GREY + parameters)))
+        assert refused.reason.endswith(f"its samples fill {rows} of its 64 rows"), columns
+
+
+def test_a_whole_image_behind_a_png_predictor_is_read() -> None:
+    rows = b"".join(b"\x02" + bytes(64) for _ in range(64))
+    parameters = b" /DecodeParms << /Predictor 15 /Columns 64 >>"
+    payload = _page_of(_image(zlib.compress(rows), GREY + parameters))
+    check_page_images(PdfReader(io.BytesIO(payload)).pages[0], LIMITS)
+
+
+def test_a_mask_sized_in_real_numbers_is_held_to_the_ceiling() -> None:
+    """PDFium truncates /Width 2000.0 to 2000 pixels and draws the mask."""
+    mask = stream(
+        zlib.compress(bytes(250 * 2000)),
+        b"/Type /XObject /Subtype /Image /Width 2000.0 /Height 2000 /ImageMask true "
+        b"/Filter /FlateDecode",
+    )
+    image = _image(zlib.compress(bytes(64 * 64)), GREY + b" /Mask 6 0 R")
+    refused = _refusal(_page_of(image, mask), ParseLimits(max_pixels=1_000_000))
+    assert refused.code == "ceiling" and "2000x2000" in refused.reason
+
+
+def test_samples_that_do_not_decode_are_unreadable_with_the_filter_named() -> None:
+    hexed = b"/ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /ASCIIHexDecode"
+    refused = _refusal(_page_of(_image(b"zz not hex >", hexed)))
+    assert refused.code == "unreadable"
+    assert refused.reason.startswith("a page image does not decode (/ASCIIHexDecode: ")
