@@ -16,6 +16,7 @@ from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
 from pypdf.errors import LimitReachedError
 from pypdf.generic import DictionaryObject, NameObject
+from pypdf.generic import StreamObject as Stream
 
 from sandbox import codes, pages, quality
 from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragraph
@@ -201,7 +202,7 @@ class _Pages:
 
     def __init__(self, reader: PdfReader) -> None:
         self.reader = reader
-        self._pdfium: tuple[int, PdfiumPage] | None = None
+        self._pdfium: tuple[int, PdfiumPage, list[Stream]] | None = None
         # Field values live in the catalog's form; a document whose form holds none has none
         # to place, and skips resolving every link annotation of every page to find that out.
         self._has_form = form_has_values(reader.root_object)
@@ -226,15 +227,22 @@ class _Pages:
         PDFium opens pypdf's copy of the page alone, and only once every stream of the copy is
         checked for the codecs the sandbox never runs (:func:`refuse_hidden_decoders`).
         """
+        return self._opened(index)[1]
+
+    def images(self, index: int) -> list[Stream]:
+        """The image streams of page ``index``'s copy: every one PDFium may draw."""
+        return self._opened(index)[2]
+
+    def _opened(self, index: int) -> tuple[int, PdfiumPage, list[Stream]]:
         if self._pdfium is not None and self._pdfium[0] == index:
-            return self._pdfium[1]
+            return self._pdfium
         self._close_pdfium()
         writer = _page_alone(self.reader, self.reader.pages[index])
         copy = _written(writer)
         # Checked as written: writing is the last step that could add an object to the copy.
-        refuse_hidden_decoders(writer)
-        self._pdfium = (index, PdfiumPage(copy))
-        return self._pdfium[1]
+        images = refuse_hidden_decoders(writer)
+        self._pdfium = (index, PdfiumPage(copy), images)
+        return self._pdfium
 
     def _close_pdfium(self) -> None:
         if self._pdfium is not None:
@@ -397,7 +405,7 @@ def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> OcrText | No
     if not _draws(page):
         return None  # a blank page, without rendering it
     pdfium = document.pdfium(index)
-    check_page_images(page, limits)
+    check_page_images(page, document.images(index), limits)
     picture = pdfium.render(limits)
     if not has_ink(picture):
         return None
@@ -416,7 +424,7 @@ def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
     rendering is returned, for the caller to warm what OCR does with it."""
     with _opened(payload, limits) as reader, _Pages(reader) as document:
         pdfium = document.pdfium(0)
-        check_page_images(reader.pages[0], limits)
+        check_page_images(reader.pages[0], document.images(0), limits)
         pdfium.text()
         return pdfium.render(limits)
 

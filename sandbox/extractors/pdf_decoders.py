@@ -101,14 +101,17 @@ class _Visit:
     role: _Role
 
 
-def refuse_hidden_decoders(writer: PdfWriter) -> None:
+def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
     """Refuse the one-page copy in ``writer`` if any stream in it is filtered with a codec in
-    :data:`REFUSED`, or any stream PDFium may parse as content names one (an inline image).
+    :data:`REFUSED`, or any stream PDFium may parse as content names one (an inline image);
+    return the image streams the copy holds (images and their masks), each once, for the
+    check of what they hold (``pdf_images``).
 
     Every object the copy's catalog and page lead to is visited, once in each role it is
     reached in, whatever refers to it: no list of the roads PDFium takes to a stream is needed,
     so none can be missing.
     """
+    images: dict[int, Stream] = {}
     page = writer.pages[0]
     stack = [
         _Visit(writer.root_object, "catalog", _Role.CONTENT),
@@ -129,6 +132,8 @@ def refuse_hidden_decoders(writer: PdfWriter) -> None:
             item = target
         if isinstance(item, Stream):
             _check_stream(item, visit)
+            if visit.role is _Role.IMAGE:
+                images.setdefault(id(item), item)  # pypdf resolves a number to one object
         if isinstance(item, DictionaryObject):
             stack.extend(
                 _Visit(value, f"{visit.path}{key}", _role(visit.role, key, value))
@@ -139,6 +144,7 @@ def refuse_hidden_decoders(writer: PdfWriter) -> None:
                 _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT)
                 for index, value in enumerate(item)
             )
+    return list(images.values())
 
 
 def _role(parent: _Role, key: str, value: PdfObject) -> _Role:

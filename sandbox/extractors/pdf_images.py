@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from PIL import Image
@@ -22,6 +22,10 @@ from pypdf import PageObject, get_configuration
 from pypdf.errors import DependencyError, LimitReachedError
 from pypdf.generic import ArrayObject, BooleanObject, DictionaryObject, NameObject, PdfObject
 from pypdf.generic import StreamObject as Stream
+
+# pypdf's own decode of one image, which its ImageFile calls; used for the codecs and layouts
+# the check does not read in place.
+from pypdf.generic._image_xobject import _xobj_to_image
 
 from sandbox import codes
 from sandbox.extractors.ocr import check_pixels, damage_is_unreadable
@@ -37,7 +41,6 @@ from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
 _WHAT = "a page image"
-_MASKS = ("/SMask", "/Mask")
 _PREDICTOR = "/Predictor"
 #: Predictor values from 10 up are PNG's, whose rows start with their filter's byte.
 _PNG_PREDICTORS = 10
@@ -63,55 +66,36 @@ _COMPONENTS = {
 }
 
 
-def check_page_images(page: PageObject, limits: ParseLimits) -> None:
+def check_page_images(page: PageObject, images: Sequence[Stream], limits: ParseLimits) -> None:
     """Refuse the page if one of its images is over the pixel ceiling, in a codec the sandbox
     does not decode, or damaged: OCR of the page without it would pass off part of a page as
     the whole, and an image PDFium would draw is never one the sandbox would refuse.
 
+    ``images`` are every image stream of the page's copy, and the masks of each, found where
+    PDFium may draw them (:func:`refuse_hidden_decoders` walks the whole copy: forms, patterns,
+    annotations' appearances, glyphs); pypdf's list of the page's images, read before, missed
+    all but its forms' and took an image whose /Subtype is a reference for a form. Inline
+    images are those of the page's own content, which pypdf decodes as it parses it.
+
     Runs under the PDF's open guards (pypdf's limits as ceilings, Pillow's bomb check). JPEG
     2000 and JBIG2 never get here: every stream of the page was checked for them.
     """
-    images = page.images
-    for key in images.keys():  # noqa: SIM118 -- iterating the list itself decodes each image
-        with _page_image_is_unreadable():
-            image = _xobject(page, key)
-            if image is None or not _checked_in_place(image, limits):
-                decoded = images[key].image  # pypdf decodes it whole
-                if decoded is not None:
-                    decoded.load()  # pypdf may hand over a lazily opened image
-
-
-def _xobject(page: PageObject, key: str | list[str]) -> Stream | None:
-    """The image XObject pypdf lists under ``key`` (a name, or the forms leading to it), or None
-    for an inline image (decoded by pypdf already, with the content stream it sits in)."""
-    path = [key] if isinstance(key, str) else key
-    if path[-1].startswith("~"):
-        return None
-    holder: DictionaryObject = page
-    for name in path:
-        resources = holder["/Resources"].get_object()
-        found = resources["/XObject"].get_object()[name].get_object()  # type: ignore[index]
-        if not isinstance(found, DictionaryObject):
-            return None
-        holder = found
-    return holder if isinstance(holder, Stream) else None
-
-
-def _checked_in_place(image: Stream, limits: ParseLimits) -> bool:
-    """Check an image and its masks without pypdf's decode; False when one of them is in a
-    form this check does not read (pypdf then decodes the image whole)."""
-    # A mask that is a stream is an image too (a colour-key /Mask is an array of ranges).
-    streams = [image] + [
-        mask for key in _MASKS if isinstance(mask := resolved(image.get(key)), Stream)
-    ]
-    sizes = [_declared_size(each) for each in streams]
+    sizes = [_declared_size(image) for image in images]
     for size in sizes:
         if size is not None:
             check_pixels(size, limits)  # every size first: nothing is decoded over the ceiling
-    return all(
-        size is not None and _whole(each, size, limits)
-        for each, size in zip(streams, sizes, strict=True)
-    )
+    for image, size in zip(images, sizes, strict=True):
+        with _page_image_is_unreadable():
+            if size is None or not _whole(image, size, limits):
+                decoded = _xobj_to_image(image)[2]  # pypdf decodes it whole
+                decoded.load()  # pypdf may hand over a lazily opened image
+    inline = page.images
+    for key in inline.keys():  # noqa: SIM118 -- iterating the list itself decodes each image
+        if isinstance(key, str) and key.startswith("~"):
+            with _page_image_is_unreadable():
+                decoded = inline[key].image
+                if decoded is not None:
+                    decoded.load()
 
 
 def _declared_size(image: Stream) -> tuple[int, int] | None:

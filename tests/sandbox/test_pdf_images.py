@@ -9,9 +9,10 @@ import zlib
 
 import pytest
 from PIL import Image
-from pypdf import PdfReader
+from pypdf import PdfReader, PdfWriter
 
 from sandbox.extractors.pdf import extract_pdf
+from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
 from sandbox.extractors.pdf_images import check_page_images
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
@@ -30,6 +31,13 @@ def _image(data: bytes, entries: bytes, width: int = 64, height: int = 64) -> by
 
 def _page_of(image: bytes, *more: bytes) -> bytes:
     return pdf([CATALOG, ONE_PAGE, page(b"/XObject << /Im0 5 0 R >>"), DRAWING, image, *more])
+
+
+def _check(payload: bytes) -> None:
+    """The check alone, on the page's copy as the extractor hands it over."""
+    writer = PdfWriter()
+    writer.add_page(PdfReader(io.BytesIO(payload)).pages[0])
+    check_page_images(writer.pages[0], refuse_hidden_decoders(writer), LIMITS)
 
 
 def _refusal(payload: bytes, limits: ParseLimits = LIMITS) -> Refusal:
@@ -111,19 +119,19 @@ def test_a_whole_jpeg_or_flate_image_is_not_decoded_whole(
         decoded.append(image)
         raise AssertionError("decoded whole")
 
-    monkeypatch.setattr("pypdf.generic._image_xobject._xobj_to_image", whole_decode)
+    monkeypatch.setattr("sandbox.extractors.pdf_images._xobj_to_image", whole_decode)
     jpeg = _image(
         encoded(scan(), "JPEG"),
         b"/ColorSpace /DeviceGray /BitsPerComponent 8 /Filter /DCTDecode",
     )
     flate = _image(zlib.compress(scan().tobytes()), GREY)
     for image in (jpeg, flate):
-        check_page_images(PdfReader(io.BytesIO(_page_of(image))).pages[0], LIMITS)
+        _check(_page_of(image))
     assert decoded == []
     # A CCITT fax image is not read in place: pypdf decodes it as it always did.
     fax = _image(b"\x00" * 16, b"/BitsPerComponent 1 /Filter /CCITTFaxDecode")
     with pytest.raises(AssertionError, match="decoded whole"):
-        check_page_images(PdfReader(io.BytesIO(_page_of(fax))).pages[0], LIMITS)
+        _check(_page_of(fax))
     assert len(decoded) == 1
 
 
@@ -152,8 +160,7 @@ def test_a_cut_image_behind_a_png_predictor_is_refused() -> None:
 def test_a_whole_image_behind_a_png_predictor_is_read() -> None:
     rows = b"".join(b"\x02" + bytes(64) for _ in range(64))
     parameters = b" /DecodeParms << /Predictor 15 /Columns 64 >>"
-    payload = _page_of(_image(zlib.compress(rows), GREY + parameters))
-    check_page_images(PdfReader(io.BytesIO(payload)).pages[0], LIMITS)
+    _check(_page_of(_image(zlib.compress(rows), GREY + parameters)))
 
 
 def test_a_mask_sized_in_real_numbers_is_held_to_the_ceiling() -> None:
@@ -173,3 +180,42 @@ def test_samples_that_do_not_decode_are_unreadable_with_the_filter_named() -> No
     refused = _refusal(_page_of(_image(b"zz not hex >", hexed)))
     assert refused.code == "unreadable"
     assert refused.reason.startswith("a page image does not decode (/ASCIIHexDecode: ")
+
+
+CUT = _image(zlib.compress(bytes(64 * 7)), GREY)
+
+
+def test_a_cut_image_in_a_tiling_pattern_is_refused() -> None:
+    """pypdf's list of a page's images holds no pattern's: the check walks the page's copy."""
+    fill = stream(b"/Pattern cs /P0 scn 0 0 200 200 re f")
+    pattern = stream(
+        b"q 64 0 0 64 0 0 cm /Im1 Do Q",
+        b"/Type /Pattern /PatternType 1 /PaintType 1 /TilingType 1 /BBox [0 0 64 64] "
+        b"/XStep 64 /YStep 64 /Resources << /XObject << /Im1 6 0 R >> >>",
+    )
+    payload = pdf([CATALOG, ONE_PAGE, page(b"/Pattern << /P0 5 0 R >>"), fill, pattern, CUT])
+    assert _refusal(payload).reason.endswith("its samples fill 7 of its 64 rows")
+
+
+def test_a_cut_image_in_an_annotation_s_appearance_is_refused() -> None:
+    annotated = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+        b"/Annots [<< /Type /Annot /Subtype /Stamp /Rect [0 0 200 200] /AP << /N 5 0 R >> >>] >>"
+    )
+    appearance = stream(
+        b"q 200 0 0 200 0 0 cm /Im1 Do Q",
+        b"/Type /XObject /Subtype /Form /BBox [0 0 200 200] "
+        b"/Resources << /XObject << /Im1 6 0 R >> >>",
+    )
+    payload = pdf([CATALOG, ONE_PAGE, annotated, stream(b"0 0 1 1 re f"), appearance, CUT])
+    assert _refusal(payload).reason.endswith("its samples fill 7 of its 64 rows")
+
+
+def test_an_image_whose_subtype_is_a_reference_is_held_to_the_ceiling() -> None:
+    """pypdf takes it for a form; PDFium resolves the reference and draws a 2000x2000 image."""
+    image = stream(
+        zlib.compress(bytes(100)),
+        b"/Type /XObject /Subtype 6 0 R /Width 2000 /Height 2000 " + GREY,
+    )
+    refused = _refusal(_page_of(image, b"/Image"), ParseLimits(max_pixels=1_000_000))
+    assert refused.code == "ceiling" and "2000x2000" in refused.reason
