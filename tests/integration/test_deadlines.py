@@ -38,7 +38,7 @@ from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from bridge.queue.celery_queue import CeleryQueue
 from bridge.queue.source import gather
 from tests.integration.conftest import WorkerFactory, WorkerProcess
-from tests.integration.load import Callers, wait_until
+from tests.integration.load import Callers, tally, wait_until, whereabouts
 from tests.pdf_builders import slow_text_pdf
 from tests.redis_server import RedisServer
 from tests.scanned_pdfs import scanned_pdf
@@ -313,3 +313,96 @@ def test_the_child_of_a_job_whose_caller_gave_up_is_killed_at_the_deadline_on_ev
         assert cut.killed_after, f"{route.name}: no child was running at the deadline"
         assert max(cut.killed_after) < KILLED_WITHIN_SECONDS, (route.name, cut.killed_after)
         assert cut.cpu_seconds < full.cpu_seconds / 2, (route.name, full, cut)
+
+
+#: Withdrawable calls of the slow PDF, more than the workers run at once: some are running
+#: when withdrawn, the rest are waiting.
+WITHDRAWN_CALLS = 9
+#: Left alone, the slow PDF's child uses about 6 CPU-s; withdrawn, it must stop well short.
+_WITHDRAWN_CPU_SECONDS = 3.0
+#: A withdrawn call stops waiting within 0.1 s; the revoke and the marks are a few commands.
+_WITHDRAWN_RETURNS_SECONDS = 2.0
+
+
+def test_withdrawn_calls_stop_their_jobs_under_load(
+    own_redis: RedisServer, own_workers: WorkerFactory
+) -> None:
+    """Nine callers send the slow text PDF, each able to withdraw its call (the HTTP door's
+    DELETE), and all withdraw once one runs on every worker, while eight callers send small
+    texts: each withdrawn call returns at once, every child that was running is killed with
+    most of its CPU left, the jobs still waiting are never run, nothing of theirs is left in
+    the broker, and the small texts lose nothing."""
+    workers = [own_workers(via_cli=True, concurrency=None, env=WORKER_ENV) for _ in range(WORKERS)]
+    url = own_redis.url()
+    redis = own_redis.client()
+    payload = slow_text_pdf()
+    labels = [f"withdrawn{n}.pdf" for n in range(WITHDRAWN_CALLS)]
+    withdraw = threading.Event()
+    returned: dict[str, tuple[float, str]] = {}
+
+    def call(label: str) -> None:
+        ref = AttachmentRef(label, "pdf", "application/pdf", payload)
+        with closing(CeleryQueue(url, url, withdrawn=withdraw.is_set)) as client:
+            selection = gather([ref], client, limits=LIMITS, deadline=300, use_cache=False)
+        returned[label] = (time.monotonic(), selection.text)
+
+    def text(n: int) -> AttachmentRef:
+        return AttachmentRef(f"load{n}.txt", "text", "text/plain", f"a small text, {n}".encode())
+
+    callers = [threading.Thread(target=call, args=(label,), daemon=True) for label in labels]
+    try:
+        with (
+            _Watcher(frozenset(w.process.pid for w in workers)).running() as watcher,
+            Callers(url, text, CALLERS).running() as load,
+        ):
+            wait_until(lambda: load.answered_since(0) >= 50, 60, "the load under way")
+            before = watcher.cpu()
+            for thread in callers:
+                thread.start()
+            wait_until(
+                lambda: len(watcher.ours(before)) >= WORKERS, 120, "a slow PDF on every worker"
+            )
+            withdrawn_at = time.monotonic()
+            withdraw.set()
+            for thread in callers:
+                thread.join(30)
+            ours = watcher.ours(before)
+            wait_until(lambda: all(group.gone for group in ours), 60, "the killed children to end")
+            killed = [group.cpu for group in watcher.ours(before)]
+            answered_after = load.answered_since(withdrawn_at)
+            wait_until(
+                lambda: load.answered_since(withdrawn_at) >= answered_after + 50,
+                60,
+                "the load answered again",
+            )
+        ran = {label for label in labels if f"extraction withdrawn: {label}" in _all_logs(workers)}
+        print(
+            f"withdrawn: {len(ran)} running (children killed at "
+            + ", ".join(f"{cpu:.1f}" for cpu in killed)
+            + f" CPU-s), {WITHDRAWN_CALLS - len(ran)} waiting; calls returned "
+            + ", ".join(f"{at - withdrawn_at:.2f}" for at, _ in returned.values())
+            + " s after the withdrawal"
+        )
+        assert sorted(returned) == sorted(labels), "a withdrawn call did not return"
+        for label, (at, got) in returned.items():
+            assert at - withdrawn_at < _WITHDRAWN_RETURNS_SECONDS, (label, at - withdrawn_at)
+            assert "the slow page" not in got, label
+        assert len(ran) >= WORKERS and len(killed) == len(ran), (ran, killed)
+        assert max(killed) < _WITHDRAWN_CPU_SECONDS, killed
+        for label in set(labels) - ran:
+            assert f'"label": "{label}"' not in _all_logs(workers), f"{label} ran"
+        wait_until(
+            lambda: not any(whereabouts(redis, labels).values()),
+            60,
+            "the withdrawn jobs to leave the broker",
+        )
+        result = tally(load.calls)
+        assert not (result.lost or result.wrong or result.raised or result.untyped), (
+            result.summary()
+        )
+    finally:
+        redis.close()
+
+
+def _all_logs(workers: list[WorkerProcess]) -> str:
+    return "\n".join(worker.log() for worker in workers)
