@@ -100,8 +100,9 @@ def _warm_images(limits: ParseLimits) -> None:
 
 def _warm_pdf(limits: ParseLimits) -> None:
     """Read an encrypted (empty password) PDF with a compressed text page; read scanned pages
-    (CCITT fax and JPEG) as OCR reads them: copied alone and checked, their images decoded as
-    pypdf checks them, read and rendered by PDFium; encode the rendering as OCR would."""
+    (CCITT fax and JPEG) as OCR reads them: copied alone and checked, their images checked (the
+    fax decoded by pypdf, the JPEG at an eighth), read and rendered by PDFium; encode the
+    rendering as OCR would."""
     writer = PdfWriter()
     page = writer.add_blank_page(width=200, height=200)
     font = DictionaryObject(

@@ -420,7 +420,7 @@ def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> OcrText | No
 
 def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
     """Read the one page of ``payload`` (a scan) as a page to OCR is read, short of OCR: its
-    copy written and checked, its images decoded, PDFium's text and rendering of it. The
+    copy written and checked, its images checked, PDFium's text and rendering of it. The
     rendering is returned, for the caller to warm what OCR does with it."""
     with _opened(payload, limits) as reader, _Pages(reader) as document:
         pdfium = document.pdfium(0)
