@@ -99,13 +99,17 @@ class _Visit:
     item: PdfObject
     path: str
     role: _Role
+    #: False under a page other than the copy's own (a link's destination drags it into the
+    #: copy): PDFium renders none of it, so its images are not the page's to check.
+    on_page: bool = True
 
 
 def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
     """Refuse the one-page copy in ``writer`` if any stream in it is filtered with a codec in
     :data:`REFUSED`, or any stream PDFium may parse as content names one (an inline image);
-    return the image streams the copy holds (images and their masks), each once, for the
-    check of what they hold (``pdf_images``).
+    return the image streams the copy's page may draw (images and their masks), each once,
+    for the check of what they hold (``pdf_images``). Another page a link's destination drags
+    into the copy is checked for the codecs too, but its images are not the page's.
 
     Every object the copy's catalog and page lead to is visited, once in each role it is
     reached in, whatever refers to it: no list of the roads PDFium takes to a stream is needed,
@@ -117,12 +121,13 @@ def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
         _Visit(writer.root_object, "catalog", _Role.CONTENT),
         _Visit(page.indirect_reference or page, "page", _Role.CONTENT),
     ]
-    seen: set[tuple[int, int, int, _Role]] = set()
+    own_page = page.get_object()
+    seen: set[tuple[int, int, int, _Role, bool]] = set()
     while stack:
         visit = stack.pop()
         item = visit.item
         if isinstance(item, IndirectObject):
-            key = (id(item.pdf), item.idnum, item.generation, visit.role)
+            key = (id(item.pdf), item.idnum, item.generation, visit.role, visit.on_page)
             if key in seen:
                 continue
             seen.add(key)
@@ -132,16 +137,17 @@ def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
             item = target
         if isinstance(item, Stream):
             _check_stream(item, visit)
-            if visit.role is _Role.IMAGE:
+            if visit.role is _Role.IMAGE and visit.on_page:
                 images.setdefault(id(item), item)  # pypdf resolves a number to one object
         if isinstance(item, DictionaryObject):
+            on_page = visit.on_page and (item is own_page or not _is_page(item))
             stack.extend(
-                _Visit(value, f"{visit.path}{key}", _role(visit.role, key, value))
+                _Visit(value, f"{visit.path}{key}", _role(visit.role, key, value), on_page)
                 for key, value in item.items()
             )
         elif isinstance(item, ArrayObject):
             stack.extend(
-                _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT)
+                _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT, visit.on_page)
                 for index, value in enumerate(item)
             )
     return list(images.values())
@@ -156,6 +162,11 @@ def _role(parent: _Role, key: str, value: PdfObject) -> _Role:
     if parent is _Role.IMAGE and key in _IMAGE_MASKS:
         return _Role.IMAGE
     return _Role.CONTENT
+
+
+def _is_page(dictionary: DictionaryObject) -> bool:
+    kind = resolved(dictionary.get("/Type"))
+    return isinstance(kind, NameObject) and kind == "/Page"
 
 
 def _is_image(xobject: PdfObject) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import zlib
 
+import pypdf.generic._image_xobject as pypdf_images
 import pytest
 from PIL import Image
 from pypdf import PdfReader, PdfWriter
@@ -219,3 +220,63 @@ def test_an_image_whose_subtype_is_a_reference_is_held_to_the_ceiling() -> None:
     )
     refused = _refusal(_page_of(image, b"/Image"), ParseLimits(max_pixels=1_000_000))
     assert refused.code == "ceiling" and "2000x2000" in refused.reason
+
+
+def test_a_chain_of_masked_images_is_decoded_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pypdf's decode of an image decodes its soft mask too, and that mask's: each image of
+    the walk was decoded with every mask below it, 1,830 decodes for a chain of 60."""
+    decodes: list[object] = []
+    inner = pypdf_images._xobj_to_image
+
+    def counted(image: object, *args: object, **kwargs: object) -> object:
+        decodes.append(image)
+        return inner(image, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pypdf_images, "_xobj_to_image", counted)
+    monkeypatch.setattr("sandbox.extractors.pdf_images._xobj_to_image", counted)
+    chain = 10
+    # /BitsPerComponent as a real: a layout the check leaves to pypdf's decode.
+    odd = b"/ColorSpace /DeviceGray /BitsPerComponent 8.0 /Filter /FlateDecode"
+    images = [
+        _image(zlib.compress(bytes(64 * 64)), odd + (b" /SMask %d 0 R" % (n + 5) * (n < chain)))
+        for n in range(1, chain + 1)
+    ]
+    _check(_page_of(*images))
+    assert len(decodes) == chain
+
+
+def test_the_images_of_a_page_a_link_leads_to_are_not_the_page_s() -> None:
+    """A link's destination drags the other page into the copy PDFium opens; PDFium renders
+    none of it, so a damaged photo there does not refuse this scan."""
+    scan = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents 4 0 R "
+        b"/Annots [<< /Type /Annot /Subtype /Link /Rect [0 0 10 10] /Dest [6 0 R /Fit] >>] >>"
+    )
+    other = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] "
+        b"/Resources << /XObject << /Im9 7 0 R >> >> >>"
+    )
+    two_pages = b"<< /Type /Pages /Kids [3 0 R 6 0 R] /Count 2 >>"
+    payload = pdf([CATALOG, two_pages, scan, stream(b"0 0 50 50 re f"), stream(b""), other, CUT])
+    with pytest.raises(Refusal) as refused:
+        extract_pdf("application/pdf", payload, ParseLimits(ocr=False))
+    assert refused.value.code == "needs_ocr", refused.value.reason
+
+
+def test_a_mask_without_a_size_is_unreadable() -> None:
+    """pypdf's decode of it raised KeyError; PDFium draws nothing of it."""
+    mask = stream(zlib.compress(bytes(64)), b"/Type /XObject /Subtype /Image /Height 64 " + GREY)
+    image = _image(zlib.compress(bytes(64 * 64)), GREY + b" /SMask 6 0 R")
+    refused = _refusal(_page_of(image, mask))
+    assert (refused.code, refused.reason) == (
+        "unreadable",
+        "a page image declares no size it could be drawn at",
+    )
+
+
+def test_an_image_s_flate_is_inflated_only_as_far_as_the_image_needs() -> None:
+    """200 MB of zeros behind a 1x1 image: read whole, pypdf stops at its 75 MB limit (a
+    ceiling); PDFium reads the one byte it draws, and so does the check."""
+    zeros = zlib.compressobj(9)
+    flood = b"".join(zeros.compress(bytes(2**20)) for _ in range(200)) + zeros.flush()
+    _check(_page_of(_image(flood, GREY, 1, 1)))
