@@ -237,18 +237,30 @@ def _content_views(
                 f"{path} is LZW-encoded with a predictor or without early change, which the "
                 "check cannot reproduce: what PDFium would parse from it cannot be checked",
             )
-        try:
-            data = decode(data, parameters)
-        except (LimitReachedError, MemoryError):
-            raise  # a ceiling, and the memory limit, are verdicts of their own
-        except Exception as exc:  # pypdf's decoders raise their own errors and builtins alike
-            raise Refusal(
-                codes.UNREADABLE,
-                f"{path} does not decode ({name}: {exc}): what PDFium would parse from it "
-                "cannot be checked",
-            ) from exc
+        data = undone(
+            decode,
+            data,
+            parameters,
+            f"{path} does not decode ({name}: ",
+            "): what PDFium would parse from it cannot be checked",
+        )
     if data is not stored:
         yield data
+
+
+def undone(
+    decode: Decoder, data: bytes, parameters: DictionaryObject, before: str, after: str = ")"
+) -> bytes:
+    """``data`` through one of pypdf's decoders. A ceiling and the memory limit are verdicts of
+    their own; any other failure of the decoder (pypdf's raise their own errors and builtins
+    alike) refuses the stream as unreadable, the failure's words between ``before`` and
+    ``after``."""
+    try:
+        return decode(data, parameters)
+    except (LimitReachedError, MemoryError):
+        raise
+    except Exception as exc:
+        raise Refusal(codes.UNREADABLE, f"{before}{exc}{after}") from exc
 
 
 def decodes_as_pdfium(name: str | None, parameters: DictionaryObject) -> bool:

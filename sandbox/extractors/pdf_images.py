@@ -38,6 +38,7 @@ from sandbox.extractors.pdf_decoders import (
     decodes_as_pdfium,
     filter_chain,
     resolved,
+    undone,
 )
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
@@ -204,12 +205,7 @@ def _undone(
             return zlib.decompressobj().decompress(samples, enough)
         except zlib.error:
             pass  # pypdf's decoder recovers more of a damaged stream: it reads it whole
-    try:
-        return decode(samples, parameters)
-    except (LimitReachedError, MemoryError):
-        raise  # a ceiling, and the memory limit, are verdicts of their own
-    except Exception as exc:  # pypdf's decoders raise their own errors and builtins alike
-        raise Refusal(codes.UNREADABLE, f"{_WHAT} does not decode ({name}: {exc})") from exc
+    return undone(decode, samples, parameters, f"{_WHAT} does not decode ({name}: ")
 
 
 def _predictor(parameters: DictionaryObject) -> int:

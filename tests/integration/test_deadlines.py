@@ -375,7 +375,8 @@ def test_withdrawn_calls_stop_their_jobs_under_load(
                 60,
                 "the load answered again",
             )
-        ran = {label for label in labels if f"extraction withdrawn: {label}" in _all_logs(workers)}
+        logs = "\n".join(worker.log() for worker in workers)
+        ran = {label for label in labels if f"extraction withdrawn: {label}" in logs}
         print(
             f"withdrawn: {len(ran)} running (children killed at "
             + ", ".join(f"{cpu:.1f}" for cpu in killed)
@@ -390,7 +391,7 @@ def test_withdrawn_calls_stop_their_jobs_under_load(
         assert len(ran) >= WORKERS and len(killed) == len(ran), (ran, killed)
         assert max(killed) < _WITHDRAWN_CPU_SECONDS, killed
         for label in set(labels) - ran:
-            assert f'"label": "{label}"' not in _all_logs(workers), f"{label} ran"
+            assert not _logged(workers, label), f"{label} ran"
         wait_until(
             lambda: not any(whereabouts(redis, labels).values()),
             60,
@@ -402,7 +403,3 @@ def test_withdrawn_calls_stop_their_jobs_under_load(
         )
     finally:
         redis.close()
-
-
-def _all_logs(workers: list[WorkerProcess]) -> str:
-    return "\n".join(worker.log() for worker in workers)
