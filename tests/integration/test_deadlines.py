@@ -388,7 +388,9 @@ def test_withdrawn_calls_stop_their_jobs_under_load(
         for label, (at, got) in returned.items():
             assert at - withdrawn_at < _WITHDRAWN_RETURNS_SECONDS, (label, at - withdrawn_at)
             assert "the slow page" not in got, label
-        assert len(ran) >= WORKERS and len(killed) == len(ran), (ran, killed)
+        # A child killed before it used _OURS_CPU_SECONDS is one the watcher never counts as
+        # the test's (a fresh-clone run killed one at the threshold): logged, not counted.
+        assert WORKERS <= len(killed) <= len(ran), (ran, killed)
         assert max(killed) < _WITHDRAWN_CPU_SECONDS, killed
         for label in set(labels) - ran:
             assert not _logged(workers, label), f"{label} ran"
