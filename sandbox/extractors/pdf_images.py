@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from PIL import Image
-from pypdf import PageObject, get_configuration
-from pypdf.errors import DependencyError, LimitReachedError
+from pypdf import PageObject
+from pypdf.errors import DependencyError, EmptyImageDataError, PdfReadError
 from pypdf.generic import ArrayObject, BooleanObject, DictionaryObject, NameObject, PdfObject
 from pypdf.generic import StreamObject as Stream
 
@@ -35,8 +35,10 @@ from sandbox.extractors.pdf_decoders import (
     DECODERS,
     PASSED_OVER,
     Decoder,
+    DecodingWork,
     decodes_as_pdfium,
     filter_chain,
+    may_hold_inline_image,
     resolved,
     undone,
 )
@@ -80,7 +82,8 @@ def check_page_images(page: PageObject, images: Sequence[Stream], limits: ParseL
     PDFium may draw them (:func:`refuse_hidden_decoders` walks the whole copy: forms, patterns,
     annotations' appearances, glyphs); pypdf's list of the page's images, read before, missed
     all but its forms' and took an image whose /Subtype is a reference for a form. Inline
-    images are those of the page's own content, which pypdf decodes as it parses it.
+    images are those of the page's own content, which pypdf decodes as it parses it; the parse
+    is pure Python, so a content without the inline image's operator is not parsed.
 
     Runs under the PDF's open guards (pypdf's limits as ceilings, Pillow's bomb check). JPEG
     2000 and JBIG2 never get here: every stream of the page was checked for them.
@@ -93,13 +96,32 @@ def check_page_images(page: PageObject, images: Sequence[Stream], limits: ParseL
             if not _whole(image, size, limits):
                 decoded = _xobj_to_image(_unmasked(image))[2]  # pypdf decodes it whole
                 decoded.load()  # pypdf may hand over a lazily opened image
-    inline = page.images
-    for key in inline.keys():  # noqa: SIM118 -- iterating the list itself decodes each image
-        if isinstance(key, str) and key.startswith("~"):
-            with _page_image_is_unreadable():
+    contents = page.get_contents()
+    if contents is None or not may_hold_inline_image(contents.get_data()):
+        return
+    with _page_image_is_unreadable(), _inline_images_are_unreadable():
+        inline = page.images
+        for key in inline.keys():  # noqa: SIM118 -- iterating the list itself decodes each one
+            if isinstance(key, str) and key.startswith("~"):
                 decoded = inline[key].image
                 if decoded is not None:
                     decoded.load()
+
+
+@contextmanager
+def _inline_images_are_unreadable() -> Iterator[None]:
+    """Refuse a page whose inline images pypdf cannot read: it parses the content to find them
+    and decodes each as it goes, so a cut one, an empty one, or content it cannot parse around
+    one raised out of the extractor as a parser error. pypdf asserts, too, that nothing comes
+    before an inline image's operator: ``[1 2]BI`` failed its assertion, which PDFium passes
+    over and then draws the image."""
+    try:
+        yield
+    except (PdfReadError, EmptyImageDataError, AssertionError) as exc:
+        why = str(exc) or "pypdf's parser stops at operands before one"
+        raise Refusal(
+            codes.UNREADABLE, f"the page's inline images cannot be read and checked: {why}"
+        ) from exc
 
 
 def _unmasked(image: Stream) -> Stream:
@@ -134,23 +156,16 @@ def _whole(image: Stream, size: tuple[int, int], limits: ParseLimits) -> bool:
     """Whether the image's data holds all of it (a damaged one is refused); False when its
     filters or sample layout are not ones this check reads.
 
-    pypdf's own limits on a stream hold here too (its filter count, and the bytes all its
-    filters take in together): 100 nested Flate layers of 172 KB took 11 CPU-s to undo without
-    them. A PNG predictor is not undone but counted: its rows each carry one filter byte, and
-    pypdf pads a cut last row with zeros, which would pass a cut image off as whole (and its
-    predictor is pure Python: 1.1 CPU-s for 4 MB).
+    pypdf's own limits on a stream hold here too (:class:`DecodingWork`). A PNG predictor is
+    not undone but counted: its rows each carry one filter byte, and pypdf pads a cut last row
+    with zeros, which would pass a cut image off as whole (and its predictor is pure Python:
+    1.1 CPU-s for 4 MB).
     """
-    settings = get_configuration()
     chain = filter_chain(image)
-    if len(chain) > settings.stream_filters_maximum_length:
-        raise LimitReachedError(
-            f"a page image has {len(chain)} filters, over the "
-            f"{settings.stream_filters_maximum_length} a stream may have"
-        )
+    work = DecodingWork(len(chain), _WHAT)
     width, height = size
     row = _row_bytes(image, width)
     samples: bytes = image._data  # pypdf keeps the stored bytes only here
-    taken_in = 0
     predicted: DictionaryObject | None = None
     last = max((i for i, (name, _) in enumerate(chain) if name != PASSED_OVER), default=-1)
     for position, (name, parameters) in enumerate(chain):
@@ -164,12 +179,7 @@ def _whole(image: Stream, size: tuple[int, int], limits: ParseLimits) -> bool:
         decode = DECODERS.get(name or "")
         if decode is None or not decodes_as_pdfium(name, parameters):
             return False
-        taken_in += len(samples)
-        if taken_in > settings.stream_decoding_work_maximum_length:
-            raise LimitReachedError(
-                f"a page image's filters take in over "
-                f"{settings.stream_decoding_work_maximum_length} bytes"
-            )
+        work.take_in(samples)
         unpredicted = parameters
         if _predictor(parameters) > 1:
             predicted = parameters

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import pypdfium2
 import pytest
-from pypdf import PdfReader, PdfWriter
+from pypdf import PdfReader, PdfWriter, apply_configuration
 from pypdf.generic import DictionaryObject
 
 from sandbox.errors import SandboxError, UnreadableInput, UnreadableText
 from sandbox.extractor import SandboxExtractor
+from sandbox.extractors.pdf import extract_pdf
 from sandbox.extractors.pdf_decoders import REFUSED
+from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.pdf_builders import pdf, pdf_with_object_stream, updated
@@ -386,3 +388,44 @@ def test_a_page_job_checks_its_page_as_the_single_job_does(
     assert str(refused.value) == "page 2 of 2: " + _filtered(
         _PATTERN_IMAGE, "/JPXDecode", "JPEG 2000"
     )
+
+
+def _ceiling(payload: bytes) -> str:
+    """The reason the PDF extractor, in this process, refuses ``payload`` as over a ceiling."""
+    with pytest.raises(Refusal) as refused:
+        extract_pdf(PDF, payload, LIMITS)
+    assert refused.value.code == "ceiling", refused.value.reason
+    return refused.value.reason
+
+
+def test_a_stream_only_pdfium_parses_is_undone_within_pypdfs_filter_count() -> None:
+    """pypdf's text path decodes the page's content under its own limits, never an
+    annotation's appearance: there the check undid any number of filters (100 nested Flate
+    layers took 11 CPU-s where they met the limit), so it holds pypdf's count itself."""
+    layers = b"q Q"
+    for _ in range(17):
+        layers = zlib.compress(layers)
+    payload = hidden_images.annotated(
+        hidden_images.appearance(layers, b"/Filter [" + b"/FlateDecode " * 17 + b"]")
+    )
+    assert _ceiling(payload) == (
+        "the PDF exceeds a parser safety limit: page/Annots[0]/AP/N has 17 filters, over the 16 "
+        "a stream may have"
+    )
+
+
+def test_a_stream_only_pdfium_parses_is_undone_within_pypdfs_decoding_work() -> None:
+    """The bytes all of a stream's filters take in together are bounded as pypdf bounds them
+    (300 MB by default; lowered here so that the test builds megabytes, not hundreds)."""
+    data = (b"q Q" + b" " * 1_000_000).hex().encode().hex().encode()
+    payload = hidden_images.annotated(
+        hidden_images.appearance(data, b"/Filter [/ASCIIHexDecode /ASCIIHexDecode]")
+    )
+    with apply_configuration(stream_decoding_work_maximum_length=5_000_000):
+        reason = _ceiling(payload)
+    assert reason == (
+        "the PDF exceeds a parser safety limit: page/Annots[0]/AP/N's filters take in over "
+        "5000000 bytes"
+    )
+    with apply_configuration(stream_decoding_work_maximum_length=7_000_000):
+        extract_pdf(PDF, payload, LIMITS)  # 6 MB in all: within, and read

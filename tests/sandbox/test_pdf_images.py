@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import zlib
+from typing import IO
 
 import pypdf.generic._image_xobject as pypdf_images
 import pytest
 from PIL import Image
 from pypdf import PdfReader, PdfWriter
+from pypdf.generic import ContentStream
 
 from sandbox.extractors.pdf import extract_pdf
 from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
@@ -21,7 +23,7 @@ from tests.image_builders import encoded
 from tests.pdf_builders import CATALOG, ONE_PAGE, page, pdf, scan, stream
 
 LIMITS = ParseLimits()
-DRAWING = stream(b"q 200 0 0 200 0 0 cm /Im0 Do Q")
+DRAWING = b"q 200 0 0 200 0 0 cm /Im0 Do Q"
 
 
 def _image(data: bytes, entries: bytes, width: int = 64, height: int = 64) -> bytes:
@@ -30,8 +32,9 @@ def _image(data: bytes, entries: bytes, width: int = 64, height: int = 64) -> by
     )
 
 
-def _page_of(image: bytes, *more: bytes) -> bytes:
-    return pdf([CATALOG, ONE_PAGE, page(b"/XObject << /Im0 5 0 R >>"), DRAWING, image, *more])
+def _page_of(image: bytes, *more: bytes, drawing: bytes = DRAWING) -> bytes:
+    resources = page(b"/XObject << /Im0 5 0 R >>")
+    return pdf([CATALOG, ONE_PAGE, resources, stream(drawing), image, *more])
 
 
 def _check(payload: bytes) -> None:
@@ -280,3 +283,85 @@ def test_an_image_s_flate_is_inflated_only_as_far_as_the_image_needs() -> None:
     zeros = zlib.compressobj(9)
     flood = b"".join(zeros.compress(bytes(2**20)) for _ in range(200)) + zeros.flush()
     _check(_page_of(_image(flood, GREY, 1, 1)))
+
+
+def _inline_page(content: bytes) -> bytes:
+    return pdf([CATALOG, ONE_PAGE, page(b""), stream(content)])
+
+
+#: A 64x64 grey inline image whose samples fill 30 rows.
+CUT_INLINE = b"BI /W 64 /H 64 /CS /G /BPC 8 /F /Fl ID " + zlib.compress(bytes(64 * 30)) + b"\nEI"
+
+
+_CUT = "a page image is truncated or corrupt: not enough image data"
+_UNPARSED = (
+    "the page's inline images cannot be read and checked: pypdf's parser stops at operands "
+    "before one"
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (CUT_INLINE, _CUT),
+        (b"q 200 0 0 200 0 0 cm\n" + CUT_INLINE + b" Q", _CUT),
+        (b"q%comment\r" + CUT_INLINE, _CUT),
+        (CUT_INLINE.replace(b"BI /W", b"BI/W"), _CUT),
+        (b"[1 2]" + CUT_INLINE, _UNPARSED),
+        (b"(x)" + CUT_INLINE, _UNPARSED),
+        (b"<00>" + CUT_INLINE, _UNPARSED),
+    ],
+)
+def test_an_inline_image_is_checked_however_its_operator_is_delimited(
+    content: bytes, reason: str
+) -> None:
+    """The page is parsed for inline images only where its content has the operator that opens
+    one; an operator any reader takes for one is found, whatever delimits it. Behind operands
+    pypdf cannot parse it (an assertion of its own failed out of the extractor), and the page
+    is refused: PDFium would draw the image unchecked."""
+    refused = _refusal(_inline_page(content))
+    assert (refused.code, refused.reason) == ("unreadable", reason)
+
+
+def test_a_content_without_an_inline_image_is_not_parsed_for_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pypdf finds inline images by parsing the content in Python: a 1 KB PDF whose content
+    inflated to 70 MB of spaces cost 10 CPU-s there. Tokens that merely contain the operator's
+    letters, and the same content with an inline image, show the search tells them apart."""
+    parses: list[object] = []
+    parse = ContentStream._parse_content_stream
+
+    def counted(self: ContentStream, stream_data: IO[bytes]) -> None:
+        parses.append(stream_data)
+        parse(self, stream_data)
+
+    monkeypatch.setattr(ContentStream, "_parse_content_stream", counted)
+    drawing = b"q 200 0 0 200 0 0 cm /Im0 Do Q /BIG BIx xBI ABIB " + b" " * 4_000_000
+    _check(_page_of(_image(zlib.compress(bytes(64 * 64)), GREY), drawing=drawing))
+    assert parses == []
+    with pytest.raises(Refusal, match="not enough image data"):
+        _check(_page_of(_image(zlib.compress(bytes(64 * 64)), GREY), drawing=drawing + CUT_INLINE))
+    assert len(parses) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (
+            b"BI /W 64 /H 64 /CS /G /BPC 8 /F /Fl ID\nEI",
+            "the page's inline images cannot be read and checked: Data is 0 bytes",
+        ),
+        (
+            b"0 d) " + CUT_INLINE,
+            "the page's inline images cannot be read and checked: Invalid Elementary Object",
+        ),
+    ],
+)
+def test_an_inline_image_pypdf_cannot_read_is_unreadable_not_a_parser_error(
+    content: bytes, reason: str
+) -> None:
+    """pypdf parses the content and decodes each inline image in one go; an empty image, or
+    content it cannot parse around one, raised its own errors out of the extractor."""
+    refused = _refusal(_inline_page(content))
+    assert refused.code == "unreadable" and refused.reason.startswith(reason), refused.reason
