@@ -4,8 +4,9 @@ the script rule was rewritten, in one run.
     .venv/bin/python bench/text_quality.py [--rounds 3]
 
 Rates: of the real texts (tests/data/real_text: 31 languages of GLib's and GTK's Debian
-translations, Japanese and Chinese manual pages, SymPy's pretty-printed formulas, Python source
-with identifiers in several scripts; SOURCES.md there), how many each check refuses, by source;
+translations, Japanese and Chinese manual pages, SymPy's pretty-printed formulas, chemistry
+from ChemPy, periodictable and mendeleev, Python source with identifiers in several scripts;
+SOURCES.md there), how many each check refuses, by source;
 of the mojibake the classic mistakes make of them (tests/mojibake.py: UTF-8 read as cp1252,
 Latin-1, Latin-2 and cp1250; Shift-JIS, GBK, Big5, EUC-KR, cp1251, KOI8-R, cp1253, cp1255,
 cp1256 and TIS-620 read as cp1252; a CJK font without a ToUnicode map), how many each refuses,
