@@ -45,6 +45,31 @@ Declared = Annotated[
 #: The bridge sends ``safe_label`` output; a longer label can only be forged.
 Label = Annotated[str, Meta(max_length=MAX_LABEL_CHARS)]
 
+_OCR_MODEL = "[A-Za-z0-9_]{1,32}"
+_OCR_CHOICE = rf"{_OCR_MODEL}(?:\+{_OCR_MODEL}){{0,3}}"
+#: tesseract languages a request reads its scans with, in AIRLOCK_OCR_LANGUAGE's form. The name
+#: reaches tesseract's command line, so only model names may: never an option or a path. Each
+#: model read at once costs its memory and time again, so a choice joins at most four, and at
+#: most eight choices are tried. The first is what every page is read with, so it cannot be
+#: ``scripts`` (the models a page it reads badly is read again with). The look-ahead refuses a
+#: final newline, which ``$`` lets by.
+OcrLanguage = Annotated[
+    str,
+    Meta(
+        pattern=rf"^(?!.*\n)(?!scripts(?:,|$)){_OCR_CHOICE}(?:,{_OCR_CHOICE}){{0,7}}$",
+        max_length=8 * (4 * 33),
+        description=(
+            "The tesseract languages to read scans with, instead of the service's "
+            "AIRLOCK_OCR_LANGUAGE: a model ('deu'), models read together ('eng+deu'), or "
+            "choices separated by commas, tried in order by the script tesseract sees "
+            "('eng,jpn'); 'scripts' stands for every script model the workers have. A "
+            "language the workers lack fails the files that need OCR, naming its Debian "
+            "package."
+        ),
+        examples=["eng", "deu+eng", "eng,scripts"],
+    ),
+]
+
 _INDEX = re.compile(r"\[\d+\]")
 
 
@@ -105,6 +130,22 @@ def parse_json(untrusted_raw: bytes, *, schema_integers: bool = False) -> object
         raise
     except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
         raise WireError("is not a JSON document") from None
+
+
+#: :data:`OcrLanguage`'s rule as a refusal words it.
+OCR_LANGUAGE_RULE = (
+    "tesseract language names: one model 'deu', models read together 'eng+deu' (at most 4), "
+    "or choices tried in order 'eng,scripts' (at most 8, and not 'scripts' first)"
+)
+
+
+def ocr_language_problem(ocr_language: str) -> str | None:
+    """Why ``ocr_language`` is not one a request may name (:data:`OcrLanguage`), or None."""
+    try:
+        decode(ocr_language, OcrLanguage)
+    except WireError:
+        return f"{ocr_language!r} is not {OCR_LANGUAGE_RULE}"
+    return None
 
 
 def decode(untrusted: object, into: type[T], *, from_text: bool = False) -> T:

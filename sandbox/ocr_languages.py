@@ -80,14 +80,20 @@ def installed() -> tuple[str, ...] | None:
 
 
 @functools.cache
+def _installed_once() -> frozenset[str]:
+    """What is installed, asked once per process: it does not change under a running worker,
+    and what ``scripts`` expands to is part of the result cache's key."""
+    return frozenset(installed() or ())
+
+
 def expanded(ocr_language: str) -> str:
     """``ocr_language`` with its :data:`SCRIPTS` choice replaced by the script models installed
-    on this host (by none when none is). Asked once per process: what is installed does not
-    change under a running worker, and its result is part of the result cache's key."""
+    on this host (by none when none is). Not cached by its argument: a request names its own,
+    and a cache of every one a worker was sent would grow for as long as it runs."""
     choices = ocr_language.split(",")
     if SCRIPTS not in choices:
         return ocr_language
-    available = set(installed() or ())
+    available = _installed_once()
     models = [model for model in SCRIPT_MODELS if model in available and model not in choices]
     named = (models if choice == SCRIPTS else [choice] for choice in choices)
     return ",".join(dict.fromkeys(name for names in named for name in names))

@@ -32,6 +32,7 @@ from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS
 from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.errors import BridgeContractError, IngestionRejected
 from bridge.queue.source import QueueUnavailable
+from bridge.wire import ocr_language_problem
 from sandbox.limits import ParseLimits
 from worker.config import ConfigurationError, Settings
 from worker.selections import (
@@ -123,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         help="tesseract language(s): 'eng', 'eng+deu' (both models at once), or choices "
         "'deu,hin,scripts': every page is read with the first, a page it reads badly with the "
         "others that read the script detection sees; 'scripts' is every installed script model "
-        "(local mode; default: $AIRLOCK_OCR_LANGUAGE or eng,scripts)",
+        "(default: $AIRLOCK_OCR_LANGUAGE or eng,scripts; the workers' own through the queue)",
     )
     extract.add_argument(
         "--broker",
@@ -323,45 +324,38 @@ def _print_selection(selection: IngestSelection, as_json: bool) -> None:
         sys.stderr.write(f"airlock: omitted {label}: {reason}\n")
 
 
-def _check_ocr_language(settings: Settings, named_by: str) -> None:
+def _check_ocr_language(ocr_language: str, named_by: str) -> None:
     """Refuse at start an OCR language this host has no data for, naming its package."""
     from sandbox.doctor import uninstalled_ocr_language  # noqa: PLC0415
 
-    problem = uninstalled_ocr_language(settings.ocr_language)
+    problem = uninstalled_ocr_language(ocr_language)
     if problem is not None:
         raise ConfigurationError(f"{named_by}: {problem}")
 
 
 def _extract(args: argparse.Namespace) -> int:
-    if args.ocr_language:
-        try:
-            ParseLimits(ocr_language=args.ocr_language)
-        except ValueError as exc:
-            raise ConfigurationError(f"--ocr-language: {exc}") from None
+    if args.ocr_language and (problem := ocr_language_problem(args.ocr_language)):
+        raise ConfigurationError(f"--ocr-language: {problem}")
     env = dict(os.environ)
     if args.broker:
         env["AIRLOCK_BROKER_URL"] = args.broker
     if args.admit_unreadable:
         env["AIRLOCK_ADMIT_UNREADABLE"] = "1"
-    if args.ocr_language:
-        env["AIRLOCK_OCR_LANGUAGE"] = args.ocr_language
     if args.max_pixels is not None:
         env[PIXELS.variable] = str(args.max_pixels)
     settings = Settings.from_env(env)
-    if settings.broker_configured and (
-        args.admit_unreadable or args.ocr_language or args.max_pixels is not None
-    ):
-        # Queued jobs carry only ExtractionLimits; the workers parse with their own settings,
-        # and a flag that silently did nothing would be worse than a refusal.
+    if settings.broker_configured and (args.admit_unreadable or args.max_pixels is not None):
+        # Queued jobs carry only ExtractionLimits and an OCR language; the workers parse with
+        # their own settings, and a flag that silently did nothing would be worse than a
+        # refusal.
         raise ConfigurationError(
-            "--admit-unreadable, --ocr-language and --max-pixels apply to local extraction; "
-            "the queue's workers use their own AIRLOCK_ADMIT_UNREADABLE, AIRLOCK_OCR_LANGUAGE "
-            f"and {PIXELS.variable}"
+            "--admit-unreadable and --max-pixels apply to local extraction; the queue's "
+            f"workers use their own AIRLOCK_ADMIT_UNREADABLE and {PIXELS.variable}"
         )
-    if not settings.broker_configured and (args.ocr_language or "AIRLOCK_OCR_LANGUAGE" in env):
-        _check_ocr_language(
-            settings, "--ocr-language" if args.ocr_language else "AIRLOCK_OCR_LANGUAGE"
-        )
+    if not settings.broker_configured and args.ocr_language:
+        _check_ocr_language(args.ocr_language, "--ocr-language")
+    elif not settings.broker_configured and "AIRLOCK_OCR_LANGUAGE" in env:
+        _check_ocr_language(settings.ocr_language, "AIRLOCK_OCR_LANGUAGE")
     flags = {name: getattr(args, name) for name in EXTRACTION_SETTINGS}
     limits = replace(
         settings.extraction_limits,
@@ -377,6 +371,7 @@ def _extract(args: argparse.Namespace) -> int:
             settings,
             deadline=args.deadline,
             use_cache=not args.no_cache,
+            ocr_language=args.ocr_language,
             on_file=progress.step,
             on_pages=progress.pages,
         )
@@ -386,6 +381,7 @@ def _extract(args: argparse.Namespace) -> int:
             limits,
             settings,
             concurrency=settings.concurrency,
+            ocr_language=args.ocr_language,
             on_file=progress.step,
             on_pages=progress.pages,
         )
@@ -448,7 +444,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env()
     if not settings.broker_configured:
-        _check_ocr_language(settings, "AIRLOCK_OCR_LANGUAGE")
+        _check_ocr_language(settings.ocr_language, "AIRLOCK_OCR_LANGUAGE")
     host = args.host or settings.http.host
     port = settings.http.port if args.port is None else args.port
     try:
@@ -534,7 +530,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             settings = Settings.from_env()
             if {"airlock.ocr", "airlock.pages"} & set(settings.queues):
-                _check_ocr_language(settings, "AIRLOCK_OCR_LANGUAGE")
+                _check_ocr_language(settings.ocr_language, "AIRLOCK_OCR_LANGUAGE")
             return run_worker(settings, celery_args)
         if args.command == "bridge":
             return _bridge(Settings.from_env())

@@ -498,16 +498,20 @@ class Settings:
 
     @property
     def parse_limits(self) -> ParseLimits:
-        return self.parse_limits_for(self.extraction_limits)
+        return self.parse_limits_for(self.extraction_limits, ocr_language=None)
 
-    def parse_limits_for(self, limits: ExtractionLimits) -> ParseLimits:
+    def parse_limits_for(
+        self, limits: ExtractionLimits, *, ocr_language: str | None
+    ) -> ParseLimits:
         """The parse limits of a call with ``limits``: the parser's text budget follows the
         call's text ceiling, so raising ``max_text_chars`` (--max-chars, a job's limits)
         raises both; a budget left at the deployment's value would refuse the text anyway. An
         e-mail's or archive's unpacking is bounded by the call's member and decoded-byte
-        ceilings, the ones its archive guard applies."""
+        ceilings, the ones its archive guard applies. ``ocr_language`` is the call's own
+        (a request's), None for the deployment's; it has no default, so that no path that
+        carries one can drop it."""
         return ParseLimits(
-            ocr_language=ocr_languages.expanded(self.ocr_language),
+            ocr_language=ocr_languages.expanded(ocr_language or self.ocr_language),
             max_pixels=self.max_pixels,
             max_text_chars=limits.max_text_chars,
             max_members=limits.max_members,

@@ -32,9 +32,14 @@ _log = logging.getLogger(__name__)
 NEEDS_OCR = frozenset({OcrRequired.reported_as, SplitRequired.reported_as})
 
 
-def stage_parse_limits(settings: Settings, stage: Stage, limits: ExtractionLimits) -> ParseLimits:
-    """The parse limits a stage runs a job with: the light stage never runs tesseract."""
-    parse = settings.parse_limits_for(limits)
+def stage_parse_limits(
+    settings: Settings, stage: Stage, limits: ExtractionLimits, *, ocr_language: str | None
+) -> ParseLimits:
+    """The parse limits a stage runs a job with: the light stage never runs tesseract.
+
+    The light stage keeps the job's OCR language all the same: it is part of the result
+    cache's key, and a text PDF read in the light stage is one request's answer like any."""
+    parse = settings.parse_limits_for(limits, ocr_language=ocr_language)
     return replace(parse, ocr=False) if stage is Stage.LIGHT else parse
 
 
@@ -44,6 +49,7 @@ def sandbox_extractor(
     limits: ExtractionLimits,
     on_progress: ProgressCallback | None = None,
     *,
+    ocr_language: str | None,
     deadline: float | None,
     withdrawn: Withdrawal | None = None,
 ) -> SandboxExtractor:
@@ -52,11 +58,12 @@ def sandbox_extractor(
     ``deadline`` is the caller's (:func:`time.monotonic`, None: none): a child still running
     then is killed, since nobody reads its answer. It has no default so that no path forgets
     it: the single job once ran 18 s past its caller's deadline that way. A child still
-    running when ``withdrawn`` is set is killed too (worker/withdrawals.py).
+    running when ``withdrawn`` is set is killed too (worker/withdrawals.py). ``ocr_language``
+    is the job's (None: the deployment's), without a default for the same reason.
     """
     return SandboxExtractor(
         settings.sandbox,
-        stage_parse_limits(settings, stage, limits),
+        stage_parse_limits(settings, stage, limits, ocr_language=ocr_language),
         on_progress=on_progress,
         require=settings.sandbox_require,
         uid_base=settings.sandbox_uid_base,
@@ -107,6 +114,7 @@ def extractor_for(
     limits: ExtractionLimits,
     *,
     payload_sha256: str | None,
+    ocr_language: str | None,
     deadline: float | None,
     on_progress: ProgressCallback | None = None,
     reader: TextExtractor | None = None,
@@ -124,21 +132,32 @@ def extractor_for(
     extractor = reader or MeteredExtractor(
         Unpacking(
             sandbox_extractor(
-                settings, stage, limits, on_progress, deadline=deadline, withdrawn=withdrawn
+                settings,
+                stage,
+                limits,
+                on_progress,
+                ocr_language=ocr_language,
+                deadline=deadline,
+                withdrawn=withdrawn,
             ),
             limits,
             hand_on=NEEDS_OCR if stage is Stage.LIGHT else frozenset(),
         )
     )
-    cached = _behind_cache(settings, redis, stage, limits, extractor, payload_sha256=payload_sha256)
+    cached = _behind_cache(
+        settings,
+        redis,
+        stage_parse_limits(settings, stage, limits, ocr_language=ocr_language),
+        extractor,
+        payload_sha256=payload_sha256,
+    )
     return _WithinTimeLimit(cached)
 
 
 def _behind_cache(
     settings: Settings,
     redis: Redis,
-    stage: Stage,
-    limits: ExtractionLimits,
+    parse_limits: ParseLimits,
     extractor: TextExtractor,
     *,
     payload_sha256: str | None,
@@ -150,7 +169,7 @@ def _behind_cache(
     return CachedExtractor(
         extractor,
         redis,
-        cache_namespace(stage_parse_limits(settings, stage, limits)),
+        cache_namespace(parse_limits),
         settings.result_cache_ttl,
         payload_sha256,
         secret,
@@ -164,8 +183,11 @@ def cached_text(settings: Settings, redis: Redis, stage: Stage, job: ExtractionJ
     if not job.use_cache:
         return None
     # Only the cache is read: no child runs, so there is no deadline to give it.
-    unread = sandbox_extractor(settings, stage, job.limits, deadline=None)
-    extractor = _behind_cache(settings, redis, stage, job.limits, unread, payload_sha256=job.sha256)
+    parse = stage_parse_limits(settings, stage, job.limits, ocr_language=job.ocr_language)
+    unread = sandbox_extractor(
+        settings, stage, job.limits, ocr_language=job.ocr_language, deadline=None
+    )
+    extractor = _behind_cache(settings, redis, parse, unread, payload_sha256=job.sha256)
     if not isinstance(extractor, CachedExtractor):
         return None
     return extractor.cached(job.kind, job.media_type, job.limits.max_pages)

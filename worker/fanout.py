@@ -349,7 +349,12 @@ def split(
         # OCR workers not given the queue): the single OCR job reads it.
         return None
     splitter = extraction.sandbox_extractor(
-        settings, Stage.LIGHT, job.limits, deadline=deadline, withdrawn=withdrawal
+        settings,
+        Stage.LIGHT,
+        job.limits,
+        ocr_language=job.ocr_language,
+        deadline=deadline,
+        withdrawn=withdrawal,
     )
     try:
         untrusted_plan = splitter.extract(
@@ -618,7 +623,12 @@ def _read(  # noqa: PLR0917 - each is a separate thing the read needs
     except PayloadUnavailable as exc:
         return _failed(Failure(PAYLOAD_UNAVAILABLE, str(exc)), deliveries)
     reader = extraction.sandbox_extractor(
-        settings, Stage.OCR, job.limits, deadline=deadline_of(task), withdrawn=withdrawal
+        settings,
+        Stage.OCR,
+        job.limits,
+        ocr_language=job.ocr_language,
+        deadline=deadline_of(task),
+        withdrawn=withdrawal,
     )
     try:
         untrusted_reading = reader.extract(
@@ -680,7 +690,11 @@ def _merged(
     ref = AttachmentRef(job.label, job.kind, job.media_type, payload)
     merger = _Merger(
         extraction.sandbox_extractor(
-            runtime.settings, Stage.OCR, job.limits, deadline=attempt.deadline
+            runtime.settings,
+            Stage.OCR,
+            job.limits,
+            ocr_language=job.ocr_language,
+            deadline=attempt.deadline,
         ),
         pages.merge_payload(plan.parts, readings),
     )
@@ -691,6 +705,7 @@ def _merged(
         Stage.OCR,
         job.limits,
         payload_sha256=job.sha256 if job.use_cache else None,
+        ocr_language=job.ocr_language,
         deadline=attempt.deadline,
         reader=merger,
     )

@@ -76,17 +76,19 @@ def extract_locally(
     settings: Settings,
     *,
     concurrency: int,
+    ocr_language: str | None,
     on_file: FileDone | None = None,
     on_pages: ProgressCallback | None = None,
     withdrawn: threading.Event | None = None,
 ) -> IngestSelection:
     """``refs`` read in this process's sandbox, ``concurrency`` children at once at most (files
     at once, and a long scan's pages at once): each child is one busy core (tesseract runs
-    single-threaded), so more would only wait inside their wall clocks."""
+    single-threaded), so more would only wait inside their wall clocks. ``ocr_language``: the
+    caller's, None for the deployment's."""
     extractor = Unpacking(
         SandboxExtractor(
             settings.sandbox,
-            settings.parse_limits_for(limits),
+            settings.parse_limits_for(limits, ocr_language=ocr_language),
             require=settings.sandbox_require,
             uid_base=settings.sandbox_uid_base,
             page_workers=concurrency,
@@ -170,6 +172,7 @@ class QueueClients:
         *,
         deadline: float,
         use_cache: bool,
+        ocr_language: str | None,
         on_file: FileDone | None = None,
         on_pages: ProgressCallback | None = None,
         withdrawn: threading.Event | None = None,
@@ -185,7 +188,14 @@ class QueueClients:
         local = self._local
         local.on_file, local.on_pages, local.withdrawn = on_file, on_pages, withdrawn
         try:
-            return gather(refs, client, limits=limits, deadline=deadline, use_cache=use_cache)
+            return gather(
+                refs,
+                client,
+                limits=limits,
+                deadline=deadline,
+                use_cache=use_cache,
+                ocr_language=ocr_language,
+            )
         finally:
             local.on_file = local.on_pages = local.withdrawn = None
 
@@ -203,6 +213,7 @@ def extract_queued(
     *,
     deadline: float,
     use_cache: bool,
+    ocr_language: str | None,
     on_file: FileDone | None = None,
     on_pages: ProgressCallback | None = None,
 ) -> IngestSelection:
@@ -210,7 +221,13 @@ def extract_queued(
     clients = QueueClients(settings)
     try:
         return clients.extract(
-            refs, limits, deadline=deadline, use_cache=use_cache, on_file=on_file, on_pages=on_pages
+            refs,
+            limits,
+            deadline=deadline,
+            use_cache=use_cache,
+            ocr_language=ocr_language,
+            on_file=on_file,
+            on_pages=on_pages,
         )
     finally:
         clients.close()

@@ -77,6 +77,7 @@ def _answer(
         job.stage,
         job.limits,
         payload_sha256=job.sha256 if job.use_cache else None,  # fetch_payload verified it
+        ocr_language=job.ocr_language,
         deadline=deadline_of(task),
         on_progress=_progress_reporter(task, job.stage),
         withdrawn=withdrawal,

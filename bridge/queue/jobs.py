@@ -6,16 +6,25 @@ untrusted through the shared decoder (bridge.wire). See docs/queue.md, The trust
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from typing import Annotated
 
 import msgspec
 from kombu.entity import Exchange, Queue
+from msgspec import UNSET, UnsetType
 
 from bridge.knowledge.attachments import ExtractionLimits
 from bridge.knowledge.errors import BridgeContractError
-from bridge.wire import Declared, Label, Sha256Hex, WireError, decode, limits_struct
+from bridge.wire import (
+    Declared,
+    Label,
+    OcrLanguage,
+    Sha256Hex,
+    WireError,
+    decode,
+    limits_struct,
+)
 
 #: The one task name both sides agree on; a rename is a protocol change.
 TASK_NAME = "airlock.extract"
@@ -121,7 +130,13 @@ class MalformedJob(ValueError):
 
 @dataclass(frozen=True)
 class ExtractionJob:
-    """One attachment to extract, as the message describes it."""
+    """One attachment to extract, as the message describes it.
+
+    ``ocr_language``: the tesseract languages its caller asked for, None for the workers' own
+    (``AIRLOCK_OCR_LANGUAGE``). A message carries the field only when it is set, so a job
+    that names none is the message every earlier release reads (docs/queue.md, "OCR languages
+    per request").
+    """
 
     sha256: str
     size: int
@@ -131,30 +146,25 @@ class ExtractionJob:
     limits: ExtractionLimits
     stage: Stage
     use_cache: bool
+    ocr_language: str | None = None
 
     def to_wire(self) -> dict[str, object]:
         wire = asdict(self)
         wire["stage"] = self.stage.value
+        if self.ocr_language is None:
+            del wire["ocr_language"]
         return wire
 
     def handed_on(self, stage: Stage) -> ExtractionJob:
-        return ExtractionJob(
-            self.sha256,
-            self.size,
-            self.label,
-            self.kind,
-            self.media_type,
-            self.limits,
-            stage,
-            self.use_cache,
-        )
+        return replace(self, stage=stage)
 
 
 _JobLimits = limits_struct("JobLimits", partial=False)
 
 
 class _WireJob(msgspec.Struct, forbid_unknown_fields=True):
-    """An :class:`ExtractionJob` as the message carries it, every field required."""
+    """An :class:`ExtractionJob` as the message carries it, every field required but the OCR
+    language."""
 
     sha256: Sha256Hex
     size: Annotated[int, msgspec.Meta(ge=1)]
@@ -164,6 +174,8 @@ class _WireJob(msgspec.Struct, forbid_unknown_fields=True):
     limits: _JobLimits  # type: ignore[valid-type]
     stage: Stage
     use_cache: bool
+    # Sent only when set: a message without it is the one earlier releases read.
+    ocr_language: OcrLanguage | UnsetType = UNSET
 
 
 def job_from_wire(untrusted_job: object) -> ExtractionJob:
@@ -183,6 +195,7 @@ def job_from_wire(untrusted_job: object) -> ExtractionJob:
         limits=limits,
         stage=job.stage,
         use_cache=job.use_cache,
+        ocr_language=None if job.ocr_language is UNSET else job.ocr_language,
     )
 
 

@@ -36,7 +36,7 @@ from bridge.knowledge.labels import safe_label
 from bridge.queue.claim_check import sha256_hex
 from bridge.queue.envelope import StoredAnswer, outcome_from_stored
 from bridge.queue.jobs import ExtractionJob, first_stage
-from bridge.wire import MAX_DECLARED_CHARS
+from bridge.wire import MAX_DECLARED_CHARS, ocr_language_problem
 
 DEFAULT_DEADLINE_SECONDS = 30.0
 
@@ -98,7 +98,9 @@ class ExtractionQueue(Protocol):
         ...
 
 
-def _job(ref: AttachmentRef, limits: ExtractionLimits, use_cache: bool) -> QueuedJob:
+def _job(
+    ref: AttachmentRef, limits: ExtractionLimits, use_cache: bool, ocr_language: str | None
+) -> QueuedJob:
     job = ExtractionJob(
         sha256=sha256_hex(ref.payload),
         size=len(ref.payload),
@@ -108,6 +110,7 @@ def _job(ref: AttachmentRef, limits: ExtractionLimits, use_cache: bool) -> Queue
         limits=limits,
         stage=first_stage(ref.kind),
         use_cache=use_cache,
+        ocr_language=ocr_language,
     )
     return QueuedJob(job, ref.payload)
 
@@ -140,12 +143,15 @@ def _no_answer(ref: AttachmentRef, deadline_seconds: float) -> ExtractionFailed:
     )
 
 
-def _check_arguments(on_rejection: str, deadline: float) -> None:
+def _check_arguments(on_rejection: str, deadline: float, ocr_language: str | None) -> None:
     check_on_rejection(on_rejection)
     if isinstance(deadline, bool) or not isinstance(deadline, int | float):
         raise BridgeContractError("deadline must be a number of seconds")
     if not (deadline > 0 and math.isfinite(deadline)):
         raise BridgeContractError("deadline must be a positive, finite number of seconds")
+    # Refused here, where the caller wires, rather than by every worker it reaches.
+    if ocr_language is not None and (problem := ocr_language_problem(ocr_language)):
+        raise BridgeContractError(f"ocr_language: {problem}")
 
 
 def gather(
@@ -156,14 +162,16 @@ def gather(
     on_rejection: Literal["omit", "raise"] = "omit",
     deadline: float = DEFAULT_DEADLINE_SECONDS,
     use_cache: bool = True,
+    ocr_language: str | None = None,
 ) -> IngestSelection:
     """Extract ``refs`` on the workers within ``deadline`` seconds; fold them as select does.
 
     Refs refused by the cheap guards are never enqueued. With ``'raise'``, nothing after the
     first such refusal is enqueued either: the local path would stop there, so its outcome
-    could never be read.
+    could never be read. ``ocr_language`` reads their scans with those tesseract languages
+    instead of the workers' ``AIRLOCK_OCR_LANGUAGE`` (None: the workers').
     """
-    _check_arguments(on_rejection, deadline)
+    _check_arguments(on_rejection, deadline, ocr_language)
     deadline_at = time.monotonic() + deadline
     refs = list(refs)
     outcomes: list[Outcome | None] = [None] * len(refs)
@@ -171,7 +179,7 @@ def gather(
     for index, ref in enumerate(refs):
         refusal = _refused_before_dispatch(ref, limits)
         if refusal is None:
-            dispatched.append((index, _job(ref, limits, use_cache)))
+            dispatched.append((index, _job(ref, limits, use_cache, ocr_language)))
             continue
         outcomes[index] = refusal
         if on_rejection == "raise":
@@ -206,6 +214,7 @@ async def gather_async(
     on_rejection: Literal["omit", "raise"] = "omit",
     deadline: float = DEFAULT_DEADLINE_SECONDS,
     use_cache: bool = True,
+    ocr_language: str | None = None,
 ) -> IngestSelection:
     """:func:`gather` for an event loop: the waiting happens on a worker thread.
 
@@ -220,6 +229,7 @@ async def gather_async(
         on_rejection=on_rejection,
         deadline=deadline,
         use_cache=use_cache,
+        ocr_language=ocr_language,
     )
 
 
@@ -233,12 +243,13 @@ class QueueAttachmentSource:
     on_rejection: Literal["omit", "raise"] = "omit"
     deadline: float = DEFAULT_DEADLINE_SECONDS
     use_cache: bool = True
+    ocr_language: str | None = None
     scope_aware: bool = False
     # It needs the broker and the workers; an offline deployment cannot serve it.
     offline_safe: bool = False
 
     def __post_init__(self) -> None:
-        _check_arguments(self.on_rejection, self.deadline)
+        _check_arguments(self.on_rejection, self.deadline, self.ocr_language)
 
     def select(self, request: ContextRequest) -> IngestSelection:
         """As :meth:`AttachmentSource.select`, within ``deadline`` seconds."""
@@ -249,6 +260,7 @@ class QueueAttachmentSource:
             on_rejection=self.on_rejection,
             deadline=self.deadline,
             use_cache=self.use_cache,
+            ocr_language=self.ocr_language,
         )
 
     def read(self, request: ContextRequest) -> ContextRead:

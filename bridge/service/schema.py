@@ -24,7 +24,9 @@ from bridge.knowledge.pages import selection_pages
 from bridge.queue.source import DEFAULT_DEADLINE_SECONDS
 from bridge.wire import (
     MAX_DECLARED_CHARS,
+    OCR_LANGUAGE_RULE,
     Declared,
+    OcrLanguage,
     Sha256Hex,
     WireError,
     decode,
@@ -149,6 +151,7 @@ class Request(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
             "them sees no field it does not know."
         ),
     ] = False
+    ocr_language: OcrLanguage | UnsetType = UNSET
 
 
 class PageSpan(msgspec.Struct, forbid_unknown_fields=True):
@@ -263,6 +266,8 @@ class ServiceRequest:
     deadline_seconds: float = DEFAULT_DEADLINE_SECONDS
     #: Whether the result carries the selection's page map.
     pages: bool = False
+    #: The tesseract languages to read its scans with; None for the workers' own.
+    ocr_language: str | None = None
 
 
 def request_bytes(untrusted_fields: Mapping[bytes, bytes], max_bytes: int) -> bytes:
@@ -302,6 +307,7 @@ _RULES = {
     "on_rejection": "on_rejection must be 'omit' or 'raise'",
     "deadline_seconds": "deadline_seconds must be a number above 0 and at most "
     f"{MAX_DEADLINE_SECONDS:g}",
+    "ocr_language": f"ocr_language must be {OCR_LANGUAGE_RULE}",
 }
 
 
@@ -387,6 +393,7 @@ def _validated(untrusted_doc: dict[str, object], ceilings: ExtractionLimits) -> 
         request.on_rejection,
         request.deadline_seconds,
         request.pages,
+        None if request.ocr_language is UNSET else request.ocr_language,
     )
 
 

@@ -228,6 +228,7 @@ class BridgeService:
                 limits=request.limits,
                 on_rejection=request.on_rejection,
                 deadline=request.deadline_seconds,
+                ocr_language=request.ocr_language,
             )
         except InvalidRequest as exc:
             error_type, reason = "InvalidRequest", exc.reason

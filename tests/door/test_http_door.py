@@ -86,6 +86,24 @@ def test_a_form_of_several_files_answers_one_selection_in_their_order(
     assert selection["revision"] == f"note.txt:13|docling_docx_lists.docx:{docx.stat().st_size}"
 
 
+def test_a_request_reads_its_scans_in_the_ocr_language_it_names(
+    door: Door, corpus_dir: Path
+) -> None:
+    """``?ocr_language=`` replaces the service's AIRLOCK_OCR_LANGUAGE for that request alone:
+    an English scan read as Hindi is refused naming Hindi; the next request reads it."""
+    scan = (corpus_dir / "tesseract_eurotext.tif").read_bytes()
+    headers = {"X-Filename": "eurotext.tif", "Content-Type": "application/octet-stream"}
+    url = f"{door.url}/v1/extract?wait=120"
+    in_hindi = httpx.post(f"{url}&ocr_language=hin", content=scan, headers=headers, timeout=130)
+    assert in_hindi.status_code == 200, in_hindi.text
+    [(label, reason)] = in_hindi.json()["dropped"]
+    assert label == "eurotext.tif"
+    assert "the image is not text in the OCR language (hin)" in reason
+    own = httpx.post(url, content=scan, headers=headers, timeout=130)
+    assert own.status_code == 200, own.text
+    assert "The (quick) [brown] {fox} jumps!" in own.json()["text"]
+
+
 def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path) -> None:
     body = "Café crème\n".encode("latin-1")
     # Open WebUI's ExternalDocumentLoader: PUT {url}/process, raw body, X-Filename URL-quoted.
@@ -139,6 +157,9 @@ def test_every_refusal_is_typed_with_its_status(door: Door) -> None:
     refused(httpx.post(f"{extract}?max_pages=two", content=b"text"), 422, "InvalidRequest")
     refused(httpx.post(f"{extract}?wait=-1", content=b"text"), 422, "InvalidRequest")
     refused(httpx.post(f"{extract}?kind=exe", content=b"text"), 422, "InvalidRequest")
+    for language in ("-l", "eng%0A", "../eng", "scripts", "a%2Bb%2Bc%2Bd%2Be"):
+        bad = httpx.post(f"{extract}?ocr_language={language}", content=b"text")
+        assert "is not tesseract language names" in refused(bad, 422, "InvalidRequest")
     refused(httpx.post(extract, files={"field": (None, "not a file")}), 422, "InvalidRequest")
     refused(httpx.get(f"{door.url}/v1/jobs/no-such-job"), 404, "NotFound")
     declared = httpx.post(f"{extract}?max_bytes=100", content=b"x" * 101)

@@ -27,6 +27,8 @@ class _Gated:
         file_done: Callable[[], None],
         pages: Callable[[int, int], None],
         withdrawn: threading.Event,
+        *,
+        ocr_language: str | None,
     ) -> str:
         self.ran.append(refs[0].label)
         assert self.release.wait(30)
@@ -63,7 +65,12 @@ def _submit(jobs: Jobs, owner: str, name: str) -> Job:
     reservation = jobs.reservation()
     reservation.add(len(_ref(name).payload))
     return jobs.submit(
-        owner, [_ref(name)], ExtractionLimits(), lambda i: i, reservation=reservation
+        owner,
+        [_ref(name)],
+        ExtractionLimits(),
+        lambda i: i,
+        ocr_language=None,
+        reservation=reservation,
     )
 
 
@@ -120,7 +127,14 @@ def test_upload_bytes_are_held_until_the_job_lets_them_go() -> None:
         other.add(350 * 1024)
         assert jobs.full()  # under a tenth of the bound left: not ready for an upload
         other.release()
-        job = jobs.submit("a", [_ref("big")], ExtractionLimits(), lambda i: i, reservation=arriving)
+        job = jobs.submit(
+            "a",
+            [_ref("big")],
+            ExtractionLimits(),
+            lambda i: i,
+            ocr_language=None,
+            reservation=arriving,
+        )
         assert arriving.size == 0 and job.held == 600 * 1024
         arriving.release()  # a no-op: the job took the bytes
         queued = jobs.reservation()

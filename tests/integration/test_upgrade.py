@@ -119,3 +119,25 @@ def test_a_worker_of_an_earlier_release_beside_a_current_one_answers_every_job_r
     assert "unregistered" not in old.log().lower(), old.log()[-3000:]
     assert "airlock.extract_page" in new.log()  # the current worker read pages ...
     assert "airlock.extract[" in old.log()  # ... and the old one took jobs too
+
+
+def test_an_earlier_worker_handed_a_job_that_names_its_ocr_language_answers_a_typed_failure(
+    own_redis: RedisServer, own_workers: WorkerFactory, previous_release: Path
+) -> None:
+    """A job names its OCR language only when its caller asked for one, and a worker of an
+    earlier release refuses that field. Callers are upgraded after the workers
+    (docs/operations.md); in the wrong order the asking call fails at once with the worker's
+    reason, and a call that asks nothing is answered as before, by the same worker."""
+    own_workers(env=FAN_OUT, release=previous_release)
+    note = AttachmentRef("note.txt", "text", "text/plain", b"a short note")
+    url = own_redis.url()
+    with closing(CeleryQueue(url, url)) as client:
+        asking = gather([note], client, limits=LIMITS, deadline=60, ocr_language="deu")
+        plain = gather([note], client, limits=LIMITS, deadline=60)
+    [(label, reason)] = asking.dropped
+    assert label == "note.txt" and not asking.text
+    assert reason.endswith(
+        "failed: WorkerError: the task raised MalformedJob: the job was refused: the document: "
+        "Object contains unknown field `ocr_language`"
+    )
+    assert plain == local_selection([note], LIMITS)

@@ -94,12 +94,19 @@ def _hooked(
     limits: ExtractionLimits,
     on_progress: ProgressCallback | None = None,
     *,
+    ocr_language: str | None,
     deadline: float | None,
     withdrawn: Withdrawal | None = None,
 ) -> HookedExtractor:
     return HookedExtractor(
         _real_sandbox_extractor(
-            settings, stage, limits, on_progress, deadline=deadline, withdrawn=withdrawn
+            settings,
+            stage,
+            limits,
+            on_progress,
+            ocr_language=ocr_language,
+            deadline=deadline,
+            withdrawn=withdrawn,
         )
     )
 

@@ -143,6 +143,11 @@ def test_unreadable_text_is_omitted_with_its_reason_or_admitted_flagged(tmp_path
     ("args", "env"),
     [
         (["extract", "--ocr-language", "eng,--psm", "README.md"], {}),
+        (["extract", "--ocr-language", "scripts", "README.md"], {}),
+        (
+            ["extract", "--ocr-language", "hin", "--broker", "redis://x", "--max-pixels", "9", "a"],
+            {},
+        ),
         # A language this host has no pack for: refused at start, naming the package.
         (["extract", "--ocr-language", "zzz", "README.md"], {}),
         (["extract", "README.md"], {"AIRLOCK_OCR_LANGUAGE": "eng,zzz"}),
@@ -171,6 +176,16 @@ def test_usage_and_configuration_errors_exit_2_with_one_line(
         flag = "--ocr-language" if "--ocr-language" in args else "AIRLOCK_OCR_LANGUAGE"
         assert failed.stderr.startswith(f"airlock: {flag}: OCR language 'zzz' is not installed")
         assert "apt-get install tesseract-ocr-zzz" in failed.stderr
+
+
+def test_the_ocr_language_travels_with_queued_jobs_instead_of_being_refused() -> None:
+    """Through the queue the flag is the request's own language (each job carries it): it
+    gets as far as the broker, where a local-only flag stops at the command line."""
+    queued = airlock(
+        "extract", "--broker", "redis://127.0.0.1:1/0", "--ocr-language", "hin", "README.md"
+    )
+    assert queued.returncode == 3, queued
+    assert queued.stderr.startswith("airlock: the extraction queue is unreachable")
 
 
 def test_doctor_reports_the_layers_as_json() -> None:

@@ -295,7 +295,9 @@ def test_the_result_cache_serves_a_repeated_file(redis: Redis, parser: Scripted)
 
 def cache_key_of(runtime: Runtime, payload: bytes) -> str:
     """Where the cache keeps a text file's text: computable by anyone from the file alone."""
-    limits = extraction.stage_parse_limits(runtime.settings, Stage.LIGHT, ExtractionLimits())
+    limits = extraction.stage_parse_limits(
+        runtime.settings, Stage.LIGHT, ExtractionLimits(), ocr_language=None
+    )
     return CachedExtractor(
         Scripted(""), runtime.redis, cache_namespace(limits), 60, sha256_hex(payload), b""
     )._key("text", "text/plain", ExtractionLimits().max_pages)
@@ -405,7 +407,7 @@ def test_the_workers_sandbox_holds_the_deployments_requirement_and_uid_base() ->
         {"AIRLOCK_SANDBOX_REQUIRE": "uid_drop", "AIRLOCK_SANDBOX_UID_BASE": str(2**32 - 1)}
     )
     extractor = extraction.sandbox_extractor(
-        settings, Stage.LIGHT, ExtractionLimits(), deadline=None
+        settings, Stage.LIGHT, ExtractionLimits(), ocr_language=None, deadline=None
     )
     with pytest.raises(SandboxUnavailable, match=r"required sandbox mechanisms .*: uid_drop"):
         extractor.extract("text", "text/plain", b"never parsed", max_pages=1)

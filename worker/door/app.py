@@ -28,6 +28,7 @@ from bridge.knowledge.contracts import IngestSelection
 from bridge.knowledge.failures import NO_WORKERS, QUEUE_FULL
 from bridge.queue.source import QueueFull, QueueUnavailable
 from bridge.service.schema import InvalidRequest, query_limits
+from bridge.wire import ocr_language_problem
 from worker.config import Settings
 from worker.door import openapi
 from worker.door.callbacks import CallbackRefused, Callbacks, Delivery, Target
@@ -107,6 +108,8 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
         file_done: Callable[[], None],
         pages: Callable[[int, int], None],
         withdrawn: threading.Event,
+        *,
+        ocr_language: str | None,
     ) -> str:
         if settings.broker_configured:
             selection = clients.extract(
@@ -114,6 +117,7 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
                 limits,
                 deadline=QUEUED_DEADLINE_SECONDS,
                 use_cache=True,
+                ocr_language=ocr_language,
                 on_file=file_done,
                 on_pages=pages,
                 withdrawn=withdrawn,
@@ -129,6 +133,7 @@ def _runner(settings: Settings, clients: QueueClients) -> Runner:
                 limits,
                 settings,
                 concurrency=1,
+                ocr_language=ocr_language,
                 on_file=file_done,
                 on_pages=pages,
                 withdrawn=withdrawn,
@@ -217,6 +222,13 @@ class Door:
         return kind
 
     @staticmethod
+    def _ocr_language(request: Request) -> str | None:
+        ocr_language = request.query_params.get("ocr_language")
+        if ocr_language is not None and (problem := ocr_language_problem(ocr_language)):
+            raise _invalid(f"ocr_language: {problem}")
+        return ocr_language
+
+    @staticmethod
     def _wait(request: Request, default: float) -> float:
         raw = request.query_params.get("wait")
         if raw is None:
@@ -262,6 +274,7 @@ class Door:
         *,
         kind: str | None,
         limits: ExtractionLimits,
+        ocr_language: str | None,
         form: bool = True,
         callback: Target | None = None,
     ) -> Job:
@@ -284,6 +297,7 @@ class Door:
                 uploads,
                 kind=kind,
                 limits=limits,
+                ocr_language=ocr_language,
                 reservation=reservation,
                 callback=callback,
             )
@@ -298,6 +312,7 @@ class Door:
         *,
         kind: str | None,
         limits: ExtractionLimits,
+        ocr_language: str | None,
         reservation: Reservation,
         callback: Target | None = None,
     ) -> Job:
@@ -312,6 +327,7 @@ class Door:
                 limits,
                 lambda job_id: str(request.url_for("job", job_id=job_id)),
                 None if callback is None else Delivery(),
+                ocr_language=ocr_language,
                 reservation=reservation,
             )
         except OwnerBusy:
@@ -412,9 +428,17 @@ class Door:
     async def extract(self, request: Request) -> Response:
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
+        ocr_language = self._ocr_language(request)
         wait = self._wait(request, DEFAULT_WAIT_SECONDS)
         callback = await self._callback(request)
-        job = await self._received(request, owner, kind=kind, limits=limits, callback=callback)
+        job = await self._received(
+            request,
+            owner,
+            kind=kind,
+            limits=limits,
+            ocr_language=ocr_language,
+            callback=callback,
+        )
         if await self._settled(request, job, wait):
             answer = self._answer(job)
             if job.callback is None:
@@ -478,7 +502,14 @@ class Door:
         so the job is forgotten as soon as it is answered)."""
         owner = self._owner(request)
         limits, kind = self._limits(request), self._kind(request)
-        job = await self._received(request, owner, kind=kind, limits=limits, form=False)
+        job = await self._received(
+            request,
+            owner,
+            kind=kind,
+            limits=limits,
+            ocr_language=self._ocr_language(request),
+            form=False,
+        )
         settled = await self._settled(request, job, MAX_WAIT_SECONDS + QUEUED_DEADLINE_SECONDS)
         self.jobs.withdraw(owner, job.id)
         if not settled:

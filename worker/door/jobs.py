@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractionLimits
 from worker.door.callbacks import Delivery
@@ -46,6 +47,8 @@ class Job:
     owner: str
     refs: Sequence[AttachmentRef] = field(repr=False)
     limits: ExtractionLimits
+    #: The tesseract languages the request asked for; None for the service's own.
+    ocr_language: str | None
     #: The files' labels, kept after their bytes are let go.
     labels: tuple[str, ...] = ()
     state: JobState = JobState.QUEUED
@@ -67,19 +70,23 @@ class Job:
     held: int = 0
 
 
-#: What runs a job: the job's refs and limits in, the selection's JSON out; progress is
-#: reported through the two callbacks (a file done; pages done of total), and the event is
-#: set when the job is withdrawn.
-Runner = Callable[
-    [
-        Sequence[AttachmentRef],
-        ExtractionLimits,
-        Callable[[], None],
-        Callable[[int, int], None],
-        threading.Event,
-    ],
-    str,
-]
+class Runner(Protocol):
+    """What runs a job: the job's refs, limits and OCR language in, the selection's JSON out;
+    progress is reported through the two callbacks (a file done; pages done of total), and the
+    event is set when the job is withdrawn."""
+
+    def __call__(
+        self,
+        refs: Sequence[AttachmentRef],
+        limits: ExtractionLimits,
+        file_done: Callable[[], None],
+        pages: Callable[[int, int], None],
+        withdrawn: threading.Event,
+        *,
+        ocr_language: str | None,
+    ) -> str: ...
+
+
 #: Turns an exception a runner raised into the job's typed failure.
 Classifier = Callable[[Exception], HttpFailure]
 
@@ -165,6 +172,7 @@ class Jobs:
         url: Callable[[str], str],
         callback: Delivery | None = None,
         *,
+        ocr_language: str | None,
         reservation: Reservation,
     ) -> Job:
         """Queue ``refs`` as ``owner``'s job; ``url`` makes its URL from its id. The bytes
@@ -181,6 +189,7 @@ class Jobs:
                 owner,
                 tuple(refs),
                 limits,
+                ocr_language,
                 tuple(ref.label for ref in refs),
             )
             job.url, job.callback = url(job.id), callback
@@ -280,7 +289,7 @@ class Jobs:
                 self._release(job)  # withdrawn as it was about to start
                 return
             job.state = JobState.RUNNING
-            refs, limits = job.refs, job.limits
+            refs, limits, ocr_language = job.refs, job.limits, job.ocr_language
 
         def file_done() -> None:
             with self._lock:
@@ -293,7 +302,9 @@ class Jobs:
         result: str | None = None
         failure: HttpFailure | None = None
         try:
-            result = self._runner(refs, limits, file_done, pages, job.withdrawn)
+            result = self._runner(
+                refs, limits, file_done, pages, job.withdrawn, ocr_language=ocr_language
+            )
         except Exception as exc:  # noqa: BLE001 - every failure becomes the job's typed answer
             failure = self._classify(exc)
         with self._lock:

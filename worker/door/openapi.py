@@ -16,6 +16,7 @@ from bridge import __version__
 from bridge.knowledge.attachments import EXTRACTABLE_KINDS, ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS
 from bridge.service.schema import AttachmentPages, Selection
+from bridge.wire import OcrLanguage
 from worker.door.config import MAX_WAIT_SECONDS
 
 
@@ -92,6 +93,10 @@ def _errors(*statuses: int) -> dict[str, Any]:
     return {str(status): _json("ErrorBody", words[status]) for status in statuses}
 
 
+#: The request's OCR language as the job wire and the bridge service's schema have it.
+_OCR_LANGUAGE: dict[str, Any] = msgspec.json.schema(OcrLanguage)
+
+
 def _query(limits: ExtractionLimits) -> list[dict[str, Any]]:
     parameters: list[dict[str, Any]] = []
     for field in fields(limits):
@@ -115,6 +120,15 @@ def _query(limits: ExtractionLimits) -> list[dict[str, Any]]:
             "description": "declare every file as this kind instead of telling it by its "
             "name and bytes",
             "schema": {"type": "string", "enum": sorted(EXTRACTABLE_KINDS)},
+        }
+    )
+    parameters.append(
+        {
+            "name": "ocr_language",
+            "in": "query",
+            "required": False,
+            "description": _OCR_LANGUAGE["description"],
+            "schema": {key: value for key, value in _OCR_LANGUAGE.items() if key != "description"},
         }
     )
     return parameters

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -59,6 +60,21 @@ def test_hand_off_changes_only_the_stage() -> None:
     handed = JOB.handed_on(Stage.OCR)
     assert handed.stage is Stage.OCR
     assert handed.to_wire() | {"stage": "light"} == JOB.to_wire()
+    asked = replace(JOB, ocr_language="eng,hin")
+    assert asked.handed_on(Stage.OCR).ocr_language == "eng,hin"
+
+
+def test_a_job_names_its_ocr_language_only_when_its_caller_asked_for_one() -> None:
+    """A job without one is the message earlier releases read, key for key; one with a
+    language carries it through the wire unchanged."""
+    assert "ocr_language" not in JOB.to_wire()
+    assert set(JOB.to_wire()) == {
+        "sha256", "size", "label", "kind", "media_type", "limits", "stage", "use_cache"
+    }  # fmt: skip
+    for ocr_language in ("deu", "eng+deu", "eng,scripts", "chi_sim_vert,Japanese_vert"):
+        asked = replace(JOB, ocr_language=ocr_language)
+        assert asked.to_wire()["ocr_language"] == ocr_language
+        assert job_from_wire(json.loads(json.dumps(asked.to_wire()))) == asked
 
 
 @pytest.mark.parametrize(
@@ -104,6 +120,20 @@ def test_hand_off_changes_only_the_stage() -> None:
         wire(size=Decimal(12)),
         wire(label=datetime(2026, 1, 1, tzinfo=UTC)),
         wire(media_type=b"application/pdf"),
+        # The OCR language reaches tesseract's command line: names only, bounded.
+        wire(ocr_language=None),
+        wire(ocr_language=""),
+        wire(ocr_language="-l"),
+        wire(ocr_language="--tessdata-dir /tmp"),
+        wire(ocr_language="../../tmp/evil"),
+        wire(ocr_language="eng\n"),
+        wire(ocr_language="eng,"),
+        wire(ocr_language="eng+deu+fra+spa+ita"),
+        wire(ocr_language=",".join(["eng"] * 9)),
+        wire(ocr_language="scripts"),
+        wire(ocr_language="scripts,eng"),
+        wire(ocr_language="x" * 33),
+        wire(ocr_language=["eng"]),
     ],
 )
 def test_malformed_messages_are_refused(body: object) -> None:

@@ -161,6 +161,22 @@ def test_deadline_must_be_a_positive_number(deadline: object) -> None:
         QueueAttachmentSource([], WorkerInProcess(), deadline=deadline)  # type: ignore[arg-type]
 
 
+def test_the_ocr_language_is_checked_where_the_caller_wires_and_rides_on_every_job() -> None:
+    """A language tesseract's command line must never see is the caller's mistake, refused
+    before anything is published; a good one is carried by each job the call publishes."""
+    for bad in ("-l deu", "eng\n", "../eng", "scripts", "a+b+c+d+e"):
+        with pytest.raises(BridgeContractError, match=r"ocr_language: .* is not tesseract"):
+            gather([], WorkerInProcess(), ocr_language=bad)
+        with pytest.raises(BridgeContractError):
+            QueueAttachmentSource([], WorkerInProcess(), ocr_language=bad)
+    worker = WorkerInProcess()
+    refs = [AttachmentRef(f"{n}.txt", "text", "text/plain", b"x") for n in range(2)]
+    gather(refs, worker, ocr_language="eng+deu,scripts")
+    assert [queued.job.ocr_language for queued in worker.published] == ["eng+deu,scripts"] * 2
+    gather(refs, worker)
+    assert [queued.job.ocr_language for queued in worker.published[2:]] == [None, None]
+
+
 def test_on_rejection_is_checked() -> None:
     with pytest.raises(BridgeContractError):
         QueueAttachmentSource([], WorkerInProcess(), on_rejection="ignore")  # type: ignore[arg-type]

@@ -100,6 +100,11 @@ def test_the_deployments_ceilings_are_the_default_and_the_most_a_request_gets() 
         parse_request(raw(request_doc(limits={"max_pages": 118})), ceilings)
 
 
+def test_a_request_names_its_ocr_language_or_leaves_the_workers_own() -> None:
+    assert parse_request(raw(request_doc())).ocr_language is None
+    assert parse_request(raw(request_doc(ocr_language="eng,hin"))).ocr_language == "eng,hin"
+
+
 def test_limits_may_tighten_and_integers_are_json_schema_integers() -> None:
     doc = request_doc(limits={"max_pages": 5.0, "max_expansion_ratio": 50}, deadline_seconds=2)
     request = parse_request(raw({**doc, "on_rejection": "raise"}))
@@ -167,6 +172,16 @@ MALFORMED_DOCUMENTS: list[tuple[object, str | None, str]] = [
     (request_doc(deadline_seconds=True), "r-1", "deadline_seconds"),
     (request_doc(deadline_seconds=[5]), "r-1", "deadline_seconds"),
     (request_doc(on_rejection=None), "r-1", "on_rejection"),
+    # The OCR language reaches tesseract's command line: model names only, bounded.
+    (request_doc(ocr_language="-l deu"), "r-1", "ocr_language must be tesseract language names"),
+    (request_doc(ocr_language="eng\n"), "r-1", "ocr_language"),
+    (request_doc(ocr_language="../tessdata/eng"), "r-1", "ocr_language"),
+    (request_doc(ocr_language=""), "r-1", "ocr_language"),
+    (request_doc(ocr_language=None), "r-1", "ocr_language"),
+    (request_doc(ocr_language=["eng"]), "r-1", "ocr_language"),
+    (request_doc(ocr_language="scripts"), "r-1", "not 'scripts' first"),
+    (request_doc(ocr_language="a+b+c+d+e"), "r-1", "at most 4"),
+    (request_doc(ocr_language=",".join("abcdefghi")), "r-1", "at most 8"),
 ]
 
 #: Refusals below the level of a JSON document, which a schema cannot see.
@@ -306,6 +321,9 @@ VALID_DOCUMENTS: list[dict[str, Any]] = [
     request_doc("r", *[inline()] * MAX_ATTACHMENTS),
     {**request_doc("r" * 128, inline(label="l" * 1024)), "v": 1.0},
     request_doc(limits={"max_bytes": 1e3}, deadline_seconds=1e-3),
+    request_doc(ocr_language="deu"),
+    request_doc(ocr_language="eng+deu+fra+spa,hin,scripts"),
+    request_doc(ocr_language=",".join("abcdefgh")),
 ]
 
 
