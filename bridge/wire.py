@@ -45,19 +45,28 @@ Declared = Annotated[
 #: The bridge sends ``safe_label`` output; a longer label can only be forged.
 Label = Annotated[str, Meta(max_length=MAX_LABEL_CHARS)]
 
-_OCR_MODEL = "[A-Za-z0-9_]{1,32}"
-_OCR_CHOICE = rf"{_OCR_MODEL}(?:\+{_OCR_MODEL}){{0,3}}"
+_OCR_MODEL_CHARS = 32
+_OCR_MODELS_TOGETHER = 4
+_OCR_CHOICES = 4
+_OCR_MODEL = f"[A-Za-z0-9_]{{1,{_OCR_MODEL_CHARS}}}"
+_OCR_CHOICE = rf"{_OCR_MODEL}(?:\+{_OCR_MODEL}){{0,{_OCR_MODELS_TOGETHER - 1}}}"
 #: tesseract languages a request reads its scans with, in AIRLOCK_OCR_LANGUAGE's form. The name
 #: reaches tesseract's command line, so only model names may: never an option or a path. Each
-#: model read at once costs its memory and time again, so a choice joins at most four, and at
-#: most eight choices are tried. The first is what every page is read with, so it cannot be
-#: ``scripts`` (the models a page it reads badly is read again with). The look-ahead refuses a
-#: final newline, which ``$`` lets by.
+#: model read at once costs its memory and time again, and each choice may cost a page another
+#: reading, so a choice joins at most four models and at most four choices are tried (eight
+#: choices of four models cost 24 CPU-s a page against 2 for eng,scripts). The first is what
+#: every page is read with, so it cannot be ``scripts`` (the models a page it reads badly is
+#: read again with), which joins no other model either; ``osd`` detects scripts and reads
+#: nothing. The first look-ahead refuses a final newline, which ``$`` lets by.
 OcrLanguage = Annotated[
     str,
     Meta(
-        pattern=rf"^(?!.*\n)(?!scripts(?:,|$)){_OCR_CHOICE}(?:,{_OCR_CHOICE}){{0,7}}$",
-        max_length=8 * (4 * 33),
+        pattern=(
+            r"^(?!.*\n)(?!scripts(?:,|$))(?!(?:.*[+,])?osd(?:[+,]|$))"
+            r"(?!(?:.*[+,])?scripts\+)(?!.*\+scripts(?:[+,]|$))"
+            rf"{_OCR_CHOICE}(?:,{_OCR_CHOICE}){{0,{_OCR_CHOICES - 1}}}$"
+        ),
+        max_length=_OCR_CHOICES * (_OCR_MODELS_TOGETHER * (_OCR_MODEL_CHARS + 1)) - 1,
         description=(
             "The tesseract languages to read scans with, instead of the service's "
             "AIRLOCK_OCR_LANGUAGE: a model ('deu'), models read together ('eng+deu'), or "
@@ -134,8 +143,9 @@ def parse_json(untrusted_raw: bytes, *, schema_integers: bool = False) -> object
 
 #: :data:`OcrLanguage`'s rule as a refusal words it.
 OCR_LANGUAGE_RULE = (
-    "tesseract language names: one model 'deu', models read together 'eng+deu' (at most 4), "
-    "or choices tried in order 'eng,scripts' (at most 8, and not 'scripts' first)"
+    "tesseract language names: one model 'deu', models read together 'eng+deu' (at most "
+    f"{_OCR_MODELS_TOGETHER}), or choices tried in order 'eng,scripts' (at most {_OCR_CHOICES}; "
+    "'scripts' neither first nor joined with '+'; not 'osd')"
 )
 
 

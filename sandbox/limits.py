@@ -69,8 +69,9 @@ class ParseLimits:
 
     @property
     def ocr_languages(self) -> tuple[str, ...]:
-        """The languages to choose among, in order of preference."""
-        return tuple(self.ocr_language.split(","))
+        """The languages to choose among, in order of preference, each once: a choice named
+        twice would read a page twice for nothing."""
+        return tuple(dict.fromkeys(self.ocr_language.split(",")))
 
 
 @dataclass(frozen=True)

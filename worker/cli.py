@@ -334,7 +334,7 @@ def _check_ocr_language(ocr_language: str, named_by: str) -> None:
 
 
 def _extract(args: argparse.Namespace) -> int:
-    if args.ocr_language and (problem := ocr_language_problem(args.ocr_language)):
+    if args.ocr_language is not None and (problem := ocr_language_problem(args.ocr_language)):
         raise ConfigurationError(f"--ocr-language: {problem}")
     env = dict(os.environ)
     if args.broker:

@@ -243,10 +243,11 @@ class QueueAttachmentSource:
     on_rejection: Literal["omit", "raise"] = "omit"
     deadline: float = DEFAULT_DEADLINE_SECONDS
     use_cache: bool = True
-    ocr_language: str | None = None
     scope_aware: bool = False
     # It needs the broker and the workers; an offline deployment cannot serve it.
     offline_safe: bool = False
+    # Last: a caller that passes the fields above by position keeps them where they were.
+    ocr_language: str | None = None
 
     def __post_init__(self) -> None:
         _check_arguments(self.on_rejection, self.deadline, self.ocr_language)

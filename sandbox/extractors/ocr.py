@@ -315,10 +315,14 @@ def _run_tesseract(png: bytes, language: str) -> tuple[str, list[tuple[float, st
     completed = _tesseract(png, ["-l", language, "--psm", "3", "tsv"])
     words = _tsv_words(completed.stdout.decode("utf-8", errors="replace"))
     text = _layout(words)
+    missing = ocr_languages.missing_from_complaint(completed.stderr)
+    if missing is not None:
+        # Whatever it exits with: asked for eng+deu without deu, tesseract reads with eng
+        # alone and exits 0, and the page would be answered as read in a language it was not.
+        raise OcrFailed(missing)
     if completed.returncode != 0:
         raise OcrFailed(
-            ocr_languages.missing_from_complaint(completed.stderr)
-            or f"tesseract exited with status {completed.returncode}: "
+            f"tesseract exited with status {completed.returncode}: "
             f"{_complaint(completed.stderr, b'')}"
         )
     if _LEPTONICA_ERROR in completed.stderr:

@@ -102,6 +102,10 @@ def test_a_request_reads_its_scans_in_the_ocr_language_it_names(
     own = httpx.post(url, content=scan, headers=headers, timeout=130)
     assert own.status_code == 200, own.text
     assert "The (quick) [brown] {fox} jumps!" in own.json()["text"]
+    # A query's '+' is a space once decoded; no language holds one, so it is read as '+'.
+    both = httpx.post(f"{url}&ocr_language=eng+hin", content=scan, headers=headers, timeout=130)
+    assert both.status_code == 200, both.text
+    assert "The (quick) [brown] {fox} jumps!" in both.json()["text"]
 
 
 def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path) -> None:

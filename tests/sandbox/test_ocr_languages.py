@@ -54,3 +54,18 @@ def test_a_job_that_meets_a_missing_pack_names_it(runner: SandboxRunner, corpus_
     scan = (corpus_dir / "tesseract_phototest.tif").read_bytes()
     with pytest.raises(ParserError, match="apt-get install tesseract-ocr-zzz"):
         runner.run("image", "image/tiff", scan, ParseLimits(ocr_language="zzz"))
+
+
+@pytest.mark.parametrize("ocr_language", ["eng+zzz", "zzz+eng"])
+def test_a_pack_missing_from_models_read_together_fails_the_job_too(
+    runner: SandboxRunner, corpus_dir: Path, ocr_language: str
+) -> None:
+    """tesseract reads with the models of a '+' group it could load and exits 0: the page was
+    answered as read in a language it was not read in."""
+    scan = (corpus_dir / "tesseract_phototest.tif").read_bytes()
+    with pytest.raises(ParserError, match="OCR language 'zzz' is not installed on this host"):
+        runner.run("image", "image/tiff", scan, ParseLimits(ocr_language=ocr_language))
+
+
+def test_a_choice_named_twice_is_tried_once() -> None:
+    assert ParseLimits(ocr_language="eng,hin,hin,eng").ocr_languages == ("eng", "hin")

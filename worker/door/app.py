@@ -224,6 +224,10 @@ class Door:
     @staticmethod
     def _ocr_language(request: Request) -> str | None:
         ocr_language = request.query_params.get("ocr_language")
+        if ocr_language is not None:
+            # A query's '+' arrives as a space (form encoding): ?ocr_language=eng+deu is what
+            # people type, and no language name holds a space.
+            ocr_language = ocr_language.replace(" ", "+")
         if ocr_language is not None and (problem := ocr_language_problem(ocr_language)):
             raise _invalid(f"ocr_language: {problem}")
         return ocr_language

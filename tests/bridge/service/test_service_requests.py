@@ -179,9 +179,11 @@ MALFORMED_DOCUMENTS: list[tuple[object, str | None, str]] = [
     (request_doc(ocr_language=""), "r-1", "ocr_language"),
     (request_doc(ocr_language=None), "r-1", "ocr_language"),
     (request_doc(ocr_language=["eng"]), "r-1", "ocr_language"),
-    (request_doc(ocr_language="scripts"), "r-1", "not 'scripts' first"),
+    (request_doc(ocr_language="scripts"), "r-1", "'scripts' neither first"),
     (request_doc(ocr_language="a+b+c+d+e"), "r-1", "at most 4"),
-    (request_doc(ocr_language=",".join("abcdefghi")), "r-1", "at most 8"),
+    (request_doc(ocr_language=",".join("abcde")), "r-1", "at most 4;"),
+    (request_doc(ocr_language="eng+scripts"), "r-1", "neither first nor joined"),
+    (request_doc(ocr_language="eng,osd"), "r-1", "not 'osd'"),
 ]
 
 #: Refusals below the level of a JSON document, which a schema cannot see.
@@ -322,8 +324,8 @@ VALID_DOCUMENTS: list[dict[str, Any]] = [
     {**request_doc("r" * 128, inline(label="l" * 1024)), "v": 1.0},
     request_doc(limits={"max_bytes": 1e3}, deadline_seconds=1e-3),
     request_doc(ocr_language="deu"),
-    request_doc(ocr_language="eng+deu+fra+spa,hin,scripts"),
-    request_doc(ocr_language=",".join("abcdefgh")),
+    request_doc(ocr_language="eng+deu+fra+spa,hin,scripts,osdx"),
+    request_doc(ocr_language=",".join("abcd")),
 ]
 
 
