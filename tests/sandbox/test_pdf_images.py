@@ -5,6 +5,8 @@ it can judge without (pypdf's decode re-encoded every image: 0.6 CPU-s on a 600-
 from __future__ import annotations
 
 import io
+import itertools
+import struct
 import zlib
 from typing import IO
 
@@ -17,6 +19,7 @@ from pypdf.generic import ContentStream
 from sandbox.extractors.pdf import extract_pdf
 from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
 from sandbox.extractors.pdf_images import check_page_images
+from sandbox.extractors.pdfium import PdfiumPage
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 from tests.image_builders import encoded
@@ -38,10 +41,18 @@ def _page_of(image: bytes, *more: bytes, drawing: bytes = DRAWING) -> bytes:
 
 
 def _check(payload: bytes) -> None:
-    """The check alone, on the page's copy as the extractor hands it over."""
+    """The check alone, on the page's copy as the extractor hands it over (written, walked,
+    and opened by PDFium)."""
     writer = PdfWriter()
     writer.add_page(PdfReader(io.BytesIO(payload)).pages[0])
-    check_page_images(writer.pages[0], refuse_hidden_decoders(writer), LIMITS)
+    written = io.BytesIO()
+    writer.write(written)
+    images = refuse_hidden_decoders(writer)
+    drawn = PdfiumPage(written.getvalue())
+    try:
+        check_page_images(writer.pages[0], images, drawn.images(), LIMITS)
+    finally:
+        drawn.close()
 
 
 def _refusal(payload: bytes, limits: ParseLimits = LIMITS) -> Refusal:
@@ -294,10 +305,7 @@ CUT_INLINE = b"BI /W 64 /H 64 /CS /G /BPC 8 /F /Fl ID " + zlib.compress(bytes(64
 
 
 _CUT = "a page image is truncated or corrupt: not enough image data"
-_UNPARSED = (
-    "the page's inline images cannot be read and checked: pypdf's parser stops at operands "
-    "before one"
-)
+_UNPARSED = "the page's inline images cannot be read and checked: pypdf raised AssertionError"
 
 
 @pytest.mark.parametrize(
@@ -365,3 +373,140 @@ def test_an_inline_image_pypdf_cannot_read_is_unreadable_not_a_parser_error(
     content it cannot parse around one, raised its own errors out of the extractor."""
     refused = _refusal(_inline_page(content))
     assert refused.code == "unreadable" and refused.reason.startswith(reason), refused.reason
+
+
+def _stored_zlib(data: bytes) -> bytes:
+    """``data`` as one stored deflate block: the bytes appear in the stream as they are."""
+    return (
+        b"x\x01\x01"
+        + struct.pack("<HH", len(data), 0xFFFF ^ len(data))
+        + data
+        + struct.pack(">I", zlib.adler32(data))
+    )
+
+
+def _nul_delimited_cut_image() -> bytes:
+    """A cut 64x64 inline image whose operators are parted by NULs, a space to PDFium alone;
+    its samples are letters and spaces (pypdf reads them as operators), with two lead bytes
+    picked so that the checksum holds no delimiter either."""
+    for first, second in itertools.product(range(65, 91), repeat=2):
+        samples = bytes([first, second]) + b"A " * (64 * 30 // 2 - 2) + b"ZZ"
+        if not set(struct.pack(">I", zlib.adler32(samples))) & set(
+            b"\x00\t\n\x0b\x0c\r ()<>[]{}/%"
+        ):
+            break
+    return b"BI\x00/W 64 /H 64 /CS /G /BPC 8 /F /Fl ID\x00" + _stored_zlib(samples) + b"\nEI\x00"
+
+
+#: Where PDFium finds inline images pypdf does not (a red team's reproducers, 2026-12-06).
+HIDDEN_FROM_PYPDF = [
+    pytest.param(
+        stream(
+            zlib.compress(b"0 0 200 200 re f")
+            + b"\n)))) ]]]] >> >\nq 200 0 0 200 0 0 cm\n"
+            + CUT_INLINE
+            + b"\nQ\n",
+            b"/Filter /FlateDecode /DecodeParms << /Colors -1 >>",
+        ),
+        "64x64",
+        "none",
+        id="PDFium parses the content as stored, rejecting the filter's parameters",
+    ),
+    pytest.param(
+        stream(b"q 100 0 0 100 50 50 cm\n" + _nul_delimited_cut_image() + b"\nQ\n"),
+        "64x64",
+        "none",
+        id="NUL for a space",
+    ),
+    pytest.param(
+        stream(
+            b"q 100 0 0 100 50 50 cm\nBI /W 8 /H 8 /CS /G /BPC 8 /F /Fl ID "
+            + zlib.compress(bytes([200]) * 64)
+            + b"EI "
+            + CUT_INLINE
+            + b"\nQ\n"
+        ),
+        "8x8, 64x64",
+        "8x8",
+        id="EI glued to Flate data opens another image",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "pdfium_sees", "pypdf_sees"), HIDDEN_FROM_PYPDF)
+def test_an_inline_image_only_pdfium_finds_refuses_the_page(
+    content: bytes, pdfium_sees: str, pypdf_sees: str
+) -> None:
+    """PDFium's own parser says what it draws; an inline image it finds and pypdf does not
+    (a cut one here, drawn part blank) went to the render unchecked."""
+    payload = pdf([CATALOG, ONE_PAGE, page(b""), content])
+    drawn = PdfiumPage(payload)
+    try:
+        assert len(drawn.images()) == pdfium_sees.count("x")  # PDFium does draw them
+    finally:
+        drawn.close()
+    refused = _refusal(payload)
+    count = pdfium_sees.count("x")
+    read = 0 if pypdf_sees == "none" else pypdf_sees.count("x")
+    assert (refused.code, refused.reason) == (
+        "unreadable",
+        f"PDFium finds {count} inline image(s) in the page's content ({pdfium_sees}) where the "
+        f"check reads {read} ({pypdf_sees}): what PDFium would draw cannot be checked",
+    )
+
+
+def test_every_image_pdfium_draws_is_held_to_the_ceiling_before_anything_is_decoded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pypdf's decode swallowed the bomb error of a 49-megapixel inline image and handed over
+    nothing, which the check skipped; one hidden from pypdf, or drawn by a form, was never
+    measured at all. PDFium's sizes are read from the image's header, nothing decoded."""
+    decoded: list[object] = []
+    monkeypatch.setattr(pypdf_images, "_xobj_to_image", lambda *a: decoded.append(a))
+    limits = ParseLimits(max_pixels=1_000)
+    over = b"BI /W 64 /H 64 /CS /G /BPC 8 /F /Fl ID " + zlib.compress(bytes(64 * 64)) + b"\nEI"
+    hidden = b"BI\x00/W 64 /H 64 /CS /G /BPC 8 ID\x00" + bytes(64 * 64) + b"\nEI\x00"
+    in_form = pdf(
+        [
+            CATALOG,
+            ONE_PAGE,
+            page(b"/XObject << /Fm0 5 0 R >>"),
+            stream(b"/Fm0 Do"),
+            stream(
+                b"q 100 0 0 100 0 0 cm " + over + b" Q",
+                b"/Type /XObject /Subtype /Form /BBox [0 0 200 200]",
+            ),
+        ]
+    )
+    for payload in (_inline_page(over), _inline_page(hidden), in_form):
+        refused = _refusal(payload, limits)
+        assert (refused.code, refused.reason) == (
+            "ceiling",
+            "an image of 64x64 = 4096 pixels exceeds the 1000-pixel ceiling",
+        )
+    assert decoded == []
+
+
+@pytest.mark.parametrize(
+    "inline",
+    [
+        b"BI /W 0 /H 8 /CS /G /BPC 8 ID " + bytes(64) + b"\nEI",
+        b"BI /H 8 /CS /G /BPC 8 ID " + bytes(64) + b"\nEI",
+        b"BI /W 8.5 /H 8 /CS /G /BPC 8 ID " + bytes(64) + b"\nEI",
+        b"BI /W (8) /H 8 /CS /G /BPC 8 ID " + bytes(64) + b"\nEI",
+        b"BI /W 8 /H 8 /CS 5 /BPC 8 ID " + bytes(64) + b"\nEI",
+        b"BI /W 8 /H 8 /CS /G /BPC 8 /F [1] ID " + bytes(64) + b"\nEI",
+        b"BI /W 8 /H 8 /CS /G /BPC 8 /F /Fl /DP << /Predictor 15 /Columns 0 >> ID "
+        + zlib.compress(bytes(64))
+        + b"\nEI",
+        b"BI /W 8 /H 8 /CS /G /BPC 8 /F /RL ID \x05ab\nEI",
+    ],
+)
+def test_an_inline_image_pypdf_fails_to_decode_is_unreadable_whatever_it_raises(
+    inline: bytes,
+) -> None:
+    """pypdf's decoders raise builtins as well as their own errors (ZeroDivisionError for /W
+    0, TypeError for /W 8.5, KeyError without /W, NotImplementedError for /F [1]): each
+    escaped the extractor as a parser error."""
+    refused = _refusal(_inline_page(b"q 100 0 0 100 0 0 cm " + inline + b" Q"))
+    assert refused.code == "unreadable", refused.reason
