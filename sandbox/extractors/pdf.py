@@ -405,7 +405,7 @@ def _ocr_page(document: _Pages, index: int, limits: ParseLimits) -> OcrText | No
     if not _draws(page):
         return None  # a blank page, without rendering it
     pdfium = document.pdfium(index)
-    check_page_images(page, document.images(index), pdfium.images(), limits)
+    check_page_images(page, document.images(index), pdfium, limits)
     picture = pdfium.render(limits)
     if not has_ink(picture):
         return None
@@ -424,7 +424,7 @@ def warm_up(payload: bytes, limits: ParseLimits) -> Image.Image:
     rendering is returned, for the caller to warm what OCR does with it."""
     with _opened(payload, limits) as reader, _Pages(reader) as document:
         pdfium = document.pdfium(0)
-        check_page_images(reader.pages[0], document.images(0), pdfium.images(), limits)
+        check_page_images(reader.pages[0], document.images(0), pdfium, limits)
         pdfium.text()
         return pdfium.render(limits)
 

@@ -42,7 +42,7 @@ from sandbox.extractors.pdf_decoders import (
     resolved,
     undone,
 )
-from sandbox.extractors.pdfium import DrawnImage
+from sandbox.extractors.pdfium import DrawnImage, PdfiumPage
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -75,7 +75,7 @@ _COMPONENTS = {
 
 
 def check_page_images(
-    page: PageObject, images: Sequence[Stream], drawn: Sequence[DrawnImage], limits: ParseLimits
+    page: PageObject, images: Sequence[Stream], pdfium: PdfiumPage, limits: ParseLimits
 ) -> None:
     """Refuse the page if one of its images is over the pixel ceiling, in a codec the sandbox
     does not decode, or damaged: OCR of the page without it would pass off part of a page as
@@ -84,8 +84,8 @@ def check_page_images(
     ``images`` are every image stream of the page's copy, and the masks of each, found where
     PDFium may draw them (:func:`refuse_hidden_decoders` walks the whole copy: forms, patterns,
     annotations' appearances, glyphs); pypdf's list of the page's images, read before, missed
-    all but its forms' and took an image whose /Subtype is a reference for a form. ``drawn``
-    are the images PDFium's own parser finds in the page's content and its forms, inline ones
+    all but its forms' and took an image whose /Subtype is a reference for a form. ``pdfium``
+    lists the images its own parser finds in the page's content and its forms, inline ones
     included: each is held to the ceiling before anything is decoded, and the inline images of
     the page's content must be the ones pypdf finds and decodes (:func:`_check_inline_images`).
 
@@ -93,6 +93,8 @@ def check_page_images(
     2000 and JBIG2 never get here: every stream of the page was checked for them.
     """
     sizes = [_declared_size(image) for image in images]
+    # pypdf keeps the stored bytes only in _data.
+    drawn = pdfium.images([(image._data, size) for image, size in zip(images, sizes, strict=True)])
     for size in [*sizes, *(image.size for image in drawn)]:
         check_pixels(size, limits)  # every size first: nothing is decoded over the ceiling
     for image, size in zip(images, sizes, strict=True):
@@ -100,12 +102,10 @@ def check_page_images(
             if not _whole(image, size, limits):
                 decoded = _xobj_to_image(_unmasked(image))[2]  # pypdf decodes it whole
                 decoded.load()  # pypdf may hand over a lazily opened image
-    _check_inline_images(page, images, drawn)
+    _check_inline_images(page, drawn)
 
 
-def _check_inline_images(
-    page: PageObject, images: Sequence[Stream], drawn: Sequence[DrawnImage]
-) -> None:
+def _check_inline_images(page: PageObject, drawn: Sequence[DrawnImage]) -> None:
     """Refuse the page unless the inline images PDFium finds in its content are, size for
     size, the ones pypdf finds and decodes whole.
 
@@ -113,15 +113,12 @@ def _check_inline_images(
     ends a Flate image where its data ends (so an EI glued to it opens another image pypdf
     takes for data), and PDFium parses a content stream as stored when it rejects the filter's
     parameters where pypdf decodes it. An image only PDFium sees would be drawn unchecked.
-    An image PDFium draws whose stored bytes are an XObject's was checked as that XObject.
-    Inline images inside forms are held to the ceiling only (docs/sandbox.md, Known gaps).
+    An image PDFium draws whose stored bytes and size are an XObject's was checked as that
+    XObject. Inline images inside forms are held to the ceiling only (docs/sandbox.md, Known
+    gaps).
     """
-    checked = {len(image._data) for image in images}  # pypdf keeps the stored bytes only here
     in_content = sorted(
-        image.size
-        for image in drawn
-        if image.in_page_content
-        and not (len(image.stored) in checked and any(image.stored == x._data for x in images))
+        image.size for image in drawn if image.in_page_content and not image.checked
     )
     read = sorted(_inline_image_sizes(page))
     if read != in_content:

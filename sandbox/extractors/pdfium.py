@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import pypdfium2
 from PIL import Image
@@ -37,11 +38,12 @@ _FORM_DEPTH = 64
 @dataclass(frozen=True)
 class DrawnImage:
     """An image PDFium draws, as its own content parser found it: its size in pixels, whether
-    the page's own content draws it (not a form), and its data as stored."""
+    the page's own content draws it (not a form), and whether it is one of the images the
+    caller already checked (its stored bytes and size are one's)."""
 
     size: tuple[int, int]
     in_page_content: bool
-    stored: bytes = field(repr=False)
+    checked: bool
 
 
 class PdfiumPage:
@@ -82,26 +84,31 @@ class PdfiumPage:
         picture: Image.Image = bitmap.to_pil()
         return picture
 
-    def images(self) -> list[DrawnImage]:
+    def images(self, checked: Sequence[tuple[bytes, tuple[int, int]]]) -> list[DrawnImage]:
         """Every image the page's content draws and every one the forms it draws do, inline
         ones included, as PDFium's parser reads them: the parser that draws them is the one
         to ask. pypdf's reading of the same content missed inline images PDFium draws (a NUL
         for a space, EI right after Flate data, content PDFium parses as stored because it
-        rejects the filter's parameters)."""
+        rejects the filter's parameters).
+
+        ``checked`` are the stored bytes and sizes of the images the caller checked; one the
+        page's content draws is matched against them (its bytes copied only when its length
+        and size are one's, and not kept: an image drawn a thousand times is compared a
+        thousand times, never held a thousand times)."""
         try:
-            return [
-                DrawnImage(
-                    image.get_px_size(),
-                    image.level == 0,
-                    bytes(image.get_data()),
-                )
-                for image in self._page.get_objects(
-                    filter=[pypdfium2.raw.FPDF_PAGEOBJ_IMAGE], max_depth=_FORM_DEPTH
-                )
-                if isinstance(image, pypdfium2.PdfImage)
-            ]
+            found = []
+            for image in self._page.get_objects(
+                filter=[pypdfium2.raw.FPDF_PAGEOBJ_IMAGE], max_depth=_FORM_DEPTH
+            ):
+                if not isinstance(image, pypdfium2.PdfImage):
+                    continue
+                size = image.get_px_size()
+                in_page_content = image.level == 0
+                known = in_page_content and _is_one_of(image, size, checked)
+                found.append(DrawnImage(size, in_page_content, known))
         except pypdfium2.PdfiumError as exc:
             raise Refusal(codes.UNREADABLE, f"PDFium cannot list the page's images: {exc}") from exc
+        return found
 
     def text(self) -> str:
         """The page's text as PDFium maps its glyphs: in content order, or column by column
@@ -118,6 +125,19 @@ class PdfiumPage:
     def close(self) -> None:
         self._page.close()
         self._document.close()
+
+
+def _is_one_of(
+    image: pypdfium2.PdfImage,
+    size: tuple[int, int],
+    checked: Sequence[tuple[bytes, tuple[int, int]]],
+) -> bool:
+    length = pypdfium2.raw.FPDFImageObj_GetImageDataRaw(image, None, 0)
+    candidates = [stored for stored, known in checked if known == size and len(stored) == length]
+    if not candidates:
+        return False
+    stored = bytes(image.get_data())
+    return any(stored == candidate for candidate in candidates)
 
 
 @dataclass(frozen=True)
