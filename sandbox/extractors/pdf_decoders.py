@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from pypdf import PdfWriter, get_configuration
+from pypdf import PageObject, PdfWriter, get_configuration
 from pypdf.errors import LimitReachedError
 from pypdf.filters import (
     ASCII85Decode,
@@ -308,11 +308,24 @@ def decodes_as_pdfium(name: str | None, parameters: DictionaryObject) -> bool:
     )
 
 
-def may_hold_inline_image(content: bytes) -> bool:
-    """Whether ``content`` has the token that opens an inline image anywhere in its bytes (in
-    a string too, which costs a false alarm, never a miss). pypdf finds inline images only by
-    parsing the whole content in Python: a 1 KB PDF whose page content inflates to 70 MB of
-    spaces cost 10 CPU-s that way, where this search costs milliseconds."""
+def content_may_open_inline_image(page: PageObject) -> bool:
+    """Whether any view PDFium may parse of the page's content streams (as stored, and through
+    the filters it undoes) holds the operator that opens an inline image, as a token anywhere
+    in its bytes (in a string too, which costs a false alarm, never a miss). Without one, every
+    image PDFium finds in that content is an XObject. pypdf finds inline images only by parsing
+    the whole content in Python: a 1 KB PDF whose page content inflates to 70 MB of spaces
+    cost 10 CPU-s that way, where this search costs milliseconds."""
+    contents = resolved(page.get("/Contents"))
+    streams = contents if isinstance(contents, ArrayObject) else [contents]
+    return any(
+        _may_hold_inline_image(view)
+        for item in streams
+        if isinstance(stream := resolved(item), Stream)
+        for view in _content_views(stream, filter_chain(stream), "page/Contents")
+    )
+
+
+def _may_hold_inline_image(content: bytes) -> bool:
     tokens = content.translate(_DELIMITERS_AS_SPACES)
     return b" BI " in tokens or tokens[:3] == b"BI " or tokens[-3:] == b" BI" or tokens == b"BI"
 

@@ -36,13 +36,13 @@ from sandbox.extractors.pdf_decoders import (
     PASSED_OVER,
     Decoder,
     DecodingWork,
+    content_may_open_inline_image,
     decodes_as_pdfium,
     filter_chain,
-    may_hold_inline_image,
     resolved,
     undone,
 )
-from sandbox.extractors.pdfium import DrawnImage, PdfiumPage
+from sandbox.extractors.pdfium import PdfiumPage
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -93,19 +93,21 @@ def check_page_images(
     2000 and JBIG2 never get here: every stream of the page was checked for them.
     """
     sizes = [_declared_size(image) for image in images]
-    # pypdf keeps the stored bytes only in _data.
-    drawn = pdfium.images([(image._data, size) for image, size in zip(images, sizes, strict=True)])
-    for size in [*sizes, *(image.size for image in drawn)]:
+    for size in [*sizes, *(image.size for image in pdfium.images())]:
         check_pixels(size, limits)  # every size first: nothing is decoded over the ceiling
     for image, size in zip(images, sizes, strict=True):
         with _page_image_is_unreadable():
             if not _whole(image, size, limits):
                 decoded = _xobj_to_image(_unmasked(image))[2]  # pypdf decodes it whole
                 decoded.load()  # pypdf may hand over a lazily opened image
-    _check_inline_images(page, drawn)
+    # pypdf keeps the stored bytes only in _data.
+    checked = [(image._data, size) for image, size in zip(images, sizes, strict=True)]
+    _check_inline_images(page, pdfium, checked)
 
 
-def _check_inline_images(page: PageObject, drawn: Sequence[DrawnImage]) -> None:
+def _check_inline_images(
+    page: PageObject, pdfium: PdfiumPage, checked: Sequence[tuple[bytes, tuple[int, int]]]
+) -> None:
     """Refuse the page unless the inline images PDFium finds in its content are, size for
     size, the ones pypdf finds and decodes whole.
 
@@ -115,8 +117,12 @@ def _check_inline_images(page: PageObject, drawn: Sequence[DrawnImage]) -> None:
     parameters where pypdf decodes it. An image only PDFium sees would be drawn unchecked.
     An image PDFium draws whose stored bytes and size are an XObject's was checked as that
     XObject. Inline images inside forms are held to the ceiling only (docs/sandbox.md, Known
-    gaps).
+    gaps). Content with no operator that opens an inline image holds none, and its images are
+    not compared at all.
     """
+    if not content_may_open_inline_image(page):
+        return
+    drawn = pdfium.images(checked)
     in_content = sorted(
         image.size for image in drawn if image.in_page_content and not image.checked
     )
@@ -136,12 +142,7 @@ def _listed(sizes: Sequence[tuple[int, int]]) -> str:
 
 def _inline_image_sizes(page: PageObject) -> list[tuple[int, int]]:
     """The size of each inline image pypdf finds in the page's content, each decoded whole (a
-    damaged one refused). pypdf finds them only by parsing the content in Python: a content
-    without the operator that opens one is not parsed (1 KB of PDF inflating to 70 MB of
-    spaces cost 9.8 CPU-s there)."""
-    contents = page.get_contents()
-    if contents is None or not may_hold_inline_image(contents.get_data()):
-        return []
+    damaged one refused)."""
     sizes = []
     with _inline_images_are_unreadable(), _page_image_is_unreadable():
         inline = page.images

@@ -5,10 +5,13 @@ from dataclasses import fields
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge.knowledge.attachments import DEFAULT_LIMITS, ExtractionLimits
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, PIXELS, SANDBOX_SETTINGS
 from bridge.queue.jobs import QUEUES
+from bridge.wire import ocr_language_problem
 from sandbox import ocr_languages
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits
@@ -224,3 +227,25 @@ def test_the_default_ocr_languages_are_eng_then_every_installed_script_model() -
     assert settings.parse_limits.ocr_languages == ("eng", *models)
     named = Settings.from_env({"AIRLOCK_OCR_LANGUAGE": "deu,HanS,scripts"})
     assert named.parse_limits.ocr_languages == ("deu", "HanS", *(m for m in models if m != "HanS"))
+
+
+_MODEL_NAMES = st.one_of(
+    st.sampled_from(["eng", "chi_sim_vert", "Japanese_vert", "scripts", "osd", "0", "_", "x" * 32]),
+    st.from_regex(r"[A-Za-z0-9_]{1,33}", fullmatch=True),
+)
+_REQUESTED = st.lists(
+    st.lists(_MODEL_NAMES, min_size=1, max_size=5).map("+".join), min_size=1, max_size=5
+).map(",".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_REQUESTED)
+def test_every_ocr_language_a_request_may_name_builds_the_workers_parse_limits(
+    requested: str,
+) -> None:
+    """The wire's rule (bridge.wire.OcrLanguage) and the sandbox's (ParseLimits) are two
+    checks of one value: a name the first let through and the second refused ("_") was a 500
+    at the door and a WorkerError in the queue."""
+    if ocr_language_problem(requested) is None:
+        parse = Settings.from_env({}).parse_limits_for(DEFAULT_LIMITS, ocr_language=requested)
+        assert set(parse.ocr_languages) <= set(ocr_languages.expanded(requested).split(","))
