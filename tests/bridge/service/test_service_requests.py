@@ -702,9 +702,11 @@ def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     redis: Redis, tag: str, start: Callable[..., Running]
 ) -> None:
     # One request at a time: while the slow one runs, this bridge reads nothing more, so the
-    # orphan below is certainly read by the dead consumer and not by this one.
-    config = config_for(tag, consumer="slow", concurrency=1)
-    slow = start(config, SlowQueue(1.5))
+    # orphan below is certainly read by the dead consumer and not by this one. The idle period
+    # is long enough that a loaded machine cannot stall the live bridge's renewals past it:
+    # at the suite's usual 0.3 s, a fresh-clone run saw the rescuer take the slow request too.
+    config = config_for(tag, consumer="slow", concurrency=1, claim_idle_seconds=1.5)
+    slow = start(config, SlowQueue(7.5))
     send(redis, config, request_doc(f"{tag}-slow", inline(payload=b"slow")))
     wait_for(lambda: redis.xpending(config.request_stream, config.group)["pending"] == 1)
     # A bridge that read a request and died: its entry is pending, and nobody renews it.
@@ -712,11 +714,11 @@ def test_a_dead_consumers_requests_are_taken_over_but_a_live_ones_are_not(
     send(redis, config, request_doc(f"{tag}-orphan", inline(payload=b"orphan")))
     redis.xreadgroup(config.group, dead_config.consumer, {config.request_stream: ">"}, count=1)
     rescuer_queue = WorkerInProcess()
-    start(config_for(tag, consumer="rescuer"), rescuer_queue)
+    start(config_for(tag, consumer="rescuer", claim_idle_seconds=1.5), rescuer_queue)
     answers = {r["request_id"]: r for r in wait_for_results(redis, config, 2)}
     assert answers[f"{tag}-orphan"]["selection"]["text"].endswith("orphan")
     assert answers[f"{tag}-slow"]["selection"]["text"].endswith("slow")
-    # The slow request's lease was renewed for 1.5 s, five idle periods: nobody took it over.
+    # The slow request's lease was renewed for 7.5 s, five idle periods: nobody took it over.
     assert [q.payload for q in rescuer_queue.published] == [b"orphan"]
     slow.stop()
     assert len(results(redis, config)) == 2
