@@ -7,6 +7,7 @@ each stated once) and one row of docs/configuration.md, which says why each cons
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -60,6 +61,32 @@ class ConfigurationError(ValueError):
 
 def _text(name: str, raw: str) -> str:
     return raw
+
+
+#: AIRLOCK_OCR_REQUEST_LANGUAGES's words for any model the host has, and for none at all.
+_ANY_LANGUAGE = "any"
+_NO_LANGUAGE = "none"
+_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,31}")
+
+
+def _request_languages(name: str, raw: str) -> frozenset[str] | None:
+    """The models a request may name (None: any the host has; empty: none)."""
+    words = raw.strip()
+    if words == _ANY_LANGUAGE:
+        return None
+    if words == _NO_LANGUAGE:
+        return frozenset()
+    models = frozenset(part for part in re.split(r"[\s,+]+", words) if part)
+    if (
+        not models
+        or models & {_ANY_LANGUAGE, _NO_LANGUAGE}
+        or not all(_MODEL_NAME.fullmatch(model) for model in models)
+    ):
+        raise ConfigurationError(
+            f"{name}={raw!r} must be {_ANY_LANGUAGE!r}, {_NO_LANGUAGE!r}, or tesseract model "
+            "names separated by commas ('eng,deu,scripts')"
+        )
+    return models
 
 
 def _number(name: str, raw: str) -> float:
@@ -236,6 +263,12 @@ VARIABLES: tuple[Variable[Any], ...] = (
         _as_text(_SANDBOX.output_bytes),
     ),
     Variable("ocr_language", "AIRLOCK_OCR_LANGUAGE", _text, f"eng,{ocr_languages.SCRIPTS}"),
+    Variable(
+        "ocr_request_languages",
+        "AIRLOCK_OCR_REQUEST_LANGUAGES",
+        _request_languages,
+        _ANY_LANGUAGE,
+    ),
     Variable(
         "admit_unreadable", "AIRLOCK_ADMIT_UNREADABLE", _flag, _as_text(_PARSE.admit_unreadable)
     ),
@@ -423,6 +456,9 @@ class Settings:
     concurrency: int
     sandbox: SandboxLimits
     ocr_language: str
+    #: The models a request's own OCR language may name: None for any the host has, empty for
+    #: none (every scan is read with ``ocr_language``).
+    ocr_request_languages: frozenset[str] | None
     max_pixels: int
     #: The defaults of ``airlock extract``'s flags and the ceilings of ``airlock bridge``'s
     #: requests.
@@ -495,6 +531,29 @@ class Settings:
                 f"{ocr_languages.SCRIPTS!r} (eng,{ocr_languages.SCRIPTS})"
             )
         _check_bridge_service(self.bridge_service)
+
+    def refused_ocr_language(self, ocr_language: str | None) -> str | None:
+        """Why this deployment will not read a request's scans in ``ocr_language``, or None.
+
+        Each model a request adds costs every page it reads another tesseract run (four
+        choices of four models cost a page several times the deployment's own), so an
+        operator may hold requests to a list, or to the deployment's own languages alone."""
+        allowed = self.ocr_request_languages
+        if ocr_language is None or allowed is None:
+            return None
+        if not allowed:
+            return (
+                "this service reads scans with its own OCR languages only "
+                "(AIRLOCK_OCR_REQUEST_LANGUAGES=none); ask without ocr_language"
+            )
+        named = ocr_languages.names(ocr_language.split(","))
+        outside = [name for name in named if name not in allowed]
+        if not outside:
+            return None
+        return (
+            f"OCR language {', '.join(repr(name) for name in outside)} is not one a request may "
+            f"name here (AIRLOCK_OCR_REQUEST_LANGUAGES: {', '.join(sorted(allowed))})"
+        )
 
     @property
     def parse_limits(self) -> ParseLimits:

@@ -18,7 +18,7 @@ from celery.exceptions import Ignore
 from redis import RedisError
 
 from bridge.knowledge.attachments import AttachmentRef, ExtractedAttachment, extraction_outcome
-from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, Failure
+from bridge.knowledge.failures import PAYLOAD_UNAVAILABLE, REFUSED, Failure
 from bridge.queue.claim_check import PayloadUnavailable, fetch_payload
 from bridge.queue.envelope import answer_envelope
 from bridge.queue.jobs import PAGE_TASK_NAME, TASK_NAME, ExtractionJob, Stage, job_from_wire
@@ -66,6 +66,9 @@ def _answer(
         return _Answered(None, TaskOutcome.WITHDRAWN, deliveries)
     if deliveries > settings.max_deliveries:
         return _Answered(over_delivered(deliveries), TaskOutcome.OVER_DELIVERED, deliveries)
+    refusal = settings.refused_ocr_language(job.ocr_language)
+    if refusal is not None:
+        return _failed(Failure(REFUSED, refusal), deliveries)
     try:
         payload = fetch_payload(runtime.redis, job)
     except PayloadUnavailable as exc:

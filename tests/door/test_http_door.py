@@ -108,6 +108,22 @@ def test_a_request_reads_its_scans_in_the_ocr_language_it_names(
     assert "The (quick) [brown] {fox} jumps!" in both.json()["text"]
 
 
+def test_a_door_holds_request_languages_to_its_operators_list(tmp_path: Path) -> None:
+    held = Door({"AIRLOCK_OCR_REQUEST_LANGUAGES": "none"}, tmp_path)
+    try:
+        url = f"{held.url}/v1/extract?wait=60"
+        asked = httpx.post(f"{url}&ocr_language=eng", content=b"a note", timeout=70)
+        assert asked.status_code == 422, asked.text
+        assert asked.json()["error"]["reason"] == (
+            "ocr_language: this service reads scans with its own OCR languages only "
+            "(AIRLOCK_OCR_REQUEST_LANGUAGES=none); ask without ocr_language"
+        )
+        plain = httpx.post(url, content=b"a note", timeout=70)
+        assert plain.status_code == 200, plain.text
+    finally:
+        held.stop()
+
+
 def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path) -> None:
     body = "Café crème\n".encode("latin-1")
     # Open WebUI's ExternalDocumentLoader: PUT {url}/process, raw body, X-Filename URL-quoted.

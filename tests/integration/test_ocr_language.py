@@ -88,3 +88,23 @@ def test_a_language_the_workers_lack_fails_only_the_files_that_need_ocr_naming_i
     page_failed = rf"ParserError: page \d of 3: parser raised OcrFailed: {re.escape(missing)}"
     assert re.search(page_failed, dropped["scan.pdf"])
     assert "text needs no OCR language" in selection.text
+
+
+def test_workers_hold_request_languages_to_their_operators_list(
+    start_worker: WorkerFactory, client: CeleryQueue
+) -> None:
+    """AIRLOCK_OCR_REQUEST_LANGUAGES is the workers' to set: a job naming a model outside it
+    is refused before its payload is read, with the rule in its reason; one within it, and
+    one naming none, are read."""
+    start_worker(env={"AIRLOCK_OCR_REQUEST_LANGUAGES": "eng,hin"})
+    note = AttachmentRef("note.txt", "text", "text/plain", b"a short note")
+    refused = gather([note], client, limits=LIMITS, deadline=60, ocr_language="eng+deu")
+    [(label, reason)] = refused.dropped
+    assert label == "note.txt" and not refused.text
+    assert reason == (
+        "IngestionRejected: OCR language 'deu' is not one a request may name here "
+        "(AIRLOCK_OCR_REQUEST_LANGUAGES: eng, hin)"
+    )
+    for admitted in ("hin,eng", None):
+        read = gather([note], client, limits=LIMITS, deadline=60, ocr_language=admitted)
+        assert read.text == "ATTACHMENT [note.txt]\na short note" and not read.dropped

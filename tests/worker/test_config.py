@@ -249,3 +249,28 @@ def test_every_ocr_language_a_request_may_name_builds_the_workers_parse_limits(
     if ocr_language_problem(requested) is None:
         parse = Settings.from_env({}).parse_limits_for(DEFAULT_LIMITS, ocr_language=requested)
         assert set(parse.ocr_languages) <= set(ocr_languages.expanded(requested).split(","))
+
+
+def test_an_operator_holds_request_languages_to_a_list_or_to_the_deployments_own() -> None:
+    """Each model a request adds can cost each page it reads another tesseract run: an
+    operator may admit any the host has (the default), a list, or none."""
+    anything = Settings.from_env({})
+    assert anything.ocr_request_languages is None
+    assert anything.refused_ocr_language("deu+eng,scripts") is None
+    listed = Settings.from_env({"AIRLOCK_OCR_REQUEST_LANGUAGES": "eng, hin,scripts"})
+    assert listed.ocr_request_languages == frozenset({"eng", "hin", "scripts"})
+    assert listed.refused_ocr_language(None) is None  # the deployment's own, always
+    assert listed.refused_ocr_language("hin+eng,scripts") is None
+    assert listed.refused_ocr_language("eng+deu,fra") == (
+        "OCR language 'deu', 'fra' is not one a request may name here "
+        "(AIRLOCK_OCR_REQUEST_LANGUAGES: eng, hin, scripts)"
+    )
+    none = Settings.from_env({"AIRLOCK_OCR_REQUEST_LANGUAGES": "none"})
+    assert none.refused_ocr_language(None) is None
+    assert none.refused_ocr_language("eng") == (
+        "this service reads scans with its own OCR languages only "
+        "(AIRLOCK_OCR_REQUEST_LANGUAGES=none); ask without ocr_language"
+    )
+    for bad in ("eng,-l", "../eng", "_", "any,eng"):
+        with pytest.raises(ConfigurationError, match="AIRLOCK_OCR_REQUEST_LANGUAGES="):
+            Settings.from_env({"AIRLOCK_OCR_REQUEST_LANGUAGES": bad})

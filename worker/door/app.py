@@ -221,14 +221,17 @@ class Door:
             raise _invalid(f"kind must be one of {', '.join(sorted(EXTRACTABLE_KINDS))}")
         return kind
 
-    @staticmethod
-    def _ocr_language(request: Request) -> str | None:
+    def _ocr_language(self, request: Request) -> str | None:
         ocr_language = request.query_params.get("ocr_language")
-        if ocr_language is not None:
-            # A query's '+' arrives as a space (form encoding): ?ocr_language=eng+deu is what
-            # people type, and no language name holds a space.
-            ocr_language = ocr_language.replace(" ", "+")
-        if ocr_language is not None and (problem := ocr_language_problem(ocr_language)):
+        if ocr_language is None:
+            return None
+        # A query's '+' arrives as a space (form encoding): ?ocr_language=eng+deu is what
+        # people type, and no language name holds a space.
+        ocr_language = ocr_language.replace(" ", "+")
+        problem = ocr_language_problem(ocr_language) or self.settings.refused_ocr_language(
+            ocr_language
+        )
+        if problem is not None:
             raise _invalid(f"ocr_language: {problem}")
         return ocr_language
 
