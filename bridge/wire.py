@@ -48,10 +48,11 @@ Label = Annotated[str, Meta(max_length=MAX_LABEL_CHARS)]
 _OCR_MODEL_CHARS = 32
 _OCR_MODELS_TOGETHER = 4
 _OCR_CHOICES = 4
-# A letter or digit first: "_" alone names no model, and the sandbox's own check refused it
-# after the request had been accepted (a 500 at the door, found by Schemathesis).
-_OCR_MODEL = f"[A-Za-z0-9][A-Za-z0-9_]{{0,{_OCR_MODEL_CHARS - 1}}}"
-_OCR_CHOICE = rf"{_OCR_MODEL}(?:\+{_OCR_MODEL}){{0,{_OCR_MODELS_TOGETHER - 1}}}"
+#: One tesseract model's name. A letter or digit first: "_" alone names no model, and the
+#: sandbox's own check refused it after the request had been accepted (a 500 at the door,
+#: found by Schemathesis).
+OCR_MODEL = f"[A-Za-z0-9][A-Za-z0-9_]{{0,{_OCR_MODEL_CHARS - 1}}}"
+_OCR_CHOICE = rf"{OCR_MODEL}(?:\+{OCR_MODEL}){{0,{_OCR_MODELS_TOGETHER - 1}}}"
 #: tesseract languages a request reads its scans with, in AIRLOCK_OCR_LANGUAGE's form. The name
 #: reaches tesseract's command line, so only model names may: never an option or a path. Each
 #: model read at once costs its memory and time again, and each choice may cost a page another

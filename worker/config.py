@@ -30,6 +30,7 @@ from bridge.queue.jobs import QUEUES
 from bridge.redis_client import names_redis
 from bridge.service.config import ServiceConfig, default_consumer
 from bridge.service.schema import MAX_DEADLINE_SECONDS
+from bridge.wire import OCR_MODEL
 from sandbox import ocr_languages
 from sandbox.jail import DEFAULT_UID_BASE
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
@@ -66,7 +67,7 @@ def _text(name: str, raw: str) -> str:
 #: AIRLOCK_OCR_REQUEST_LANGUAGES's words for any model the host has, and for none at all.
 _ANY_LANGUAGE = "any"
 _NO_LANGUAGE = "none"
-_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_]{0,31}")
+_MODEL_NAME = re.compile(OCR_MODEL)
 
 
 def _request_languages(name: str, raw: str) -> frozenset[str] | None:

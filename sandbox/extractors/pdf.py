@@ -16,12 +16,11 @@ from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
 from pypdf.errors import LimitReachedError
 from pypdf.generic import DictionaryObject, NameObject
-from pypdf.generic import StreamObject as Stream
 
 from sandbox import codes, pages, quality
 from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragraph
 from sandbox.extractors.ocr import EmptyPage, decoding_under, ocr_image
-from sandbox.extractors.pdf_decoders import refuse_hidden_decoders
+from sandbox.extractors.pdf_decoders import CheckedCopy, refuse_hidden_decoders
 from sandbox.extractors.pdf_forms import field_values, form_has_values, value_edits
 from sandbox.extractors.pdf_images import check_page_images
 from sandbox.extractors.pdf_labels import page_labels
@@ -202,7 +201,7 @@ class _Pages:
 
     def __init__(self, reader: PdfReader) -> None:
         self.reader = reader
-        self._pdfium: tuple[int, PdfiumPage, list[Stream]] | None = None
+        self._pdfium: tuple[int, PdfiumPage, CheckedCopy] | None = None
         # Field values live in the catalog's form; a document whose form holds none has none
         # to place, and skips resolving every link annotation of every page to find that out.
         self._has_form = form_has_values(reader.root_object)
@@ -229,19 +228,20 @@ class _Pages:
         """
         return self._opened(index)[1]
 
-    def images(self, index: int) -> list[Stream]:
-        """The image streams of page ``index``'s copy: every one PDFium may draw."""
+    def images(self, index: int) -> CheckedCopy:
+        """What the walk of page ``index``'s copy found: every image stream PDFium may draw,
+        and whether its content may hold an inline image."""
         return self._opened(index)[2]
 
-    def _opened(self, index: int) -> tuple[int, PdfiumPage, list[Stream]]:
+    def _opened(self, index: int) -> tuple[int, PdfiumPage, CheckedCopy]:
         if self._pdfium is not None and self._pdfium[0] == index:
             return self._pdfium
         self._close_pdfium()
         writer = _page_alone(self.reader, self.reader.pages[index])
         copy = _written(writer)
         # Checked as written: writing is the last step that could add an object to the copy.
-        images = refuse_hidden_decoders(writer)
-        self._pdfium = (index, PdfiumPage(copy), images)
+        checked = refuse_hidden_decoders(writer)
+        self._pdfium = (index, PdfiumPage(copy), checked)
         return self._pdfium
 
     def _close_pdfium(self) -> None:

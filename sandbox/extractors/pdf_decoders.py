@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from pypdf import PageObject, PdfWriter, get_configuration
+from pypdf import PdfWriter, get_configuration
 from pypdf.errors import LimitReachedError
 from pypdf.filters import (
     ASCII85Decode,
@@ -109,12 +109,23 @@ class _Visit:
     on_page: bool = True
 
 
-def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
+@dataclass(frozen=True)
+class CheckedCopy:
+    """What the walk of a page's copy found for the check of its images: the image streams
+    the page may draw (images and their masks), each once, and whether any view PDFium may
+    parse of the page's own content streams holds the operator that opens an inline image."""
+
+    images: list[Stream]
+    opens_inline_image: bool
+
+
+def refuse_hidden_decoders(writer: PdfWriter) -> CheckedCopy:
     """Refuse the one-page copy in ``writer`` if any stream in it is filtered with a codec in
     :data:`REFUSED`, or any stream PDFium may parse as content names one (an inline image);
-    return the image streams the copy's page may draw (images and their masks), each once,
-    for the check of what they hold (``pdf_images``). Another page a link's destination drags
-    into the copy is checked for the codecs too, but its images are not the page's.
+    return what the check of what the page's images hold needs (``pdf_images``), read in the
+    same pass over the content: decoding it twice cost the inflating twice. Another page a
+    link's destination drags into the copy is checked for the codecs too, but its images are
+    not the page's.
 
     Every object the copy's catalog and page lead to is visited, once in each role it is
     reached in, whatever refers to it: no list of the roads PDFium takes to a stream is needed,
@@ -122,6 +133,13 @@ def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
     """
     images: dict[int, Stream] = {}
     page = writer.pages[0]
+    contents = resolved(page.get("/Contents"))
+    page_content = {
+        id(stream)
+        for item in (contents if isinstance(contents, ArrayObject) else [contents])
+        if isinstance(stream := resolved(item), Stream)
+    }
+    opens_inline_image = False
     stack = [
         _Visit(writer.root_object, "catalog", _Role.CONTENT),
         _Visit(page.indirect_reference or page, "page", _Role.CONTENT),
@@ -141,7 +159,8 @@ def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
                 continue  # a reference to nothing: PDFium reads null
             item = target
         if isinstance(item, Stream):
-            _check_stream(item, visit)
+            opens = _check_stream(item, visit, page_content=id(item) in page_content)
+            opens_inline_image = opens_inline_image or opens
             if visit.role is _Role.IMAGE and visit.on_page:
                 images.setdefault(id(item), item)  # pypdf resolves a number to one object
         if isinstance(item, DictionaryObject):
@@ -155,7 +174,7 @@ def refuse_hidden_decoders(writer: PdfWriter) -> list[Stream]:
                 _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT, visit.on_page)
                 for index, value in enumerate(item)
             )
-    return list(images.values())
+    return CheckedCopy(list(images.values()), opens_inline_image)
 
 
 def _role(parent: _Role, key: str, value: PdfObject) -> _Role:
@@ -182,7 +201,10 @@ def _is_image(xobject: PdfObject) -> bool:
     return isinstance(subtype, NameObject) and subtype == _IMAGE
 
 
-def _check_stream(stream: Stream, visit: _Visit) -> None:
+def _check_stream(stream: Stream, visit: _Visit, *, page_content: bool) -> bool:
+    """Refuse the stream as :func:`refuse_hidden_decoders` says; for one of the page's own
+    content streams, whether a view of it PDFium may parse holds the operator that opens an
+    inline image."""
     chain = filter_chain(stream)
     for name, _ in chain:
         if name in REFUSED:
@@ -191,9 +213,14 @@ def _check_stream(stream: Stream, visit: _Visit) -> None:
                 f"{visit.path} is filtered with {name} ({REFUSED[name]}), a format the sandbox "
                 "does not decode: no stream of a page PDFium opens may name it",
             )
+    opens_inline_image = False
     if visit.role is not _Role.IMAGE:
         for data in _content_views(stream, chain, visit.path):
             _refuse_named(data, visit.path)
+            opens_inline_image = opens_inline_image or (
+                page_content and _may_hold_inline_image(data)
+            )
+    return opens_inline_image
 
 
 def filter_chain(stream: Stream) -> list[tuple[str | None, DictionaryObject]]:
@@ -308,24 +335,11 @@ def decodes_as_pdfium(name: str | None, parameters: DictionaryObject) -> bool:
     )
 
 
-def content_may_open_inline_image(page: PageObject) -> bool:
-    """Whether any view PDFium may parse of the page's content streams (as stored, and through
-    the filters it undoes) holds the operator that opens an inline image, as a token anywhere
-    in its bytes (in a string too, which costs a false alarm, never a miss). Without one, every
-    image PDFium finds in that content is an XObject. pypdf finds inline images only by parsing
-    the whole content in Python: a 1 KB PDF whose page content inflates to 70 MB of spaces
-    cost 10 CPU-s that way, where this search costs milliseconds."""
-    contents = resolved(page.get("/Contents"))
-    streams = contents if isinstance(contents, ArrayObject) else [contents]
-    return any(
-        _may_hold_inline_image(view)
-        for item in streams
-        if isinstance(stream := resolved(item), Stream)
-        for view in _content_views(stream, filter_chain(stream), "page/Contents")
-    )
-
-
 def _may_hold_inline_image(content: bytes) -> bool:
+    """Whether ``content`` holds the operator that opens an inline image, as a token anywhere in
+    its bytes (in a string too, which costs a false alarm, never a miss). pypdf finds inline
+    images only by parsing the whole content in Python: a 1 KB PDF whose page content inflates
+    to 70 MB of spaces cost 10 CPU-s that way, where this search costs milliseconds."""
     tokens = content.translate(_DELIMITERS_AS_SPACES)
     return b" BI " in tokens or tokens[:3] == b"BI " or tokens[-3:] == b" BI" or tokens == b"BI"
 

@@ -34,15 +34,15 @@ from sandbox.extractors.ocr import check_pixels, damage_is_unreadable
 from sandbox.extractors.pdf_decoders import (
     DECODERS,
     PASSED_OVER,
+    CheckedCopy,
     Decoder,
     DecodingWork,
-    content_may_open_inline_image,
     decodes_as_pdfium,
     filter_chain,
     resolved,
     undone,
 )
-from sandbox.extractors.pdfium import PdfiumPage
+from sandbox.extractors.pdfium import DrawnImage, PdfiumPage
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 
@@ -75,39 +75,42 @@ _COMPONENTS = {
 
 
 def check_page_images(
-    page: PageObject, images: Sequence[Stream], pdfium: PdfiumPage, limits: ParseLimits
+    page: PageObject, copy: CheckedCopy, pdfium: PdfiumPage, limits: ParseLimits
 ) -> None:
     """Refuse the page if one of its images is over the pixel ceiling, in a codec the sandbox
     does not decode, or damaged: OCR of the page without it would pass off part of a page as
     the whole, and an image PDFium would draw is never one the sandbox would refuse.
 
-    ``images`` are every image stream of the page's copy, and the masks of each, found where
-    PDFium may draw them (:func:`refuse_hidden_decoders` walks the whole copy: forms, patterns,
-    annotations' appearances, glyphs); pypdf's list of the page's images, read before, missed
-    all but its forms' and took an image whose /Subtype is a reference for a form. ``pdfium``
-    lists the images its own parser finds in the page's content and its forms, inline ones
-    included: each is held to the ceiling before anything is decoded, and the inline images of
-    the page's content must be the ones pypdf finds and decodes (:func:`_check_inline_images`).
+    ``copy.images`` are every image stream of the page's copy, and the masks of each, found
+    where PDFium may draw them (:func:`refuse_hidden_decoders` walks the whole copy: forms,
+    patterns, annotations' appearances, glyphs); pypdf's list of the page's images, read
+    before, missed all but its forms' and took an image whose /Subtype is a reference for a
+    form. ``pdfium`` lists the images its own parser finds in the page's content and its
+    forms, inline ones included: each is held to the ceiling before anything is decoded, and
+    the inline images of the page's content must be the ones pypdf finds and decodes
+    (:func:`_check_inline_images`).
 
     Runs under the PDF's open guards (pypdf's limits as ceilings, Pillow's bomb check). JPEG
     2000 and JBIG2 never get here: every stream of the page was checked for them.
     """
+    images = copy.images
     sizes = [_declared_size(image) for image in images]
-    for size in [*sizes, *(image.size for image in pdfium.images())]:
+    # Told apart from the XObjects only where the content may hold an inline image: the
+    # comparison copies their stored bytes. pypdf keeps those only in _data.
+    checked = list(zip((image._data for image in images), sizes, strict=True))
+    drawn = pdfium.images(checked if copy.opens_inline_image else ())
+    for size in [*sizes, *(image.size for image in drawn)]:
         check_pixels(size, limits)  # every size first: nothing is decoded over the ceiling
     for image, size in zip(images, sizes, strict=True):
         with _page_image_is_unreadable():
             if not _whole(image, size, limits):
                 decoded = _xobj_to_image(_unmasked(image))[2]  # pypdf decodes it whole
                 decoded.load()  # pypdf may hand over a lazily opened image
-    # pypdf keeps the stored bytes only in _data.
-    checked = [(image._data, size) for image, size in zip(images, sizes, strict=True)]
-    _check_inline_images(page, pdfium, checked)
+    if copy.opens_inline_image:
+        _check_inline_images(page, drawn)
 
 
-def _check_inline_images(
-    page: PageObject, pdfium: PdfiumPage, checked: Sequence[tuple[bytes, tuple[int, int]]]
-) -> None:
+def _check_inline_images(page: PageObject, drawn: Sequence[DrawnImage]) -> None:
     """Refuse the page unless the inline images PDFium finds in its content are, size for
     size, the ones pypdf finds and decodes whole.
 
@@ -117,12 +120,9 @@ def _check_inline_images(
     parameters where pypdf decodes it. An image only PDFium sees would be drawn unchecked.
     An image PDFium draws whose stored bytes and size are an XObject's was checked as that
     XObject. Inline images inside forms are held to the ceiling only (docs/sandbox.md, Known
-    gaps). Content with no operator that opens an inline image holds none, and its images are
-    not compared at all.
+    gaps). Content with no operator that opens an inline image holds none, and the check is
+    not called for it.
     """
-    if not content_may_open_inline_image(page):
-        return
-    drawn = pdfium.images(checked)
     in_content = sorted(
         image.size for image in drawn if image.in_page_content and not image.checked
     )

@@ -27,15 +27,12 @@ import re
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
-from bridge.knowledge.attachments import ExtractionLimits
-from bridge.queue.jobs import Stage
 from sandbox.enclosures import Unpacked
 from sandbox.extractor import SandboxExtractor
 from sandbox.pages import PAGE_KIND
-from sandbox.runner import ProgressCallback, Withdrawal
 from worker import extraction
-from worker.config import Settings
 
 _DIRECTIVE = b"airlock-test: "
 _PAGE_ENTRY = b"/AirlockTest ("
@@ -88,27 +85,10 @@ class HookedExtractor:
         return self._inner.extract(kind, media_type, payload, max_pages=max_pages)
 
 
-def _hooked(
-    settings: Settings,
-    stage: Stage,
-    limits: ExtractionLimits,
-    on_progress: ProgressCallback | None = None,
-    *,
-    ocr_language: str | None,
-    deadline: float | None,
-    withdrawn: Withdrawal | None = None,
-) -> HookedExtractor:
-    return HookedExtractor(
-        _real_sandbox_extractor(
-            settings,
-            stage,
-            limits,
-            on_progress,
-            ocr_language=ocr_language,
-            deadline=deadline,
-            withdrawn=withdrawn,
-        )
-    )
+def _hooked(*args: Any, **kwargs: Any) -> HookedExtractor:
+    """The worker's own sandbox extractor, whatever it is asked with, behind the hooks: a
+    parameter the worker adds passes through without a copy of its signature here."""
+    return HookedExtractor(_real_sandbox_extractor(*args, **kwargs))
 
 
 extraction.sandbox_extractor = _hooked  # type: ignore[assignment]

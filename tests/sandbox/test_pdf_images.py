@@ -47,10 +47,10 @@ def _check(payload: bytes) -> None:
     writer.add_page(PdfReader(io.BytesIO(payload)).pages[0])
     written = io.BytesIO()
     writer.write(written)
-    images = refuse_hidden_decoders(writer)
+    checked = refuse_hidden_decoders(writer)
     drawn = PdfiumPage(written.getvalue())
     try:
-        check_page_images(writer.pages[0], images, drawn, LIMITS)
+        check_page_images(writer.pages[0], checked, drawn, LIMITS)
     finally:
         drawn.close()
 
