@@ -20,18 +20,25 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def start_worker(
-    url: str, concurrency: int = 2, env: Mapping[str, str] | None = None
+    url: str,
+    concurrency: int = 2,
+    env: Mapping[str, str] | None = None,
+    app_module: str = "worker",
 ) -> subprocess.Popen[bytes]:
-    """``celery -A worker worker`` on both queues of ``url``, answering a ping on return."""
+    """``celery -A worker worker`` on both queues of ``url``, answering a ping on return;
+    ``app_module="bare_worker"`` runs the bench's bare Celery app instead (bench/)."""
     nodename = f"bench{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     environment = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
     # The cache's MAC secret: without one a worker caches nothing (docs/queue.md#result-cache).
     environment.update(
-        AIRLOCK_BROKER_URL=url, PYTHONPATH=str(REPO), AIRLOCK_RESULT_CACHE_KEY="5e" * 32
+        AIRLOCK_BROKER_URL=url,
+        BENCH_BROKER_URL=url,
+        PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "bench")]),
+        AIRLOCK_RESULT_CACHE_KEY="5e" * 32,
     )
     environment.update(env or {})
     command = [
-        str(REPO / ".venv/bin/celery"), "-A", "worker", "worker", "--pool", "prefork",
+        str(REPO / ".venv/bin/celery"), "-A", app_module, "worker", "--pool", "prefork",
         "-c", str(concurrency), "--without-gossip", "--without-mingle", "--without-heartbeat",
         "-n", nodename, "-l", "warning",
     ]  # fmt: skip

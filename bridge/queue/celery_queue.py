@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -44,6 +45,11 @@ _WITHDRAW_TICK = 0.1
 #: (its message expires, its child is killed), so the mark is read by nobody after this.
 _MARK_MARGIN_SECONDS = 60
 _CONNECT_SECONDS = 5.0
+#: Result-channel connections kept for later calls: as many as calls usually run at once.
+_IDLE_SUBSCRIPTIONS = 8
+#: How long a finished call's channels may take to be unsubscribed before its connection is
+#: dropped instead of kept.
+_UNSUBSCRIBE_SECONDS = 1.0
 #: How often a waiting caller looks for jobs the broker lost; one is sent again after two
 #: looks missed it, so a lost job costs about twice this, never the caller's deadline.
 RECONCILE_SECONDS = 2.0
@@ -88,6 +94,78 @@ def result_key(task_id: str) -> str:
     return f"{KeyValueStoreBackend.task_keyprefix}{task_id}"
 
 
+class _Subscriptions:
+    """Result-channel connections kept idle between calls, each unsubscribed from everything.
+
+    Opening one per call (connect, HELLO, the client's handshake) and dropping the command
+    connection it borrowed cost a small job's round trip over a millisecond. A connection is
+    kept only once Redis confirmed every channel gone, so no late answer of one call reaches
+    the next; one found readable while idle (Redis closed it: a restart) is dropped, not
+    handed to a call whose subscribe would fail on it.
+    """
+
+    def __init__(self, redis: Redis, keep: int) -> None:
+        self._redis = redis
+        self._keep = keep
+        self._idle: list[PubSub] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> PubSub:
+        with self._lock:
+            while self._idle:
+                pubsub = self._idle.pop()
+                if _idle_and_clean(pubsub):
+                    return pubsub
+                _drop(pubsub)
+        return PubSub(self._redis.connection_pool)
+
+    def give_back(self, pubsub: PubSub) -> None:
+        try:
+            _unsubscribe_all(pubsub)
+        except _INFRASTRUCTURE_ERRORS:
+            _drop(pubsub)
+            return
+        with self._lock:
+            if len(self._idle) < self._keep:
+                self._idle.append(pubsub)
+                return
+        _drop(pubsub)
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for pubsub in idle:
+            _drop(pubsub)
+
+
+def _unsubscribe_all(pubsub: PubSub) -> None:
+    """Unsubscribe and read up to Redis's last confirmation; answers before it are discarded."""
+    if not pubsub.subscribed:
+        return
+    pubsub.unsubscribe()  # type: ignore[no-untyped-call]
+    deadline = time.monotonic() + _UNSUBSCRIBE_SECONDS
+    while pubsub.subscribed:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RedisTimeoutError("the result channels were not unsubscribed in time")
+        pubsub.get_message(timeout=remaining)
+
+
+def _idle_and_clean(pubsub: PubSub) -> bool:
+    connection = pubsub.connection
+    if connection is None:
+        return True
+    try:
+        return not connection.can_read(timeout=0)
+    except _INFRASTRUCTURE_ERRORS:
+        return False
+
+
+def _drop(pubsub: PubSub) -> None:
+    with contextlib.suppress(*_INFRASTRUCTURE_ERRORS):
+        pubsub.close()
+
+
 class _Listener:
     """The result channels of one call's jobs.
 
@@ -96,27 +174,39 @@ class _Listener:
     since an answer published while it was away never reached the channel.
     """
 
-    def __init__(self, redis: Redis) -> None:
-        self._redis = redis
+    def __init__(self, subscriptions: _Subscriptions) -> None:
+        self._subscriptions = subscriptions
         self._pubsub: PubSub | None = None
+        self._unconfirmed = 0
 
     @property
     def listening(self) -> bool:
         return self._pubsub is not None
 
-    def listen(self, channels: list[str], deadline: float) -> None:
+    def subscribe(self, channels: list[str]) -> None:
+        """Send the subscription; :meth:`confirm` waits for it, so other round trips can be
+        made meanwhile."""
         self.close()
-        self._pubsub = pubsub = PubSub(self._redis.connection_pool)
+        self._pubsub = pubsub = self._subscriptions.take()
         pubsub.subscribe(*channels)
-        confirmed = 0
-        while confirmed < len(channels):
+        self._unconfirmed = len(channels)
+
+    def confirm(self, deadline: float) -> None:
+        pubsub = self._pubsub
+        if pubsub is None:
+            raise RedisConnectionError("the result channels are not subscribed")
+        while self._unconfirmed > 0:
             message = pubsub.get_message(timeout=max(deadline - time.monotonic(), 0.0))
             if message is None:
                 if time.monotonic() >= deadline:
                     return  # the sweep after the deadline still reads whatever arrived
                 continue
             if message["type"] == "subscribe":
-                confirmed += 1
+                self._unconfirmed -= 1
+
+    def listen(self, channels: list[str], deadline: float) -> None:
+        self.subscribe(channels)
+        self.confirm(deadline)
 
     def next_message(self, timeout: float) -> dict[str, Any] | None:
         if self._pubsub is None:
@@ -125,10 +215,16 @@ class _Listener:
         return message
 
     def close(self) -> None:
+        """Drop the connection: after a failure its state is not known."""
         pubsub, self._pubsub = self._pubsub, None
         if pubsub is not None:
-            with contextlib.suppress(*_INFRASTRUCTURE_ERRORS):
-                pubsub.close()
+            _drop(pubsub)
+
+    def release(self) -> None:
+        """Hand the connection back for the next call (after the call ended normally)."""
+        pubsub, self._pubsub = self._pubsub, None
+        if pubsub is not None:
+            self._subscriptions.give_back(pubsub)
 
 
 class _Outage:
@@ -196,6 +292,7 @@ class CeleryQueue:
         for url in {result_backend, broker_url} if redis_broker else {result_backend}:
             refuse_cluster(url, _CONNECT_SECONDS)
         self._redis = redis_client(result_backend, timeout=_CONNECT_SECONDS + _SWEEP_SECONDS)
+        self._subscriptions = _Subscriptions(self._redis, _IDLE_SUBSCRIPTIONS)
         self._broker: Redis | None = (
             redis_client(broker_url, timeout=_CONNECT_SECONDS) if redis_broker else None
         )
@@ -207,6 +304,7 @@ class CeleryQueue:
 
     def close(self) -> None:
         self._app.close()
+        self._subscriptions.close()
         self._redis.close()
         if self._broker is not None:
             self._broker.close()
@@ -238,19 +336,21 @@ class CeleryQueue:
             return []
         task_ids = [self._new_task_id() for _ in jobs]
         keys = {result_key(task_id): index for index, task_id in enumerate(task_ids)}
-        listener = _Listener(self._redis)
+        listener = _Listener(self._subscriptions)
         try:
             try:
+                listener.subscribe(list(keys))  # confirmed while the payloads are stored
                 self._store(jobs)
-                listener.listen(list(keys), deadline)
+                listener.confirm(deadline)
                 self._publish(jobs, task_ids, deadline)
             finally:
                 self._release(admission)
             answers = self._collect(listener, keys, jobs, task_ids, deadline)
         except _INFRASTRUCTURE_ERRORS as exc:
+            listener.close()
             raise unavailable(exc) from exc
         finally:
-            listener.close()
+            listener.release()
         unanswered = [i for i, answer in enumerate(answers) if answer is None]
         self._withdraw(task_ids, unanswered, deadline)
         return answers

@@ -37,20 +37,29 @@ def sha256_hex(payload: bytes) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
+#: A payload up to this size is simply written again, in the one round trip that refreshes the
+#: others: resending a few kilobytes costs less than a second round trip for every small job.
+SENT_AT_ONCE_BYTES = 64 * 1024
+
+
 def store_payloads(redis: Redis, payloads: Mapping[str, bytes], ttl_seconds: int) -> None:
     """Store each payload under its hash for ``ttl_seconds``, refreshing keys already there.
 
-    Refreshing first means a payload already stored is not uploaded again; ``SET NX`` for the
-    rest means two clients racing on the same file cannot overwrite each other.
+    A larger payload is refreshed first and sent only if it was missing, so a document already
+    stored is not uploaded again. Writing the same hash twice writes the same bytes (the worker
+    re-hashes what it fetches), so neither a race nor a rewrite can change a job's document.
     """
-    digests = list(payloads)
-    if not digests:
+    small = [digest for digest, payload in payloads.items() if len(payload) <= SENT_AT_ONCE_BYTES]
+    large = [digest for digest, payload in payloads.items() if len(payload) > SENT_AT_ONCE_BYTES]
+    if not payloads:
         return
     with redis.pipeline(transaction=False) as refresh:
-        for digest in digests:
+        for digest in small:
+            refresh.set(payload_key(digest), payloads[digest], ex=ttl_seconds)
+        for digest in large:
             refresh.expire(payload_key(digest), ttl_seconds)
-        present = refresh.execute()
-    missing = [digest for digest, was_there in zip(digests, present, strict=True) if not was_there]
+        present = refresh.execute()[len(small) :]
+    missing = [digest for digest, was_there in zip(large, present, strict=True) if not was_there]
     if not missing:
         return
     with redis.pipeline(transaction=False) as upload:
