@@ -1,6 +1,7 @@
 """The floor under the queue's cost: a bare Celery app running the same sandbox (bench only).
 
-``celery -A bare_worker worker`` from bench/, against ``BENCH_BROKER_URL``. One task reads a
+``celery -A bare_worker worker`` with the repository and bench/ on ``PYTHONPATH`` (as
+bench/workers.py starts it), against ``BENCH_BROKER_URL``. One task reads a
 small text attachment in the sandbox and returns its text, with the airlock worker's delivery
 settings (late acknowledgement, one message prefetched per pool process, JSON, a Redis result
 backend) and none of its own work: no claim check, admission, delivery count, result cache,
@@ -10,15 +11,11 @@ withdrawal mark or envelope. What airlock's queue costs beyond this is airlock's
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from celery import Celery
 
-from celery import Celery  # noqa: E402
-
-from bridge.knowledge.attachments import AttachmentRef, extract_attachment  # noqa: E402
-from sandbox.extractor import SandboxExtractor  # noqa: E402
+from bridge.knowledge.attachments import AttachmentRef, extract_attachment
+from sandbox.extractor import SandboxExtractor
 
 app = Celery("bare", broker=os.environ["BENCH_BROKER_URL"], backend=os.environ["BENCH_BROKER_URL"])
 app.conf.update(
