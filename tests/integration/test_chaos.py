@@ -31,6 +31,7 @@ from tests.integration.conftest import (
     WorkerProcess,
     wait_for_marker,
 )
+from tests.integration.load import wait_until
 from tests.integration.refs import counted_ref, local, runs, slow_ref
 
 pytestmark = [pytest.mark.integration, pytest.mark.redis]
@@ -154,6 +155,87 @@ def test_a_job_a_stopping_worker_still_runs_is_not_put_back(
     assert selection == local([ref])
     assert runs(marker_dir, "draining") == 1
     assert not [record for record in caplog.records if "back on their queues" in record.message]
+
+
+#: A rolling restart under load: each of the workers in turn is replaced and told to stop
+#: (SIGTERM) while callers keep sending jobs that run long enough to be caught mid-run.
+_ROLLING_WORKERS = 3
+_ROLLING_ROUNDS = 2
+_ROLLING_CALLERS = 6
+_ROLLING_BATCH = 8
+_ROLLING_JOB_SECONDS = 0.4
+
+
+@pytest.mark.slow
+def test_a_rolling_restart_under_load_runs_every_job_once_and_loses_none(
+    start_worker: WorkerFactory,
+    client: CeleryQueue,
+    marker_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Several workers, many callers, and every worker replaced twice the way a rolling update
+    does it (the new one started, the old one sent SIGTERM and waited for): a stopping worker
+    finishes what it runs and hands back what it only reserved, so every job is answered,
+    right, and run exactly once; no caller puts a job back or publishes one again."""
+    caplog.set_level(logging.WARNING, logger="bridge.queue.celery_queue")
+    workers = [start_worker(concurrency=2) for _ in range(_ROLLING_WORKERS)]
+    stopped: list[int] = []  # each stopped worker's exit status
+    restarting = threading.Event()
+    restarting.set()
+    lock = threading.Lock()
+    batches: list[tuple[list[AttachmentRef], IngestSelection]] = []
+
+    def ran_on(worker: WorkerProcess) -> int:
+        pids = {str(pid) for pid in worker.pool_pids()}
+        return sum(
+            1
+            for marker in marker_dir.iterdir()
+            for pid in marker.read_text().split()
+            if pid in pids
+        )
+
+    def restarter() -> None:
+        try:
+            for step in range(_ROLLING_ROUNDS * _ROLLING_WORKERS):
+                index = step % _ROLLING_WORKERS
+                old = workers[index]
+                wait_until(lambda old=old: ran_on(old) > 0, 60, "the worker to stop to have run")
+                workers[index] = start_worker(concurrency=2)
+                os.kill(old.process.pid, signal.SIGTERM)
+                stopped.append(old.process.wait(60))
+        finally:
+            restarting.clear()
+
+    def caller(number: int) -> None:
+        batch = 0
+        while restarting.is_set():
+            tags = [f"rolling{number}-{batch}-{i}" for i in range(_ROLLING_BATCH)]
+            refs = [counted_ref(tag, _ROLLING_JOB_SECONDS) for tag in tags]
+            selection = gather(refs, client, deadline=90, use_cache=False)
+            with lock:
+                batches.append((refs, selection))
+            batch += 1
+
+    with ThreadPoolExecutor(1 + _ROLLING_CALLERS) as pool:
+        running = [
+            pool.submit(restarter),
+            *(pool.submit(caller, n) for n in range(_ROLLING_CALLERS)),
+        ]
+        for future in running:
+            future.result()
+    refs = [ref for batch, _ in batches for ref in batch]
+    lost = [f"{label}: {reason}" for _, selection in batches for label, reason in selection.dropped]
+    wrong = [i for i, (batch, got) in enumerate(batches) if got != local(batch)]
+    run_counts = {ref.label: runs(marker_dir, ref.label[:-4]) for ref in refs}
+    not_once = {label: count for label, count in run_counts.items() if count != 1}
+    rescued = [r.getMessage() for r in caplog.records if r.name == "bridge.queue.celery_queue"]
+    print(
+        f"rolling restart: {len(stopped)} workers stopped, {len(refs)} jobs, {len(lost)} lost, "
+        f"{len(wrong)} wrong batches, {len(not_once)} not run exactly once"
+    )
+    assert len(stopped) == _ROLLING_ROUNDS * _ROLLING_WORKERS
+    assert stopped == [0] * len(stopped)
+    assert (lost, wrong, not_once, rescued) == ([], [], {}, [])
 
 
 @pytest.mark.slow
