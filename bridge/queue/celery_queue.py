@@ -50,6 +50,8 @@ _IDLE_SUBSCRIPTIONS = 8
 #: How long a finished call's channels may take to be unsubscribed before its connection is
 #: dropped instead of kept.
 _UNSUBSCRIBE_SECONDS = 1.0
+#: How long a result connection may stay idle and still be used again.
+_IDLE_SECONDS = 30.0
 #: How often a waiting caller looks for jobs the broker lost; one is sent again after two
 #: looks missed it, so a lost job costs about twice this, never the caller's deadline.
 RECONCILE_SECONDS = 2.0
@@ -98,23 +100,25 @@ class _Subscriptions:
     """Result-channel connections kept idle between calls, each unsubscribed from everything.
 
     Opening one per call (connect, HELLO, the client's handshake) and dropping the command
-    connection it borrowed cost a small job's round trip over a millisecond. A connection is
-    kept only once Redis confirmed every channel gone, so no late answer of one call reaches
-    the next; one found readable while idle (Redis closed it: a restart) is dropped, not
-    handed to a call whose subscribe would fail on it.
+    connection it borrowed cost a small job's round trip over a millisecond, and left a TCP
+    connection in TIME_WAIT per call. A connection is kept only once Redis confirmed every
+    channel gone, so no late answer of one call reaches the next. One found readable while
+    idle (Redis closed it: a restart, a Sentinel's demotion) is dropped, and so is one idle
+    for longer than :data:`_IDLE_SECONDS`: a connection a NAT forgot says nothing, and a
+    subscribe sent on it would wait out its call's deadline.
     """
 
     def __init__(self, redis: Redis, keep: int) -> None:
         self._redis = redis
         self._keep = keep
-        self._idle: list[PubSub] = []
+        self._idle: list[tuple[float, PubSub]] = []
         self._lock = threading.Lock()
 
     def take(self) -> PubSub:
         with self._lock:
             while self._idle:
-                pubsub = self._idle.pop()
-                if _idle_and_clean(pubsub):
+                since, pubsub = self._idle.pop()
+                if time.monotonic() - since < _IDLE_SECONDS and _idle_and_clean(pubsub):
                     return pubsub
                 _drop(pubsub)
         return PubSub(self._redis.connection_pool)
@@ -127,38 +131,55 @@ class _Subscriptions:
             return
         with self._lock:
             if len(self._idle) < self._keep:
-                self._idle.append(pubsub)
+                self._idle.append((time.monotonic(), pubsub))
                 return
         _drop(pubsub)
 
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
-        for pubsub in idle:
+        for _, pubsub in idle:
             _drop(pubsub)
 
 
 def _unsubscribe_all(pubsub: PubSub) -> None:
-    """Unsubscribe and read up to Redis's last confirmation; answers before it are discarded."""
+    """Unsubscribe and read up to Redis's last confirmation, discarding answers before it.
+
+    On the connection itself, not through the PubSub's commands: those reconnect and subscribe
+    again after an error before raising, which held a finished call for the 6 s connect timeout
+    where it should give up after :data:`_UNSUBSCRIBE_SECONDS`.
+    """
     if not pubsub.subscribed:
         return
-    pubsub.unsubscribe()  # type: ignore[no-untyped-call]
+    connection = pubsub.connection
+    if connection is None or _unconnected(connection):
+        raise RedisConnectionError("the result connection is closed")
+    pubsub.pending_unsubscribe_channels.update(pubsub.channels)
+    connection.send_command("UNSUBSCRIBE", check_health=False)
     deadline = time.monotonic() + _UNSUBSCRIBE_SECONDS
     while pubsub.subscribed:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or not connection.can_read(timeout=remaining):
             raise RedisTimeoutError("the result channels were not unsubscribed in time")
-        pubsub.get_message(timeout=remaining)
+        reply = connection.read_response(timeout=remaining, push_request=True)
+        pubsub.handle_message(reply)
 
 
 def _idle_and_clean(pubsub: PubSub) -> bool:
     connection = pubsub.connection
     if connection is None:
         return True
+    if _unconnected(connection):
+        return False
     try:
         return not connection.can_read(timeout=0)
     except _INFRASTRUCTURE_ERRORS:
         return False
+
+
+def _unconnected(connection: Any) -> bool:
+    """Whether the connection lost its socket: any use of it would connect it again."""
+    return getattr(connection, "_sock", None) is None
 
 
 def _drop(pubsub: PubSub) -> None:

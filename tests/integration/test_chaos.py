@@ -16,6 +16,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -185,13 +186,10 @@ def test_a_rolling_restart_under_load_runs_every_job_once_and_loses_none(
     lock = threading.Lock()
     batches: list[tuple[list[AttachmentRef], IngestSelection]] = []
 
-    def ran_on(worker: WorkerProcess) -> int:
+    def has_run_a_job(worker: WorkerProcess) -> bool:
         pids = {str(pid) for pid in worker.pool_pids()}
-        return sum(
-            1
-            for marker in marker_dir.iterdir()
-            for pid in marker.read_text().split()
-            if pid in pids
+        return any(
+            pid in pids for marker in marker_dir.iterdir() for pid in marker.read_text().split()
         )
 
     def restarter() -> None:
@@ -199,7 +197,7 @@ def test_a_rolling_restart_under_load_runs_every_job_once_and_loses_none(
             for step in range(_ROLLING_ROUNDS * _ROLLING_WORKERS):
                 index = step % _ROLLING_WORKERS
                 old = workers[index]
-                wait_until(lambda old=old: ran_on(old) > 0, 60, "the worker to stop to have run")
+                wait_until(partial(has_run_a_job, old), 60, "the worker to stop to have run")
                 workers[index] = start_worker(concurrency=2)
                 os.kill(old.process.pid, signal.SIGTERM)
                 stopped.append(old.process.wait(60))

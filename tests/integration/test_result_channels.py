@@ -8,6 +8,7 @@ in TIME_WAIT: a busy door opening thousands a second runs out of local ports.
 
 from __future__ import annotations
 
+import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -16,8 +17,10 @@ import pytest
 from redis import Redis
 
 from bridge.knowledge.attachments import AttachmentRef
+from bridge.queue import celery_queue
 from bridge.queue.celery_queue import CeleryQueue, _Listener, _Subscriptions
 from bridge.queue.source import gather
+from bridge.redis_client import redis_client
 from tests.integration.conftest import WorkerFactory
 from tests.integration.refs import local
 from tests.redis_server import RedisServer
@@ -97,3 +100,50 @@ def test_a_kept_connection_hears_nothing_of_the_call_before(own_redis: RedisServ
     second.release()
     subscriptions.close()
     publisher.close()
+
+
+def test_releasing_a_connection_redis_closed_never_waits_for_a_reconnect(
+    own_redis: RedisServer,
+) -> None:
+    """Redis closed the call's result connection and then stalls (a restart, a failover): the
+    call already has its answers, and releasing the connection drops it at once. Through the
+    PubSub's own commands it reconnected first and held the call for the 6 s connect timeout."""
+    admin = own_redis.client()
+    subscriptions = _Subscriptions(redis_client(own_redis.url(), timeout=6), keep=8)
+    listener = _Listener(subscriptions)
+    listener.listen(["answer"], time.monotonic() + 10)
+    admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+    assert own_redis.process is not None
+    own_redis.process.send_signal(signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        listener.release()
+        held = time.monotonic() - started
+    finally:
+        own_redis.process.send_signal(signal.SIGCONT)
+    assert held < 4, f"release held the call {held:.1f} s"
+    opened = _connections(admin)
+    _Listener(subscriptions).listen(["next"], time.monotonic() + 10)
+    assert _connections(admin) == opened + 1  # the closed one was not kept
+    admin.close()
+
+
+def test_a_connection_idle_too_long_is_not_used_again(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection a NAT forgot answers nothing, not even a close: a subscribe sent on it
+    would wait out its call's deadline. One idle past the limit is replaced."""
+    admin = own_redis.client()
+    subscriptions = _Subscriptions(own_redis.client(), keep=8)
+    for idle_seconds, opened_again in ((30.0, 0), (0.0, 1)):
+        monkeypatch.setattr(celery_queue, "_IDLE_SECONDS", idle_seconds)
+        first = _Listener(subscriptions)
+        first.listen(["one"], time.monotonic() + 10)
+        first.release()
+        opened = _connections(admin)
+        second = _Listener(subscriptions)
+        second.listen(["two"], time.monotonic() + 10)
+        second.release()
+        assert _connections(admin) - opened == opened_again
+    subscriptions.close()
+    admin.close()
