@@ -9,10 +9,10 @@ queues) against it, and stops both: it never touches a Redis it did not start.
 1. Publishing N jobs from the client: one shared producer (what ``CeleryQueue`` does) vs a
    Celery ``group``. Client-side milliseconds per job.
 2. Round trip of one small text attachment through ``gather`` (publish, worker, sandbox,
-   answer, validation), cache bypassed and cache hit: p50 / p95. Target: p50 <= 10 ms.
+   answer, validation), cache bypassed and cache hit: p50 / p95. Target (issue 25): p50 <= 5 ms.
 3. Throughput of small text attachments through the 2 worker processes (one ``gather`` of the
    whole batch, cache bypassed) vs the local ``SandboxExtractor`` called from 2 threads.
-   Target (issue 25): >= 0.9x, and the round trip's p50 <= 5 ms.
+   Target (issue 25): >= 0.9x.
 4. The floor under both: the same sandbox behind a bare Celery task (bench/bare_worker.py: the
    same pool, acknowledgement and prefetch, none of airlock's own work), its round trip and
    throughput, so that what Celery's prefork path costs is told from what airlock adds.
