@@ -49,10 +49,10 @@ def store_payloads(redis: Redis, payloads: Mapping[str, bytes], ttl_seconds: int
     stored is not uploaded again. Writing the same hash twice writes the same bytes (the worker
     re-hashes what it fetches), so neither a race nor a rewrite can change a job's document.
     """
-    small = [digest for digest, payload in payloads.items() if len(payload) <= SENT_AT_ONCE_BYTES]
-    large = [digest for digest, payload in payloads.items() if len(payload) > SENT_AT_ONCE_BYTES]
     if not payloads:
         return
+    small = [digest for digest, payload in payloads.items() if len(payload) <= SENT_AT_ONCE_BYTES]
+    large = [digest for digest, payload in payloads.items() if len(payload) > SENT_AT_ONCE_BYTES]
     with redis.pipeline(transaction=False) as refresh:
         for digest in small:
             refresh.set(payload_key(digest), payloads[digest], ex=ttl_seconds)
