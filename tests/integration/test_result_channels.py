@@ -112,7 +112,7 @@ def test_releasing_a_connection_redis_closed_never_waits_for_a_reconnect(
     subscriptions = _Subscriptions(redis_client(own_redis.url(), timeout=6), keep=8)
     listener = _Listener(subscriptions)
     listener.listen(["answer"], time.monotonic() + 10)
-    admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+    admin.client_kill_filter(_type="pubsub")
     assert own_redis.process is not None
     own_redis.process.send_signal(signal.SIGSTOP)
     try:
