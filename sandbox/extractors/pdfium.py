@@ -39,7 +39,7 @@ _FORM_DEPTH = 64
 _MATCHED_BYTES = 256 * 1024 * 1024
 #: Up to this many pixels (a letter or A4 page at 300 dpi has 8.4-8.7 million), a page that
 #: draws nothing but images is drawn in colour and made grey by Pillow: PDFium's grey bitmap
-#: path cost 35-45 % more on the corpus's grey scans, for byte-identical pixels. A colour
+#: path cost 14-45 % more on the corpus's grey scans, for byte-identical pixels. A colour
 #: bitmap holds three bytes a pixel, so a larger page keeps the grey path and its memory; so
 #: does a page with text, paths or annotations, which PDFium smooths differently in colour.
 _COLOUR_DRAWN_PIXELS = 12_000_000

@@ -498,7 +498,7 @@ def test_a_page_of_images_only_is_drawn_in_colour_with_the_grey_paths_pixels(
     corpus_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A scan is drawn in colour and made grey by Pillow: the same pixels, byte for byte, as
-    PDFium's grey path gives, which costs 35-45 % more on these pages. The A4 scans draw their
+    PDFium's grey path gives, which costs 14-45 % more on these pages. The A4 scans draw their
     image through a form; the letter is Pillow's image page."""
     scans = [
         (corpus_dir / f"{name}.pdf").read_bytes()
