@@ -7,7 +7,7 @@ Opened only for such a page, and then only on pypdf's checked copy of that page 
 
 from __future__ import annotations
 
-import itertools
+import ctypes
 import math
 import statistics
 from collections.abc import Sequence
@@ -31,6 +31,14 @@ _INK_LEVEL = 128
 _INK_SHARE = 100_000
 # A page with fewer characters than this has too few steps to tell its writing direction.
 _MIN_VERTICAL_STEPS = 8
+#: How many steps between characters tell a page's writing direction, and how far past one
+#: character the next visible one is looked for (spaces and generated line breaks between).
+_SAMPLED_STEPS = 64
+_STEP_REACH = 8
+#: The code points PDFium reports for a character's UTF-16 halves, and the last there is.
+_HIGH_SURROGATES = (0xD800, 0xDBFF)
+_LOW_SURROGATES = (0xDC00, 0xDFFF)
+_LAST_CODE_POINT = 0x10FFFF
 #: How deep the list of a page's images follows forms drawn inside forms.
 _FORM_DEPTH = 64
 #: The most stored bytes copied out of PDFium, per page, to tell the XObject images its content
@@ -163,9 +171,8 @@ class PdfiumPage:
         when the page is written vertically."""
         text_page = self._page.get_textpage()
         try:
-            glyphs = _glyphs(text_page)
-            if _is_vertical(glyphs):
-                return _by_columns(glyphs)
+            if _is_vertical(text_page):
+                return _by_columns(_glyphs(text_page))
             return str(text_page.get_text_range()).replace("\r\n", "\n")
         finally:
             text_page.close()
@@ -183,24 +190,88 @@ class _Glyph:
     width: float
 
 
+class _Reader:
+    """One text page's characters and boxes through PDFium's own calls, one out-parameter set
+    reused: pypdfium2's per-character wrappers (a text range and a box allocated for each
+    character) cost a page read this way 8-12 ms, ten times PDFium's own text of it."""
+
+    def __init__(self, text_page: pypdfium2.PdfTextPage) -> None:
+        self._text_page = text_page
+        self.count = max(0, text_page.count_chars())
+        self._box = (ctypes.c_double(), ctypes.c_double(), ctypes.c_double(), ctypes.c_double())
+        self._pointers = tuple(ctypes.byref(side) for side in self._box)
+
+    def glyph(self, index: int) -> _Glyph | None:
+        """Character ``index`` with the centre of its box, or None when it draws nothing
+        visible (a space, a generated line break), PDFium has no box for it, or it is not a
+        character: the second half of a surrogate pair, or half of one alone."""
+        code = self._code(index)
+        if _HIGH_SURROGATES[0] <= code <= _HIGH_SURROGATES[1]:
+            # PDFium keeps a character beyond the basic plane (CJK Extension B, say) as the two
+            # halves of its UTF-16 pair, one index each: joined here, or dropped when alone.
+            low = self._code(index + 1) if index + 1 < self.count else 0
+            if not _LOW_SURROGATES[0] <= low <= _LOW_SURROGATES[1]:
+                return None
+            code = 0x10000 + ((code - _HIGH_SURROGATES[0]) << 10) + (low - _LOW_SURROGATES[0])
+        elif not 0 < code <= _LAST_CODE_POINT or _HIGH_SURROGATES[0] <= code <= _LOW_SURROGATES[1]:
+            return None
+        char = chr(code)
+        if not char.strip():
+            return None
+        left, right, bottom, top = self._box  # FPDFText_GetCharBox's own order
+        if not pypdfium2.raw.FPDFText_GetCharBox(self._text_page, index, *self._pointers):
+            return None
+        return _Glyph(
+            char,
+            (left.value + right.value) / 2,
+            (bottom.value + top.value) / 2,
+            abs(right.value - left.value),
+        )
+
+    def _code(self, index: int) -> int:
+        return int(pypdfium2.raw.FPDFText_GetUnicode(self._text_page, index))
+
+    def next_glyph(self, start: int, stop: int) -> tuple[int, _Glyph] | None:
+        """The first visible glyph from ``start`` up to (not including) ``stop``, with its index."""
+        for index in range(start, min(stop, self.count)):
+            glyph = self.glyph(index)
+            if glyph is not None:
+                return index, glyph
+        return None
+
+
 def _glyphs(text_page: pypdfium2.PdfTextPage) -> list[_Glyph]:
     """The page's visible characters in content order, each with the centre of its box."""
-    glyphs = []
-    for index in range(text_page.count_chars()):
-        char = str(text_page.get_text_range(index, 1))
-        if not char.strip():
-            continue
-        left, bottom, right, top = text_page.get_charbox(index)
-        glyphs.append(_Glyph(char, (left + right) / 2, (bottom + top) / 2, abs(right - left)))
-    return glyphs
+    reader = _Reader(text_page)
+    return [glyph for index in range(reader.count) if (glyph := reader.glyph(index)) is not None]
 
 
-def _is_vertical(glyphs: list[_Glyph]) -> bool:
+def _is_vertical(text_page: pypdfium2.PdfTextPage) -> bool:
     """Whether most steps from one character to the next go down a column, not along a line:
-    CJK set vertically, whose content order PDFium keeps, reads as scrambled lines."""
-    steps = list(itertools.pairwise(glyphs))
-    down = sum(1 for one, two in steps if abs(two.y - one.y) > abs(two.x - one.x))
-    return len(steps) >= _MIN_VERTICAL_STEPS and down > len(steps) * 0.5
+    CJK set vertically, whose content order PDFium keeps, reads as scrambled lines.
+
+    Judged on at most :data:`_SAMPLED_STEPS` steps spread evenly over the page, each from a
+    visible character to the next within :data:`_STEP_REACH` characters (or the samples'
+    spacing): every step of a page of prose cost more than reading its text. The searches'
+    windows overlap little, so a page of nothing but spaces costs a few calls a character,
+    never one per sample and character.
+    """
+    reader = _Reader(text_page)
+    stride = max(1, -(-reader.count // _SAMPLED_STEPS))  # rounded up: at most the samples
+    steps = down = 0
+    previous = -1
+    for start in range(0, reader.count, stride):
+        first = reader.next_glyph(max(start, previous + 1), start + stride)
+        if first is None:
+            continue
+        index, one = first
+        second = reader.next_glyph(index + 1, index + 1 + max(stride, _STEP_REACH))
+        if second is None:
+            continue
+        previous, two = second[0] - 1, second[1]
+        steps += 1
+        down += abs(two.y - one.y) > abs(two.x - one.x)
+    return steps >= _MIN_VERTICAL_STEPS and down > steps * 0.5
 
 
 def _by_columns(glyphs: list[_Glyph]) -> str:

@@ -24,6 +24,7 @@ from pypdf.generic import (
 )
 
 from sandbox.extractors import pdf as pdf_extractor
+from sandbox.extractors import pdfium
 from sandbox.extractors.pdf import PDFIUM_MARKER
 from sandbox.extractors.pdf_forms import form_has_values
 from sandbox.extractors.pdf_text import repair, unmapped_share
@@ -32,7 +33,7 @@ from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits
 from tests.cer import cer
 from tests.in_process import rendered_by, words_of
-from tests.pdf_builders import CATALOG, FONT, pdf, stream
+from tests.pdf_builders import CATALOG, FONT, pdf, pdf_with_text_lines, stream
 from tests.scanned_pdfs import image_page
 
 extract_pdf = words_of(pdf_extractor.extract_pdf)
@@ -563,3 +564,81 @@ def test_text_paths_annotations_and_large_pages_keep_the_grey_path(
         finally:
             page.close()
         assert modes[-1], f"a page with {what} was drawn in colour"
+
+
+def _page_with_text_map(shown: bytes, mapping: bytes) -> bytes:
+    """A page showing ``shown`` in Helvetica whose ToUnicode map is ``mapping`` (bfchar
+    entries): the code points PDFium reports for its glyphs are the map's."""
+    cmap = (
+        b"/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /M def "
+        b"1 begincodespacerange <00> <FF> endcodespacerange "
+        + mapping
+        + b" endcmap CMapName currentdict /CMap defineresource pop end end"
+    )
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /ToUnicode 6 0 R >>"
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] "
+        b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>"
+    )
+    content = stream(b"BT /F1 12 Tf 20 100 Td (" + shown + b") Tj ET")
+    return pdf([CATALOG, _pages_tree(1), page, content, font, stream(cmap)])
+
+
+def test_glyphs_outside_the_basic_plane_are_kept_and_lone_surrogates_dropped() -> None:
+    """PDFium keeps a character outside the basic plane as its two UTF-16 halves, one index
+    each: they are read as the one character (a vertical page of CJK Extension B keeps it), and
+    a half alone, which no text can encode, is left out instead of failing the page."""
+    document = pypdfium2.PdfDocument(
+        _page_with_text_map(
+            b"ABC", b"3 beginbfchar <41> <D83DDE00> <42> <D800> <43> <0043> endbfchar"
+        )
+    )
+    text_page = document[0].get_textpage()
+    try:
+        assert [glyph.char for glyph in pdfium._glyphs(text_page)] == ["\U0001f600", "C"]
+    finally:
+        text_page.close()
+        document.close()
+
+
+def test_the_writing_direction_is_judged_on_a_sample_of_a_long_page() -> None:
+    """A page of prose asks PDFium for a few boxes, not one per character: reading every box
+    cost a page ten times PDFium's own text of it."""
+    line = b"The harbour report for the quarter shows more ships than the year before. "
+    payload = pdf_with_text_lines([line.decode() * 6] * 40)
+    page = PdfiumPage(payload)
+    boxes = _calls_of(page, "FPDFText_GetCharBox")
+    assert len(boxes) <= 2 * pdfium._SAMPLED_STEPS
+    page.close()
+
+
+def test_a_page_of_spaces_costs_a_few_calls_a_character() -> None:
+    """Looking for visible characters between the samples reads each character a bounded
+    number of times: 30,000 spaces between two letters must not cost a search per sample
+    over the rest of the page."""
+    spaces = b"." * 30_000  # no-break spaces: PDFium keeps each as a character
+    mapping = b"3 beginbfchar <41> <0041> <2E> <00A0> <42> <0042> endbfchar"
+    payload = _page_with_text_map(b"A" + spaces + b"B", mapping)
+    page = PdfiumPage(payload)
+    codes = _calls_of(page, "FPDFText_GetUnicode")
+    text_page = page._page.get_textpage()
+    count = text_page.count_chars()
+    text_page.close()
+    assert count > 30_000
+    assert len(codes) <= 3 * count
+    page.close()
+
+
+def _calls_of(page: PdfiumPage, name: str) -> list[int]:
+    """The character indexes ``page.text()`` passes to PDFium's ``name``, called through."""
+    real = getattr(pypdfium2.raw, name)
+    seen: list[int] = []
+
+    def spy(text_page: object, index: int, *rest: object) -> object:
+        seen.append(index)
+        return real(text_page, index, *rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pypdfium2.raw, name, spy)
+        page.text()
+    return seen
