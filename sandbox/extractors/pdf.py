@@ -37,6 +37,7 @@ from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
 
 _LAYERS = "/OCProperties"
+_KIDS = "/Kids"
 # Readers accept a header anywhere in the first kilobyte; anything without one is not a PDF.
 _HEADER = b"%PDF-"
 _HEADER_WINDOW = 1024
@@ -365,7 +366,9 @@ def _page_alone(reader: PdfReader, page: PageObject) -> PdfWriter:
     attacker hid to reach the model) would be OCR'd, or a shown one lost.
     """
     writer = PdfWriter()
-    writer.add_page(page)
+    # A page may also carry /Kids: pypdf reads it as the leaf it says it is, PDFium walks the
+    # kids whatever /Type says, and would read a page no other reader shows as this one.
+    writer.add_page(page, excluded_keys=(_KIDS,))
     layers = reader.root_object.get(_LAYERS)
     if layers is not None:
         writer.root_object[NameObject(_LAYERS)] = layers.clone(writer)

@@ -8,6 +8,7 @@ Opened only for such a page, and then only on pypdf's checked copy of that page 
 from __future__ import annotations
 
 import ctypes
+import itertools
 import math
 import statistics
 from collections.abc import Sequence
@@ -31,10 +32,10 @@ _INK_LEVEL = 128
 _INK_SHARE = 100_000
 # A page with fewer characters than this has too few steps to tell its writing direction.
 _MIN_VERTICAL_STEPS = 8
-#: How many steps between characters tell a page's writing direction, and how far past one
-#: character the next visible one is looked for (spaces and generated line breaks between).
+#: How many steps between characters first tell a page's writing direction, and the spacing
+#: of their starts over the page (fractions of the golden ratio's multiples: no period).
 _SAMPLED_STEPS = 64
-_STEP_REACH = 8
+_GOLDEN = (math.sqrt(5) - 1) / 2
 #: The code points PDFium reports for a character's UTF-16 halves, and the last there is.
 _HIGH_SURROGATES = (0xD800, 0xDBFF)
 _LOW_SURROGATES = (0xDC00, 0xDFFF)
@@ -81,6 +82,12 @@ class PdfiumPage:
             self._document = pypdfium2.PdfDocument(payload)
         except pypdfium2.PdfiumError as exc:
             raise Refusal(codes.UNREADABLE, f"PDFium cannot open the page: {exc}") from exc
+        if len(self._document) != 1:
+            # The copy holds one page by construction; another count means PDFium's page tree
+            # is not pypdf's, and page 0 would not be the page that was checked.
+            pages = len(self._document)
+            self._document.close()
+            raise Refusal(codes.UNREADABLE, f"PDFium reads {pages} pages in a one-page copy")
         try:
             self._page = self._document[0]
         except pypdfium2.PdfiumError as exc:
@@ -168,12 +175,19 @@ class PdfiumPage:
 
     def text(self) -> str:
         """The page's text as PDFium maps its glyphs: in content order, or column by column
-        when the page is written vertically."""
+        when the page is written vertically.
+
+        A sample of the page's steps decides for a page of prose; a page the sample finds
+        vertical is judged again on every step, from the glyphs its columns need anyway, so a
+        line structure that happens to repeat at the sample's spacing never scrambles a page.
+        """
         text_page = self._page.get_textpage()
         try:
-            if _is_vertical(text_page):
-                return _by_columns(_glyphs(text_page))
-            return str(text_page.get_text_range()).replace("\r\n", "\n")
+            if _sample_is_vertical(text_page):
+                glyphs = _glyphs(text_page)
+                if _steps_are_vertical(glyphs):
+                    return _by_columns(glyphs)
+            return _page_text(text_page).replace("\r\n", "\n")
         finally:
             text_page.close()
 
@@ -182,7 +196,7 @@ class PdfiumPage:
         self._document.close()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Glyph:
     char: str
     x: float  # the centre of its box, in points
@@ -202,15 +216,18 @@ class _Reader:
         self._pointers = tuple(ctypes.byref(side) for side in self._box)
 
     def glyph(self, index: int) -> _Glyph | None:
-        """Character ``index`` with the centre of its box, or None when it draws nothing
-        visible (a space, a generated line break), PDFium has no box for it, or it is not a
-        character: the second half of a surrogate pair, or half of one alone."""
+        """Character ``index`` with the centre of its box, or None when it is not text a reader
+        sees: a space or a generated line break, a character PDFium leaves out of its own text
+        (its control codes: U+0002, U+0093, U+FFFE...), half of a surrogate pair, or one PDFium
+        has no box for."""
         code = self._code(index)
+        if code is None:
+            return None
         if _HIGH_SURROGATES[0] <= code <= _HIGH_SURROGATES[1]:
             # PDFium keeps a character beyond the basic plane (CJK Extension B, say) as the two
             # halves of its UTF-16 pair, one index each: joined here, or dropped when alone.
-            low = self._code(index + 1) if index + 1 < self.count else 0
-            if not _LOW_SURROGATES[0] <= low <= _LOW_SURROGATES[1]:
+            low = self._code(index + 1) if index + 1 < self.count else None
+            if low is None or not _LOW_SURROGATES[0] <= low <= _LOW_SURROGATES[1]:
                 return None
             code = 0x10000 + ((code - _HIGH_SURROGATES[0]) << 10) + (low - _LOW_SURROGATES[0])
         elif not 0 < code <= _LAST_CODE_POINT or _HIGH_SURROGATES[0] <= code <= _LOW_SURROGATES[1]:
@@ -228,16 +245,34 @@ class _Reader:
             abs(right.value - left.value),
         )
 
-    def _code(self, index: int) -> int:
-        return int(pypdfium2.raw.FPDFText_GetUnicode(self._text_page, index))
-
-    def next_glyph(self, start: int, stop: int) -> tuple[int, _Glyph] | None:
-        """The first visible glyph from ``start`` up to (not including) ``stop``, with its index."""
-        for index in range(start, min(stop, self.count)):
+    def next_glyph(self, start: int) -> tuple[int, _Glyph] | None:
+        """The first visible glyph at or after ``start``, with its index."""
+        for index in range(start, self.count):
             glyph = self.glyph(index)
             if glyph is not None:
                 return index, glyph
         return None
+
+    def _code(self, index: int) -> int | None:
+        """The code point of character ``index``, or None when PDFium's text leaves it out."""
+        if pypdfium2.raw.FPDFText_GetTextIndexFromCharIndex(self._text_page, index) < 0:
+            return None
+        return int(pypdfium2.raw.FPDFText_GetUnicode(self._text_page, index))
+
+
+def _page_text(text_page: pypdfium2.PdfTextPage) -> str:
+    """The whole page's text in one call. pypdfium2's ``get_text_range`` trims the characters
+    PDFium leaves out at either end by calling itself once per character: a page of a
+    thousand control codes ended the job in a RecursionError."""
+    count = text_page.count_chars()
+    if count <= 0:
+        return ""
+    # Two UTF-16 units a character and the terminator: more than PDFium writes for any text.
+    room = 2 * count + 1
+    buffer = (ctypes.c_ushort * room)()
+    written = pypdfium2.raw.FPDFText_GetText(text_page, 0, count, buffer)
+    units = min(max(0, written - 1), room - 1)
+    return bytes(memoryview(buffer).cast("B")[: 2 * units]).decode("utf-16-le", errors="ignore")
 
 
 def _glyphs(text_page: pypdfium2.PdfTextPage) -> list[_Glyph]:
@@ -246,32 +281,43 @@ def _glyphs(text_page: pypdfium2.PdfTextPage) -> list[_Glyph]:
     return [glyph for index in range(reader.count) if (glyph := reader.glyph(index)) is not None]
 
 
-def _is_vertical(text_page: pypdfium2.PdfTextPage) -> bool:
-    """Whether most steps from one character to the next go down a column, not along a line:
-    CJK set vertically, whose content order PDFium keeps, reads as scrambled lines.
+def _sample_is_vertical(text_page: pypdfium2.PdfTextPage) -> bool:
+    """Whether most of at most :data:`_SAMPLED_STEPS` steps, from a visible character to the
+    next, go down a column rather than along a line: CJK set vertically, whose content order
+    PDFium keeps, reads as scrambled lines.
 
-    Judged on at most :data:`_SAMPLED_STEPS` steps spread evenly over the page, each from a
-    visible character to the next within :data:`_STEP_REACH` characters (or the samples'
-    spacing): every step of a page of prose cost more than reading its text. The searches'
-    windows overlap little, so a page of nothing but spaces costs a few calls a character,
-    never one per sample and character.
+    Every step of a page of prose cost more than reading its text. The samples start at the
+    golden ratio's multiples (their gaps take two or three lengths), not at a fixed stride,
+    so lines of one length cannot put every sample on the same kind of step; the search only
+    moves forward, so a page of nothing but spaces costs one look per character, however many
+    samples there are.
     """
     reader = _Reader(text_page)
-    stride = max(1, -(-reader.count // _SAMPLED_STEPS))  # rounded up: at most the samples
+    starts = sorted(
+        int(reader.count * ((sample * _GOLDEN) % 1.0)) for sample in range(_SAMPLED_STEPS)
+    )
     steps = down = 0
-    previous = -1
-    for start in range(0, reader.count, stride):
-        first = reader.next_glyph(max(start, previous + 1), start + stride)
-        if first is None:
+    cursor = 0
+    for start in starts:
+        first = reader.next_glyph(max(cursor, start))
+        second = reader.next_glyph(first[0] + 1) if first is not None else None
+        if first is None or second is None:
             continue
-        index, one = first
-        second = reader.next_glyph(index + 1, index + 1 + max(stride, _STEP_REACH))
-        if second is None:
-            continue
-        previous, two = second[0] - 1, second[1]
+        cursor = second[0] + 1
         steps += 1
-        down += abs(two.y - one.y) > abs(two.x - one.x)
+        down += _goes_down(first[1], second[1])
     return steps >= _MIN_VERTICAL_STEPS and down > steps * 0.5
+
+
+def _steps_are_vertical(glyphs: list[_Glyph]) -> bool:
+    """The same judgement on every step of the page."""
+    steps = list(itertools.pairwise(glyphs))
+    down = sum(1 for one, two in steps if _goes_down(one, two))
+    return len(steps) >= _MIN_VERTICAL_STEPS and down > len(steps) * 0.5
+
+
+def _goes_down(one: _Glyph, two: _Glyph) -> bool:
+    return abs(two.y - one.y) > abs(two.x - one.x)
 
 
 def _by_columns(glyphs: list[_Glyph]) -> str:
