@@ -39,18 +39,18 @@ if TYPE_CHECKING:
 #: wall clock of OCR) plus queueing.
 QUEUED_DEADLINE_SECONDS = 300.0
 
-#: How much of a file the kind guess looks at: enough to see NUL bytes in a binary header.
-_SNIFF_BYTES = 8192
-
 #: Called once per file as its outcome is folded in.
 FileDone = Callable[[], None]
 
 
-def upload_ref(label: str, payload: bytes, declared_kind: str | None) -> AttachmentRef:
+def upload_ref(
+    label: str, payload: bytes, declared_kind: str | None, media_type: str = ""
+) -> AttachmentRef:
     """A file given by a person (a path, an upload) as the ref to extract: its kind the one
-    declared, else told from its name and first bytes; the CLI and the door tell it alike."""
-    kind, media_type = guess_kind(label, payload[:_SNIFF_BYTES])
-    return AttachmentRef(label, declared_kind or kind, media_type, payload)
+    declared, else told from its name, the media type it came with and its bytes; the CLI and
+    the door tell it alike."""
+    kind, declared_type = guess_kind(label, payload, media_type)
+    return AttachmentRef(label, declared_kind or kind, declared_type, payload)
 
 
 def _outcomes(

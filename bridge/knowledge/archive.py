@@ -89,7 +89,7 @@ _METHOD_NAMES = {1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lz
 
 # What zipfile raises, in one Python version or another, on an archive it cannot list; each
 # becomes a refusal naming zipfile's reason, so no malformed upload fails the bridge untyped.
-_ZIPFILE_ERRORS = (
+ZIPFILE_ERRORS = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
     NotImplementedError,
@@ -389,7 +389,7 @@ def _list(archive: _Archive, directory: _Directory) -> list[zipfile.ZipInfo]:
         raise ArchiveLimitExceeded(
             f"member name {exc.object[:_NAME_SHOWN_CHARS]!r} is flagged UTF-8 but is not"
         ) from None
-    except _ZIPFILE_ERRORS as exc:
+    except ZIPFILE_ERRORS as exc:
         reason = str(exc) or type(exc).__name__
         raise ArchiveLimitExceeded(f"zipfile refuses the central directory: {reason}") from exc
     # zipfile's rules for finding the end records differ between Python versions; the checks

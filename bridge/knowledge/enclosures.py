@@ -33,7 +33,7 @@ from bridge.knowledge.attachments import (
 from bridge.knowledge.ceilings import EXTRACTION_SETTINGS, explain_failure
 from bridge.knowledge.errors import ExtractionFailed, IngestionRejected
 from bridge.knowledge.failures import Failure
-from bridge.knowledge.kinds import guess_enclosed_kind
+from bridge.knowledge.kinds import guess_kind
 from bridge.knowledge.sections import Section
 
 _NOUNS = {"email": "an e-mail message", "archive": "a ZIP archive"}
@@ -45,7 +45,6 @@ _FILE_NOTICES = re.compile(r"^\[airlock: (?:attached file |\d+ more attached fil
 # How much of a reason a section carries: what a dropped entry shows of a parser's message.
 _REASON_CHARS = 400
 _NAME_CHARS = 255
-_HEAD_BYTES = 4096
 
 
 class UnpackedFile(Protocol):
@@ -213,7 +212,7 @@ class _Level:
     def _read(self, name: str, media_type: str, data: bytes, max_pages: int) -> Iterator[Section]:
         """One file's section, or its refusal; a container's own section, then its files',
         their paths continued from its name."""
-        kind, declared_type = guess_enclosed_kind(name, media_type, data[:_HEAD_BYTES])
+        kind, declared_type = guess_kind(name, data, media_type)
         specific = media_type not in ("", "application/octet-stream")
         ref = AttachmentRef(name, kind, media_type if specific else declared_type, data)
         extractor: TextExtractor = self.unpacking.reader

@@ -124,7 +124,7 @@ def test_a_door_holds_request_languages_to_its_operators_list(tmp_path: Path) ->
         held.stop()
 
 
-def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path) -> None:
+def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path, corpus_dir: Path) -> None:
     body = "Café crème\n".encode("latin-1")
     # Open WebUI's ExternalDocumentLoader: PUT {url}/process, raw body, X-Filename URL-quoted.
     processed = httpx.put(
@@ -157,6 +157,26 @@ def test_open_webui_and_tika_drop_ins(door: Door, tmp_path: Path) -> None:
         check=True,
     )
     assert tika.stdout.decode() == "ATTACHMENT [note.txt]\nCafé crème\n"
+    # Tika's clients name a file by its Content-Type alone: an EPUB was refused as a DOCX
+    # without [Content_Types].xml, an e-mail came back as its raw MIME source, and a page of
+    # HTML that does not open with <html> was read as text, tags and all.
+    fragment = b"<p>Hello <b>world</b></p><script>alert(1)</script>"
+    epub = (corpus_dir / "tika_testEPUB.epub").read_bytes()
+    mail = (corpus_dir / "mail-mime-parser_m1005.eml").read_bytes()
+    for body, media_type, read, not_read in (
+        (epub, "application/epub+zip", "Chapter 1", "Content_Types"),
+        (mail, "message/rfc822", "Die Hasen und die Frösche", "Content-Transfer-Encoding"),
+        (fragment, "text/html; charset=utf-8", "\nHello world", "<p>"),
+    ):
+        answered = httpx.put(
+            f"{door.url}/tika",
+            content=body,
+            headers={"Content-Type": media_type, "Accept": "text/plain"},
+            timeout=60,
+        )
+        assert answered.status_code == 200, answered.text
+        assert read in answered.text
+        assert not_read not in answered.text
 
 
 def test_every_refusal_is_typed_with_its_status(door: Door) -> None:

@@ -51,9 +51,12 @@ class Upload:
 
     label: str
     data: bytes
+    #: The media type it was sent as (a raw body's Content-Type, a form part's): what tells a
+    #: body without a file name, as Tika's clients send one, apart from another.
+    media_type: str = ""
 
     def ref(self, declared_kind: str | None) -> AttachmentRef:
-        return upload_ref(self.label, self.data, declared_kind)
+        return upload_ref(self.label, self.data, declared_kind, self.media_type)
 
 
 def _file_too_large(label: str, size: int, limits: ExtractionLimits, *, at_least: bool) -> Refused:
@@ -161,7 +164,7 @@ async def raw_upload(
     data = await counted.body()
     if not charged:
         admit(len(data))
-    return Upload(label, data)
+    return Upload(label, data, request.headers.get("content-type", ""))
 
 
 async def form_uploads(
@@ -189,7 +192,7 @@ async def form_uploads(
             size = value.size or 0
             if size > limits.max_bytes:
                 raise _file_too_large(label, size, limits, at_least=False)
-            uploads.append(Upload(label, await value.read()))
+            uploads.append(Upload(label, await value.read(), value.content_type or ""))
     finally:
         await form.close()
     if not uploads:

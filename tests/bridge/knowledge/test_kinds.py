@@ -1,28 +1,148 @@
-"""What a file on disk is declared as when only its name and first bytes are known."""
+"""What a file is declared as when only its name, the media type it came with and its bytes are
+known: by suffix, by media type, then by bytes (a signature, a ZIP's members, a message's
+header)."""
 
 from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
 
 import pytest
 
 from bridge.knowledge.kinds import BINARY, guess_kind
 
-DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+DOCX = ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+XLSX = ("spreadsheet", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+PPTX = ("presentation", "application/vnd.openxmlformats-officedocument.presentationml.presentation")
+ODT = ("odt", "application/vnd.oasis.opendocument.text")
+ODS = ("spreadsheet", "application/vnd.oasis.opendocument.spreadsheet")
+ODP = ("presentation", "application/vnd.oasis.opendocument.presentation")
+EPUB = ("epub", "application/epub+zip")
+ARCHIVE = ("archive", "application/zip")
+EMAIL = ("email", "message/rfc822")
+TEXT = ("text", "text/plain")
+PDF = ("pdf", "application/pdf")
+
+
+def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
 
 
 @pytest.mark.parametrize(
     ("name", "head", "declared"),
     [
-        ("Report.PDF", b"", ("pdf", "application/pdf")),
+        ("Report.PDF", b"", PDF),
         ("scan.tiff", b"", ("image", "image/tiff")),
-        ("letter.docx", b"", ("docx", DOCX)),
-        ("blob", b"%PDF-1.7\n", ("pdf", "application/pdf")),
+        ("letter.docx", b"", DOCX),
+        ("blob", b"%PDF-1.7\n", PDF),
         ("blob", b"\x89PNG\r\n\x1a\n\x00\x00", ("image", "image/png")),
         ("blob", b"RIFF\x10\x00\x00\x00WEBPVP8 ", ("image", "image/webp")),
-        ("blob", b"PK\x03\x04\x14\x00", ("docx", DOCX)),
-        ("notes", b"plain words", ("text", "text/plain")),
-        ("notes", b"\xff\xfeh\x00i\x00", ("text", "text/plain")),  # UTF-16 with its mark
+        # A ZIP whose directory cannot be listed is an archive: the archive guard names why.
+        ("blob", b"PK\x03\x04\x14\x00", ARCHIVE),
+        ("notes", b"plain words", TEXT),
+        ("notes", b"\xff\xfeh\x00i\x00", TEXT),  # UTF-16 with its mark
         ("tool.exe", b"MZ\x90\x00\x03\x00", BINARY),  # NUL bytes and no mark: not text
     ],
 )
 def test_guess_kind(name: str, head: bytes, declared: tuple[str, str]) -> None:
     assert guess_kind(name, head) == declared
+
+
+@pytest.mark.parametrize(
+    ("file", "declared"),
+    [
+        ("docling_word_sample.docx", DOCX),
+        ("xlsx2csv_utf8.xlsx", XLSX),
+        ("pango_hello-slides.pptx", PPTX),
+        ("tika_testOpenOffice2.odt", ODT),
+        ("tika_test-columnar-odf.ods", ODS),
+        ("tika_LibreOfficeImpress_odp_1.3.odp", ODP),
+        ("bitextual_bovary-english-epub3.epub", EPUB),
+        # Its "mimetype" member is deflated, against the EPUB rules: its container says.
+        ("tika_testEPUB.epub", EPUB),
+        ("tika_test-documents.zip", ARCHIVE),
+    ],
+)
+def test_a_package_without_a_name_is_told_by_its_members(
+    corpus_dir: Path, file: str, declared: tuple[str, str]
+) -> None:
+    """Standard input and a body sent without a file name: every ZIP was declared a DOCX, and
+    an EPUB or an archive was refused as a DOCX without [Content_Types].xml."""
+    assert guess_kind("stdin", (corpus_dir / file).read_bytes()) == declared
+
+
+def test_a_stored_media_type_decides_over_members_and_templates_count() -> None:
+    """An OpenDocument file carrying Office parts is the OpenDocument file LibreOffice shows."""
+    both = _zip({"mimetype": b"application/vnd.oasis.opendocument.text", "word/document.xml": b""})
+    assert guess_kind("upload", both) == ODT
+    template = _zip({"mimetype": b"application/vnd.oasis.opendocument.spreadsheet-template"})
+    assert guess_kind("upload", template) == ODS
+
+
+def test_a_mimetype_member_is_read_only_when_short_and_readable() -> None:
+    long_type = _zip({"mimetype": b"application/epub+zip" + b" " * 200, "a.txt": b"x"})
+    assert guess_kind("upload", long_type) == ARCHIVE
+    # Encrypted: zipfile would raise RuntimeError, which no caller expects from a guess.
+    encrypted = bytearray(_zip({"mimetype": b"application/epub+zip"}))
+    for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
+        at = encrypted.find(signature)
+        encrypted[at + flags_at] |= 0x1
+    assert guess_kind("upload", bytes(encrypted)) == ARCHIVE
+    # Deflate data that does not inflate: zlib.error, also not the guess's to raise.
+    broken = bytearray(_zip({"mimetype": b"application/epub+zip" * 3}, zipfile.ZIP_DEFLATED))
+    data_at = broken.find(b"mimetype") + len(b"mimetype")
+    broken[data_at : data_at + 4] = b"\xff\xff\xff\xff"
+    assert guess_kind("upload", bytes(broken)) == ARCHIVE
+
+
+def test_a_bundle_saved_under_another_name_is_an_archive_and_a_misnamed_package_is_not(
+    corpus_dir: Path,
+) -> None:
+    """A ZIP of files named .pdf was refused for the ZIP files it holds ("nesting depth 2")
+    instead of being read; a DOCX named .pdf keeps its name's kind, and the sandbox reads it
+    as a DOCX and says it was declared a PDF."""
+    bundle = _zip({"a.txt": b"first", "b.txt": b"second"})
+    assert guess_kind("bundle.pdf", bundle) == ARCHIVE
+    assert guess_kind("notes.txt", bundle) == ARCHIVE
+    docx = (corpus_dir / "docling_word_sample.docx").read_bytes()
+    assert guess_kind("report.pdf", docx) == PDF
+
+
+def test_the_media_type_decides_when_the_name_does_not() -> None:
+    """Tika's clients send only a Content-Type; a name's suffix still comes first."""
+    assert guess_kind("upload", b"PK\x03\x04", "application/epub+zip") == EPUB
+    assert guess_kind("upload", b"From: a@example.com\n", "application/PDF; charset=binary") == PDF
+    assert guess_kind("upload", b"", "application/octet-stream") == TEXT
+    assert guess_kind("letter.docx", b"", "application/pdf") == DOCX
+
+
+@pytest.mark.parametrize(
+    ("head", "declared"),
+    [
+        (
+            b"From: Ann <ann@example.com>\r\nTo: bo@example.com\r\nSubject: hi\r\n\r\nbody\r\n",
+            EMAIL,
+        ),
+        (
+            b"Received: from mx (mx [10.0.0.1])\n\tby example.com; Wed, 17 May 2000\n"
+            b"X-Spam: no\nMessage-ID: <1@x>\n\nbody\n",
+            EMAIL,
+        ),
+        # One mail field is a note, not a message; prose before the blank line is not a header.
+        (b"Subject: groceries\n\nmilk\n", TEXT),
+        (b"From: me\nTo: you\nthis line is prose\n\n", TEXT),
+        (b"Dear Ann,\nFrom: me\nTo: you\n", TEXT),
+        (b"From: me\nTo: you", TEXT),  # no whole line: the header may be cut off anywhere
+    ],
+)
+def test_a_message_without_a_name_is_told_by_its_header(
+    head: bytes, declared: tuple[str, str]
+) -> None:
+    """An e-mail on standard input was read as text: every header and the base64 of its
+    attachments went to the model, the attachments unread."""
+    assert guess_kind("stdin", head) == declared
