@@ -36,6 +36,9 @@ _SENDER_NAME, _SENDER_ADDRESS, _SENDER_SMTP = 0x0C1A, 0x0C1F, 0x5D01
 _DISPLAY_TO, _DISPLAY_CC = 0x0E04, 0x0E03
 _SUBMITTED, _DELIVERED = 0x0039, 0x0E06
 _CODEPAGE, _INTERNET_CODEPAGE = 0x3FFD, 0x3FDE
+#: What a string property is decoded as when no object up to the message names a code page.
+_DEFAULT_CODEPAGE = "cp1252"
+_EXCHANGE_ADDRESS = "/O="
 _DISPLAY_NAME, _EMAIL_ADDRESS, _SMTP_ADDRESS = 0x3001, 0x3003, 0x39FE
 _RECIPIENT_TYPE = 0x0C15
 _ATTACH_DATA, _ATTACH_FILENAME, _ATTACH_LONG_FILENAME = 0x3701, 0x3704, 0x3707
@@ -116,7 +119,9 @@ class _File:
 class _Properties:
     """One object's properties (a message, a recipient, an attachment) in storage ``at``."""
 
-    def __init__(self, file: _File, at: tuple[str, ...], header: int) -> None:
+    def __init__(
+        self, file: _File, at: tuple[str, ...], header: int, codepage: str = _DEFAULT_CODEPAGE
+    ) -> None:
         self._file = file
         self._at = at
         self._fixed: dict[int, bytes] = {}
@@ -124,8 +129,10 @@ class _Properties:
         for offset in range(header, len(table) - _ENTRY.size + 1, _ENTRY.size):
             tag, _, value = _ENTRY.unpack_from(table, offset)
             self._fixed[tag >> 16] = value
-        codepage = self.integer(_INTERNET_CODEPAGE) or self.integer(_CODEPAGE)
-        self._codepage = f"cp{codepage}" if codepage else "cp1252"
+        # A recipient's or an attachment's properties rarely name a code page: theirs is the
+        # message's (``codepage``). Read as cp1252, a Big5 display name came out as mojibake.
+        own = self.integer(_INTERNET_CODEPAGE) or self.integer(_CODEPAGE)
+        self.codepage = f"cp{own}" if own else codepage
 
     def stream(self, prop: int, kind: int) -> bytes | None:
         return self._file.stream((*self._at, f"__substg1.0_{prop:04X}{kind:04X}"))
@@ -139,7 +146,7 @@ class _Properties:
         if narrow is None:
             return ""
         try:
-            return narrow.decode(self._codepage).rstrip("\x00")
+            return narrow.decode(self.codepage).rstrip("\x00")
         except (LookupError, UnicodeDecodeError):
             return decode_text(narrow).rstrip("\x00")
 
@@ -160,10 +167,12 @@ class _Properties:
 class _Message:
     """A message storage as the message reader takes it."""
 
-    def __init__(self, file: _File, at: tuple[str, ...], header: int) -> None:
+    def __init__(
+        self, file: _File, at: tuple[str, ...], header: int, codepage: str = _DEFAULT_CODEPAGE
+    ) -> None:
         self._file = file
         self._at = at
-        self._properties = _Properties(file, at, header)
+        self._properties = _Properties(file, at, header, codepage)
 
     def header(self, name: str) -> str:
         properties = self._properties
@@ -186,7 +195,7 @@ class _Message:
     def _recipients(self, role: str) -> str:
         found = []
         for storage in self._file.children(self._at, _RECIPIENT_PREFIX):
-            recipient = _Properties(self._file, storage, _OBJECT_HEADER)
+            recipient = _Properties(self._file, storage, _OBJECT_HEADER, self._properties.codepage)
             if _RECIPIENT_TYPES.get(recipient.integer(_RECIPIENT_TYPE) or 1) == role:
                 address = recipient.text(_SMTP_ADDRESS) or recipient.text(_EMAIL_ADDRESS)
                 found.append(_address(recipient.text(_DISPLAY_NAME), address))
@@ -208,7 +217,7 @@ class _Message:
         ]
 
     def _attached(self, storage: tuple[str, ...]) -> Attached:
-        properties = _Properties(self._file, storage, _OBJECT_HEADER)
+        properties = _Properties(self._file, storage, _OBJECT_HEADER, self._properties.codepage)
         name = messages.shown_name(
             properties.text(_ATTACH_LONG_FILENAME)
             or properties.text(_ATTACH_FILENAME)
@@ -222,7 +231,7 @@ class _Message:
                 "message/rfc822",
                 0,
                 lambda: b"",
-                _Message(self._file, inner, _EMBEDDED_HEADER),
+                _Message(self._file, inner, _EMBEDDED_HEADER, properties.codepage),
             )
         data_path = (*storage, f"__substg1.0_{_ATTACH_DATA:04X}{_BINARY:04X}")
         return Attached(
@@ -234,6 +243,12 @@ class _Message:
 
 
 def _address(name: str, address: str) -> str:
+    """``name <address>`` as a reader writes it. Not ``email.utils.formataddr``, which writes a
+    name outside ASCII as an RFC 2047 encoded word for a mail transport ("=?utf-8?b?...")
+    and a model cannot read it. An Exchange address (``/O=ORG/OU=.../CN=NAME``) names a
+    directory entry, not a mailbox: the name alone says more."""
+    if address.upper().startswith(_EXCHANGE_ADDRESS) and name:
+        return name
     if not address:
         return name
-    return email.utils.formataddr((name, address)) if name and name != address else address
+    return f"{name} <{address}>" if name and name != address else address

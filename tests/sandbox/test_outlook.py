@@ -63,6 +63,20 @@ def test_a_notification_reads_its_sender_its_script_and_names_the_nested_file(
     )
 
 
+def test_names_read_in_the_messages_code_page_as_a_reader_writes_them(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """Tika's Chinese message (../shared/corpus/SOURCES.md): the sender's name outside ASCII
+    was written as an RFC 2047 encoded word ("=?utf-8?b?VGVzdHMg..."), the recipient's, stored
+    in the message's Big5 code page, was read as cp1252 ("(±i·¶­Û)"), and the sender's
+    Exchange directory path stood where a mail address goes."""
+    lines = _text(runner, (corpus_dir / "tika_testMSG_chinese.msg").read_bytes()).splitlines()
+    assert lines[:2] == [
+        "From: Tests Chang@FT (張毓倫)",
+        "To: Tests Chang@FT (張毓倫) <tests.chang@fengttt.com>",
+    ]
+
+
 def test_the_file_of_an_attached_message_is_an_attachment_of_its_own(
     runner: SandboxRunner,
 ) -> None:
