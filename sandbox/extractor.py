@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from sandbox import enclosures, pages
 from sandbox.errors import SandboxError, SplitRequired
@@ -157,21 +157,34 @@ class SandboxExtractor:
         scans = plan.scans
         done = plan.pages - len(scans)
         read: dict[int, pages.PageReading] = {}
+        failed: dict[int, SandboxError] = {}
         pool = ThreadPoolExecutor(self._page_workers)
         try:
-            running = {
-                index: pool.submit(self._read_page, part.pdf, limits) for index, part in scans
+            index_of = {
+                pool.submit(self._read_page, part.pdf, limits): index for index, part in scans
             }
-            for index, future in sorted(running.items()):
-                try:
-                    read[index] = future.result()
-                except SandboxError as exc:
-                    # The same outcome as the single job's, naming the page it met; answered
-                    # now, not once the pages still running end.
-                    raise type(exc)(f"page {index + 1} of {plan.pages}: {exc}") from exc
-                done += 1
-                if self._on_progress is not None:
-                    self._on_progress(done, plan.pages)
+            waiting = set(index_of)
+            while waiting:
+                finished, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    try:
+                        read[index_of[future]] = future.result()
+                    except SandboxError as exc:
+                        failed[index_of[future]] = exc
+                        continue
+                    # Counted as pages end, in whatever order: the largest start first, and
+                    # counting in page order told a caller nothing until the first page ended.
+                    done += 1
+                    if self._on_progress is not None:
+                        self._on_progress(done, plan.pages)
+                first = min(failed, default=None)
+                if first is not None and all(
+                    index in read for index in index_of.values() if index < first
+                ):
+                    # The same outcome as the single job's, which meets the first failing page
+                    # first; answered now, not once the pages still running end.
+                    met = failed[first]
+                    raise type(met)(f"page {first + 1} of {plan.pages}: {met}") from met
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
         merge = pages.merge_payload(plan.parts, read)

@@ -32,7 +32,15 @@ from sandbox.errors import (
 from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import ExtractionResult, SandboxRunner
-from tests.pdf_builders import joined, pdf, pdf_of_tiny_scans, pdf_with_jpx_image, stream
+from tests.pdf_builders import (
+    JBIG2_DATA,
+    joined,
+    pdf,
+    pdf_of_tiny_scans,
+    pdf_with_image,
+    pdf_with_jpx_image,
+    stream,
+)
 from tests.scanned_pdfs import scanned_pdf
 
 LIMITS = ParseLimits(max_pages=30, max_text_chars=200_000)
@@ -173,6 +181,49 @@ def test_a_page_that_fails_fails_the_document_naming_the_page(
     with pytest.raises(UnreadableInput, match=r"^page 2 of 3: ") as in_pages:
         _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
     assert str(in_pages.value) == f"page 2 of 3: {single.value}"
+
+
+def test_of_two_failing_pages_the_first_is_named_whichever_fails_first(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """Pages are read largest first, so page 2 (a large JBIG2 image) fails before page 1 (a
+    small JPEG 2000 one) is read: the document is still failed naming page 1, as the single
+    job, which meets page 1 first, fails it."""
+    large_jbig2 = pdf_with_image(JBIG2_DATA + bytes(200_000), b"/JBIG2Decode")
+    payload = joined(pdf_with_jpx_image(), large_jbig2, scanned_pdf(corpus_dir, 1))
+    with pytest.raises(UnreadableInput) as single:
+        _single(runner, payload)
+    with pytest.raises(UnreadableInput, match=r"^page 1 of 3: ") as in_pages:
+        _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert str(in_pages.value) == f"page 1 of 3: {single.value}"
+
+
+def test_pages_are_counted_as_they_end_not_in_page_order(
+    runner: SandboxRunner, corpus_dir: Path
+) -> None:
+    """Page 1 is the smallest, so it is read last: counted in page order, nothing was told
+    until every page had ended (an HTTP job showed 0 of 0, then 12 of 12)."""
+    payload = joined(pdf_of_tiny_scans(1, side=400), scanned_pdf(corpus_dir, 2))
+    started: list[str] = []
+    told: list[int] = []
+    run = runner.run
+
+    def counting(kind: str, *args: Any, **kwargs: Any) -> ExtractionResult:
+        started.append(kind)
+        return run(kind, *args, **kwargs)
+
+    def progress(done: int, total: int) -> None:
+        told.append(started.count(pages.PAGE_KIND))
+
+    extractor = SandboxExtractor(
+        parse_limits=replace(LIMITS, fan_out_pages=1), runner=runner, on_progress=progress
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "run", counting)
+        text = extractor.extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
+    assert text == _single(runner, payload)
+    assert started.count(pages.PAGE_KIND) == 3
+    assert told[0] < 3  # the first page's end was told before the last page started
 
 
 def test_the_text_ceiling_applies_to_the_merged_document_as_to_the_single_job(
