@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import stat
 import sys
 import threading
@@ -34,7 +35,7 @@ from bridge.knowledge.errors import BridgeContractError, IngestionRejected
 from bridge.queue.source import QueueUnavailable
 from bridge.wire import ocr_language_problem
 from sandbox.limits import ParseLimits
-from worker.config import ConfigurationError, Settings
+from worker.config import ConfigurationError, Settings, listening_port
 from worker.selections import (
     QUEUED_DEADLINE_SECONDS,
     extract_locally,
@@ -178,7 +179,9 @@ def _parser() -> argparse.ArgumentParser:
         "--host", help="address to listen on (default: $AIRLOCK_HTTP_HOST, else 127.0.0.1)"
     )
     serve.add_argument(
-        "--port", type=int, help="port to listen on (default: $AIRLOCK_HTTP_PORT, else 8080)"
+        "--port",
+        type=_port,
+        help="port to listen on, 1 to 65535 (default: $AIRLOCK_HTTP_PORT, else 8080)",
     )
 
     doctor = commands.add_parser(
@@ -467,9 +470,26 @@ def _serve(args: argparse.Namespace) -> int:
         else "in this process's sandbox"
     )
     access = f"{len(keys.digests)} API keys" if keys else "no API keys: loopback only"
-    sys.stderr.write(f"airlock serve: http://{host}:{port}/ extracting {where}; {access}\n")
-    uvicorn.run(create_app(settings, keys), host=host, port=port, log_level="warning")
+    # Bound before anything is announced: a port in use was announced as served, then failed
+    # in uvicorn's own words with its own exit status.
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        listening = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {reason}") from None
+    shown = f"[{host}]" if ":" in host else host  # an IPv6 address, as a URL writes it
+    sys.stderr.write(f"airlock serve: http://{shown}:{port}/ extracting {where}; {access}\n")
+    config = uvicorn.Config(create_app(settings, keys), log_level="warning")
+    uvicorn.Server(config).run(sockets=[listening])
     return EXIT_OK
+
+
+def _port(raw: str) -> int:
+    try:
+        return listening_port("--port", raw)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _doctor_json(report: DoctorReport) -> dict[str, object]:

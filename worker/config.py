@@ -106,6 +106,15 @@ def _integer(name: str, raw: str) -> int:
     return int(raw)
 
 
+def listening_port(name: str, raw: str) -> int:
+    """A TCP port to listen on: 99999 was taken modulo 65536 by the kernel (34463), and 0
+    would be a port nobody was told."""
+    if not raw.isdigit() or not 1 <= int(raw) <= _LAST_PORT:
+        raise ConfigurationError(f"{name}={raw!r} must be a port (1 to {_LAST_PORT})")
+    return int(raw)
+
+
+_LAST_PORT = 65535
 #: A uid fits in 10 digits; a longer number is a typo, not a setting.
 _MAX_COUNT_DIGITS = 10
 
@@ -357,7 +366,7 @@ VARIABLES: tuple[Variable[Any], ...] = (
     #: Each jailed child runs as this plus its pid (as root).
     Variable("sandbox_uid_base", "AIRLOCK_SANDBOX_UID_BASE", _count, _as_text(DEFAULT_UID_BASE)),
     Variable("http.host", "AIRLOCK_HTTP_HOST", _text, _DOOR.host),
-    Variable("http.port", "AIRLOCK_HTTP_PORT", _integer, _as_text(_DOOR.port)),
+    Variable("http.port", "AIRLOCK_HTTP_PORT", listening_port, _as_text(_DOOR.port)),
     Variable("http.keys_file", "AIRLOCK_HTTP_KEYS_FILE", _path, None),
     Variable("http.result_ttl", "AIRLOCK_HTTP_RESULT_TTL", _integer, _as_text(_DOOR.result_ttl)),
     Variable("http.max_jobs", "AIRLOCK_HTTP_MAX_JOBS", _integer, _as_text(_DOOR.max_jobs)),

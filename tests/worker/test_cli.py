@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import resource
+import socket
 from pathlib import Path
 
 import pytest
@@ -121,6 +122,27 @@ def test_unparseable_arguments_exit_2(note: Path) -> None:
         with pytest.raises(SystemExit) as exited:
             main(arguments)
         assert exited.value.code == EXIT_USAGE
+
+
+def test_serve_listens_only_on_a_port_it_can_announce(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--port 99999 was announced as such and listened on 34463 (the kernel takes it modulo
+    65536); a port in use was announced as served, then failed in uvicorn's words, exit 3."""
+    for port in ("99999", "0", "http"):
+        with pytest.raises(SystemExit) as exited:
+            main(["serve", "--port", port])
+        assert exited.value.code == EXIT_USAGE
+        assert "must be a port (1 to 65535)" in capsys.readouterr().err
+    monkeypatch.setenv("AIRLOCK_HTTP_PORT", "70000")
+    assert main(["serve"]) == EXIT_USAGE
+    assert "AIRLOCK_HTTP_PORT='70000' must be a port" in capsys.readouterr().err
+    monkeypatch.delenv("AIRLOCK_HTTP_PORT")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == EXIT_USAGE
+    error = capsys.readouterr().err
+    assert error == f"airlock: cannot listen on 127.0.0.1:{port}: Address already in use\n"
 
 
 def test_an_impossible_configuration_exits_2(note: Path, monkeypatch: pytest.MonkeyPatch) -> None:
