@@ -13,6 +13,7 @@ import pytest
 
 from sandbox.document import Block, Heading, Notice, Table
 from sandbox.errors import CeilingExceeded, UnreadableInput
+from sandbox.extractors import xlsx_scan
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
@@ -297,6 +298,82 @@ def test_hidden_rows_and_columns_are_left_out_with_a_notice(runner: SandboxRunne
     blocks = _read(runner, xlsx({"S": part}))
     assert _sheets(blocks) == {"S": [["name", "amount"], ["rent", "900"]]}
     assert blocks[-1] == Notice('[airlock: the hidden rows and columns of sheet "S" are left out]')
+
+
+def test_hidden_rows_and_columns_written_any_way_calamine_reads_them_are_left_out(
+    runner: SandboxRunner,
+) -> None:
+    """calamine decodes character references and numbers a row without ``r`` after the one
+    before it, and a span's ``max`` may come before its ``min``: each of these hid a row or a
+    column from the scan's patterns, and its text was shown."""
+    columns = '<cols><col max="2" min="2" hidden="&#x31;"/></cols>'
+    rows = (
+        inline_row(1, "name", "secret column", "amount")
+        + '<row hidden="1"><c r="A2" t="inlineStr"><is><t>row without r</t></is></c></row>'
+        + '<row r="3" hidden="&#49;"><c r="A3" t="inlineStr"><is><t>referenced</t></is></c></row>'
+        + inline_row(4, "rent", "x", "900")
+    )
+    part = sheet(rows).replace("<sheetData>", f"{columns}<sheetData>")
+    blocks = _read(runner, xlsx({"S": part}))
+    assert _sheets(blocks) == {"S": [["name", "amount"], ["rent", "900"]]}
+    assert blocks[-1] == Notice('[airlock: the hidden rows and columns of sheet "S" are left out]')
+
+
+def test_a_workbook_the_scan_cannot_parse_is_refused_not_read_unscanned(
+    runner: SandboxRunner,
+) -> None:
+    """An undefined entity in workbook.xml, which calamine reads past, made the scan give up:
+    every hidden row was shown and two far cells reached calamine's 512 GB layout (SIGABRT)."""
+    rows = '<row r="2" hidden="1"><c r="A2" t="inlineStr"><is><t>hidden</t></is></c></row>'
+    payload = _rewritten(
+        xlsx({"S": sheet(inline_row(1, "shown") + rows)}),
+        "xl/workbook.xml",
+        ("<sheets>", '<fileVersion appName="&unknownentity;"/><sheets>'),
+    )
+    with pytest.raises(UnreadableInput, match="cannot be read to find its hidden rows"):
+        _read(runner, payload)
+
+
+def test_a_column_past_excels_last_counts_in_the_extent(runner: SandboxRunner) -> None:
+    """calamine reads ZZZZ1 (column 475,254); the scan read three letters at most and let the
+    cell through unmeasured."""
+    far = '<row r="2"><c r="ZZZZ2"><v>1</v></c></row>'
+    with pytest.raises(CeilingExceeded, match=r"spans 2 rows by 475,254 columns"):
+        _read(runner, xlsx({"S": sheet(inline_row(1, "a") + far)}), ParseLimits())
+
+
+def test_the_scan_of_a_comment_of_unclosed_tags_is_linear() -> None:
+    """Attributes were read up to the next ">": a comment of "<c " with none cost every
+    attempt the rest of the comment (140 KB of sheet, 18 CPU-s). Eight times the sheet must
+    cost about eight times as much, never the sixty-four a quadratic scan would."""
+
+    def cost(repeats: int) -> float:
+        part = b"<worksheet><!-- " + b"<c xyz " * repeats + b" --><sheetData/></worksheet>"
+        least = float("inf")
+        for _ in range(3):
+            started = time.process_time()
+            xlsx_scan.scan(
+                _rewritten(xlsx({"S": sheet("")}), "xl/worksheets/sheet1.xml", (None, part))
+            )
+            least = min(least, time.process_time() - started)
+        return least
+
+    assert cost(160_000) < 24 * max(cost(20_000), 1e-4)
+
+
+def _rewritten(payload: bytes, member: str, change: tuple[str | None, str | bytes]) -> bytes:
+    """``payload`` with ``member`` changed: ``old`` replaced by ``new``, or all of it by
+    ``new`` when ``old`` is None."""
+    old, new = change
+    written = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(payload)) as source, zipfile.ZipFile(written, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == member:
+                replacement = new.encode() if isinstance(new, str) else new
+                data = replacement if old is None else data.replace(old.encode(), replacement)
+            target.writestr(info, data)
+    return written.getvalue()
 
 
 def test_error_cells_are_said_and_one_bad_sheet_loses_only_itself(runner: SandboxRunner) -> None:
