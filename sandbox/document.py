@@ -125,6 +125,19 @@ class Notice(_Block, tag="notice", frozen=True):
     text: str
 
 
+#: What a parser's words may not hold where a notice quotes them in parentheses: they quote
+#: the file, and a quote, bracket or parenthesis written there closed the notice and printed
+#: one in airlock's voice.
+_NOT_IN_A_REASON = str.maketrans("", "", '"[]()')
+_MAX_REASON_CHARS = 200
+
+
+def notice_reason(words: object) -> str:
+    """A parser's complaint (an exception) as a notice quotes it: one line, short, and unable
+    to close the notice."""
+    return " ".join(str(words).split()).translate(_NOT_IN_A_REASON)[:_MAX_REASON_CHARS]
+
+
 class OcrText(_Block, tag="ocr", frozen=True):
     """Text tesseract read from a picture, with its mean word confidence when it read words."""
 

@@ -11,7 +11,9 @@ import io
 import re
 import zipfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 
+from docx.exceptions import InvalidXmlError
 from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
 from docx.opc.part import Part, XmlPart
 from docx.oxml.parser import parse_xml
@@ -70,15 +72,29 @@ _CONTENT_TYPES = "[Content_Types].xml"
 
 @extractor("docx")
 def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
-    document_part = _main_part(payload)
-    numbering, styles = _definitions(document_part)
-    walker = _Walker(TextBudget(limits), Numbering(numbering, styles), _heading_levels(styles))
-    # Walked in reading order, so list counters and note numbers advance as a reader's would.
-    body = walker.blocks(document_part.element.body)
-    headers = _furniture(document_part, walker, "header")
-    footers = _furniture(document_part, walker, "footer")
-    notes = _notes(document_part, walker)
+    with _well_formed():
+        document_part = _main_part(payload)
+        numbering, styles = _definitions(document_part)
+        walker = _Walker(TextBudget(limits), Numbering(numbering, styles), _heading_levels(styles))
+        # Walked in reading order, so list counters and note numbers advance as a reader's would.
+        body = walker.blocks(document_part.element.body)
+        headers = _furniture(document_part, walker, "header")
+        footers = _furniture(document_part, walker, "footer")
+        notes = _notes(document_part, walker)
     return Document(headers + body + notes + footers)
+
+
+@contextmanager
+def _well_formed() -> Iterator[None]:
+    """A part that is not well-formed XML (cut short, nested past lxml's 256 levels, a DTD's
+    entities) makes the document unreadable by name: python-docx parses parts as it meets
+    them, and its errors were reported as a parser's bug."""
+    try:
+        yield
+    except (etree.XMLSyntaxError, InvalidXmlError) as exc:
+        raise Refusal(
+            codes.UNREADABLE, f"a part of the DOCX is not well-formed XML: {exc}"
+        ) from exc
 
 
 def _main_part(payload: bytes) -> XmlPart:

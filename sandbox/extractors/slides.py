@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from lxml import etree
 from pptx import Presentation
 from pptx.enum.shapes import MSO_SHAPE_TYPE
-from pptx.exc import PackageNotFoundError
+from pptx.exc import InvalidXmlError, PackageNotFoundError
 from pptx.presentation import Presentation as PresentationType
 from pptx.shapes.base import BaseShape
 from pptx.shapes.graphfrm import GraphicFrame
@@ -33,6 +33,7 @@ from sandbox.document import (
     PageBreak,
     Paragraph,
     Table,
+    notice_reason,
 )
 from sandbox.extractors import odf
 from sandbox.extractors.registry import Refusal, extractor, report_progress
@@ -84,8 +85,7 @@ def extract_presentation(media_type: str, payload: bytes, limits: ParseLimits) -
             # A hidden slide is skipped in a slide show: what a hidden sheet or PDF layer is.
             blocks.append(Notice(f"[airlock: slide {number} is hidden in the deck; left out]"))
         else:
-            with _parts_followable(number):
-                blocks += _slide(slide, budget)
+            blocks += _readable_slide(slide, number, budget)
         report_progress(number, total)
     return Document(blocks)
 
@@ -125,6 +125,18 @@ def _parts_followable(number: int) -> Iterator[None]:
             f"the parts of slide {number} refer to each other in a way no deck does "
             f"({type(exc).__name__})",
         ) from exc
+
+
+def _readable_slide(slide: Slide, number: int, budget: TextBudget) -> list[Block]:
+    """The slide's blocks, or a notice when python-pptx cannot read it: a shape it does not
+    know (a ``p:sp`` without geometry) or a malformed attribute cost the whole deck before."""
+    with _parts_followable(number):
+        try:
+            return _slide(slide, budget)
+        except (etree.XMLSyntaxError, InvalidXmlError, NotImplementedError) as exc:
+            return [
+                Notice(f"[airlock: slide {number} cannot be read ({notice_reason(exc)}); left out]")
+            ]
 
 
 def _slide(slide: Slide, budget: TextBudget) -> list[Block]:

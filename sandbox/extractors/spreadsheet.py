@@ -15,7 +15,16 @@ import math
 import python_calamine
 
 from sandbox import codes, sniff
-from sandbox.document import MAX_COLUMNS, Block, Document, Heading, Notice, Table, trimmed
+from sandbox.document import (
+    MAX_COLUMNS,
+    Block,
+    Document,
+    Heading,
+    Notice,
+    Table,
+    notice_reason,
+    trimmed,
+)
 from sandbox.extractors import xlsx_scan
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
@@ -27,10 +36,6 @@ _CELL_SHEETS = (python_calamine.SheetTypeEnum.WorkSheet, python_calamine.SheetTy
 _MAX_NAME_CHARS = 100
 #: Quotes and brackets of a sheet's name would end the notice that names it, for the reader.
 _NOT_IN_A_NOTICE = str.maketrans("", "", '"[]')
-#: What calamine's reason may not hold: it sits in parentheses inside the notice.
-_NOT_IN_A_REASON = str.maketrans("", "", '"[]()')
-#: How much of calamine's reason a notice quotes.
-_MAX_REASON = 200
 #: Floats at or beyond this are shown as floats: an int() of them would print digits the
 #: double does not hold.
 _EXACT_INTEGERS = 2.0**53
@@ -95,9 +100,7 @@ def _sheet(
         budget.charge(max(0, cells - charged), _reach(name, loaded.height, loaded.width))
         rows = list(loaded.iter_rows())
     except (python_calamine.CalamineError, ValueError, OverflowError) as exc:
-        # calamine's message quotes the file ('Unknown cell 't' attribute: "x...'): stripped
-        # of what could close its parentheses or the notice, which a file forged that way.
-        reason = " ".join(str(exc).split()).translate(_NOT_IN_A_REASON)[:_MAX_REASON]
+        reason = notice_reason(exc)  # calamine's words quote the file
         return [Notice(f'[airlock: sheet "{_named(name)}" cannot be read ({reason}); left out]')]
     start = loaded.start or (0, 0)
     hidden_rows = scan.hidden_rows if scan else frozenset()

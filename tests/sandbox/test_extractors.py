@@ -600,6 +600,18 @@ def test_docx_merged_cell_repetition_counts_against_the_text_ceiling() -> None:
     assert refused.value.code == "ceiling"
 
 
+@pytest.mark.parametrize(
+    "body", ["<w:p><w:r><w:t>cut short", "<w:p>" * 300 + "deep" + "</w:p>" * 300]
+)
+def test_docx_whose_xml_is_not_well_formed_is_unreadable_not_a_parser_bug(body: str) -> None:
+    """A part cut short, or nested past lxml's 256 levels, ended as "parser raised
+    XMLSyntaxError", the outcome kept for airlock's own bugs."""
+    payload = docx_with({"word/document.xml": document_xml(body)})
+    with pytest.raises(Refusal, match="a part of the DOCX is not well-formed XML") as refused:
+        extract_docx("application/octet-stream", payload, LIMITS)
+    assert refused.value.code == "unreadable"
+
+
 def test_docx_that_is_not_a_zip_is_unreadable() -> None:
     with pytest.raises(Refusal, match="not a DOCX package") as refused:
         extract_docx("application/octet-stream", b"%PDF-1.7 not a zip", LIMITS)
