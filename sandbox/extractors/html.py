@@ -74,10 +74,6 @@ _NOT_SHOWN = frozenset(
     | {"pattern", "marker", "lineargradient", "radialgradient", "filter", "mphantom"}
     | {"annotation", "annotation-xml"}
 )
-#: Raw-text elements a browser running scripts never shows, removed before parsing: lexbor
-#: parses ``noscript`` as if scripts were off, so ``</div>`` inside one would close it and
-#: show what follows.
-_UNSHOWN_RAW_TEXT = ("noscript", "noembed", "noframes")
 #: Elements a sibling closes by itself wherever they are: they do not deepen the tree for
 #: long, so the nesting count leaves them out (as it does void elements).
 _SIBLING_CLOSED = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})
@@ -211,9 +207,11 @@ def read_page(
     if "\x00" in markup:
         raise Refusal(codes.UNREADABLE, "the page holds NUL characters: it is binary, not HTML")
     markup = xhtml_reading.as_read(markup) if xhtml else without_internal_subset(markup)
-    markup = _without_unshown_raw_text(markup)
     _bound_nesting(markup)
-    tree = LexborHTMLParser(markup)
+    # Parsed as a browser running scripts parses it: ``noscript`` is raw text, shown as
+    # nothing. With scripts off its content is markup, and a ``</div>`` inside would close it
+    # and show what follows.
+    tree = LexborHTMLParser(markup, scripting=True)
     reader = _Reader(budget, _styling(tree, stylesheets))
     if tree.root is not None:
         reader.read(tree.root)
@@ -228,26 +226,6 @@ def hidden_notice(hidden: Counter[str]) -> list[Block]:
     how = ", ".join(method for method, _ in hidden.most_common())
     noun = "element" if count == 1 else "elements"
     return [Notice(f"[airlock: {count} hidden {noun} left out ({how})]")]
-
-
-def _without_unshown_raw_text(markup: str) -> str:
-    """``markup`` without the content of ``noscript``, ``noembed`` and ``noframes``, found in
-    one pass per element name."""
-    lowered = markup.lower()
-    for name in _UNSHOWN_RAW_TEXT:
-        if f"<{name}" not in lowered:
-            continue
-        kept: list[str] = []
-        position = 0
-        end_tag = re.compile(f"</{name}[\\s/>]")
-        while (opening := lowered.find(f"<{name}", position)) >= 0:
-            kept.append(markup[position:opening])
-            closing = end_tag.search(lowered, opening)
-            position = len(markup) if closing is None else closing.start()
-        kept.append(markup[position:])
-        markup = "".join(kept)
-        lowered = markup.lower()
-    return markup
 
 
 def _bound_nesting(markup: str) -> None:
@@ -406,17 +384,21 @@ def _parses(probe: LexborHTMLParser, selector: str) -> bool:
 
 @dataclass
 class _Frame:
-    """What an open element passes to its content: its text colour, the background behind it
-    (True: a picture), the custom properties it defines, whether it is preformatted or SVG or
-    MathML; ``unseen``: its own text cannot be told from its background (a child may still set
-    a colour that shows), and ``counted`` once such text was left out."""
+    """What an open element passes to its content: its text colour, the colour
+    ``-webkit-text-fill-color`` paints text in instead (None: the text colour), the background
+    behind it (True: a picture), the custom properties it defines, whether it is preformatted
+    or SVG or MathML, how opaque it and its ancestors paint; ``unseen``: its own text cannot be
+    told from its background (a child may still set a colour that shows), and ``counted``
+    once such text was left out."""
 
     tag: str
     colour: css.Colour | None
+    text_fill: css.Colour | None
     background: css.Colour | bool | None
     variables: ChainMap[str, str]
     pre: bool
     foreign: bool
+    opacity: float = 1.0
     unseen: bool = False
     counted: bool = False
 
@@ -444,7 +426,7 @@ class _Reader:
         self._hidden_by_sheet = styling.hidden
         self._link_colour: css.Colour | None = None
         page = ChainMap(dict(styling.variables))
-        self._frames = [_Frame("", css.BLACK, css.WHITE, page, pre=False, foreign=False)]
+        self._frames = [_Frame("", css.BLACK, None, css.WHITE, page, pre=False, foreign=False)]
         self._inline: list[str] = []
         self._heading: int | None = None
         # Per open list: its numbering type ("" for bullets) and its next number.
@@ -493,19 +475,24 @@ class _Reader:
             or self._legacy_colour(tag, attributes)
             or parent.colour
         )
+        # The fill colour paints the text whatever its colour says, and is inherited.
+        text_fill = css.parse_colour(style.get("-webkit-text-fill-color", "")) or parent.text_fill
         painted = css.background_of(style, attributes.get("bgcolor"))
         background = parent.background if painted is None else painted
         self._start(tag, attributes)
         frame = _Frame(
             tag,
             colour,
+            text_fill,
             background,
             _inherited(parent.variables, css.variables_of(style)),
             parent.pre or tag in _PRE,
             foreign,
+            parent.opacity * css.opacity(style),
         )
         seen_against = background if isinstance(background, css.Colour) else None
-        frame.unseen = colour is not None and colour.unseen_on(seen_against)
+        text_colour = text_fill or colour
+        frame.unseen = text_colour is not None and text_colour.unseen_on(seen_against)
         if tag in _CELLS or tag == "caption":
             self._open_collector(node, tag)
         self._frames.append(frame)
@@ -540,7 +527,7 @@ class _Reader:
             return "a declarative shadow root"
         if node.mem_id in self._hidden_by_sheet:
             return "a stylesheet rule"
-        return css.hiding(style)
+        return css.hiding(style, self._frames[-1].opacity)
 
     def _legacy_colour(self, tag: str, attributes: dict[str, str | None]) -> css.Colour | None:
         """A colour an HTML attribute gives: ``color``, ``mathcolor``, ``<body text>``, and a

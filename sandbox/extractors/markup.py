@@ -19,20 +19,28 @@ VOID = frozenset(
     | {"track", "wbr", "param", "keygen"}
 )
 HEADINGS = {f"h{level}": level for level in range(1, 7)}
-_DOCTYPE = re.compile(r"<!doctype", re.IGNORECASE)
+#: A DOCTYPE at the start of a document (after a byte-order mark, white space, an XML
+#: declaration or other instruction, comments, HTML's abrupt ``<!-->`` among them; the
+#: possessive ``*+`` never re-reads a comment as a longer one) whose internal subset holds
+#: declarations alone, none with a ``>`` inside: an HTML parser ends the DOCTYPE at its first
+#: ``>`` and reads each later declaration as a comment, so all it shows of the subset is "]>".
+_DOCTYPE_WITH_SUBSET = re.compile(
+    r"(\ufeff?(?:[ \t\n\r\f]|<\?[^>]*>|<!--(?:-?>|.*?--!?>))*+)"
+    r"<!doctype[^>\[]*\[(?:[ \t\n\r\f]|<![^>]*>|<\?[^>]*>)*\][ \t\n\r\f]*>",
+    re.IGNORECASE | re.DOTALL,
+)
 
 
 def without_internal_subset(markup: str) -> str:
-    """``markup`` without its DOCTYPE's internal subset, which declares entities: the HTML
-    parser never expands them, but would show the declarations' tail ("]>") as text. Only the
-    first DOCTYPE counts (a parser ignores any other), and it is found in one pass."""
-    opening = _DOCTYPE.search(markup)
-    if opening is None:
+    """``markup`` without its DOCTYPE when that declares entities in an internal subset: the
+    HTML parser never expands them but would show the subset's closing "]>" as text, and the
+    XML parser is never given them to expand.
+
+    Only the document's own DOCTYPE, at its start, is cut: a ``<!doctype [`` inside an
+    attribute, a comment or an instruction is text, and cutting from it to the next ``]``
+    cut the page's text. A subset holding anything but declarations is left to the parsers
+    (a browser shows it as text; lxml keeps its entities unexpanded and loads nothing)."""
+    doctype = _DOCTYPE_WITH_SUBSET.match(markup)
+    if doctype is None:
         return markup
-    bracket = markup.find("[", opening.end())
-    closing = markup.find(">", opening.end())
-    if bracket < 0 or 0 <= closing < bracket:
-        return markup
-    end = markup.find("]", bracket)
-    closing = -1 if end < 0 else markup.find(">", end)
-    return markup[: opening.start()] + ("" if closing < 0 else markup[closing + 1 :])
+    return doctype.group(1) + markup[doctype.end() :]

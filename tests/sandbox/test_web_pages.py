@@ -249,6 +249,21 @@ HIDING = [
     ("<p style='filter:opacity(0.01)'>INJECT</p>", "opacity:0"),
     ("<p style='filter:brightness(100)'>INJECT</p>", "a filter or blend that whitens text"),
     ("<p style='mix-blend-mode:screen'>INJECT</p>", "a filter or blend that whitens text"),
+    *(
+        (f"<p style='mix-blend-mode:{mode}'>INJECT</p>", "a filter or blend that whitens text")
+        for mode in ("difference", "exclusion", "overlay", "soft-light", "color-burn")
+    ),
+    ("<p style='-webkit-text-fill-color:white'>INJECT</p>", "text the colour of its background"),
+    (
+        "<div style='-webkit-text-fill-color:#fff'><p style='color:#000'>INJECT</p></div>",
+        "text the colour of its background",
+    ),
+    (
+        "<div style='opacity:0.2'><div style='opacity:0.2'><p style='opacity:0.2'>INJECT</p>"
+        "</div></div>",
+        "opacity:0",
+    ),
+    ("<p style='color:rgb(1e999 1e999 1e999)'>INJECT</p>", "text the colour of its background"),
     ("<svg><text fill='#fff'>INJECT</text></svg>", "text the colour of its background"),
     ("<svg><text fill-opacity='0'>INJECT</text></svg>", "transparent text"),
     ("<svg width='0%' height='10'><text>INJECT</text></svg>", "zero size"),
@@ -297,6 +312,46 @@ def test_elements_no_browser_draws_are_not_read(runner: SandboxRunner, page: str
     assert "INJECT" not in _text(runner, f"<p>SHOWN</p>{page}")
 
 
+#: Markup that names a raw-text element or a DOCTYPE without being one, before text a browser
+#: shows: a reader that searched for "<noscript" or "<!doctype [" as plain text cut from there.
+NAMED_NOT_OPENED = [
+    ("<p><a href='#' title='see <noscript> fallback'>terms</a></p>", HTML),
+    ("<!-- <noscript> --><p>terms</p>", HTML),
+    ("<script>var fallback = '<noembed>';</script><p>terms</p>", HTML),
+    ("<p title='<noframes>'>terms</p>", HTML),
+    ("<noscripted-widget>terms</noscripted-widget>", HTML),
+    ("<p><img alt='<!doctype [x' src='logo.png'>terms</p><p>see annex [1].</p>", HTML),
+    # At the start, but an HTML parser ends the DOCTYPE at its first ">".
+    ("<!DOCTYPE html [><p>terms</p>]>", HTML),
+    (
+        "<html xmlns='http://www.w3.org/1999/xhtml'><body><p>terms</p><?x <!doctype [ ?>"
+        "<p>Clause 7</p><?y ] ?></body></html>",
+        XHTML,
+    ),
+]
+
+
+@pytest.mark.parametrize(("trap", "media_type"), NAMED_NOT_OPENED)
+def test_markup_naming_noscript_or_a_doctype_cuts_no_text(
+    runner: SandboxRunner, trap: str, media_type: str
+) -> None:
+    ending = "<p>Clause 7: a penalty of 5,000,000 EUR.</p><p>Signed.</p>"
+    page = trap.replace("</body>", f"{ending}</body>") if media_type == XHTML else trap + ending
+    text = _text(runner, page, media_type)
+    assert "terms" in text and "Clause 7: a penalty of 5,000,000 EUR.\nSigned." in text
+
+
+@pytest.mark.parametrize(
+    "style",
+    ["color:rgb(1e999,0,0)", "color:rgb(1e308%,0,0)", "color:lab(50 1e200 0)"],
+)
+def test_a_number_past_a_doubles_range_fails_nothing(runner: SandboxRunner, style: str) -> None:
+    """Read as the largest double (infinity failed the page where a channel was rounded),
+    inline or in a rule that matches nothing."""
+    page = f"<style>.none{{{style}}}</style><p>Report.</p><p style='{style}'>Shown.</p>"
+    assert _text(runner, page) == "Report.\nShown."
+
+
 def test_charsets_a_browser_does_not_know_are_ignored(runner: SandboxRunner) -> None:
     """UTF-7 would turn "+ADw-/p+AD4-" into a closing tag; a browser ignores the label. A
     label Python's codecs reject (undefined, punycode) is ignored too, and one a browser reads
@@ -335,9 +390,12 @@ def test_visible_text_that_looks_hidden_is_kept(runner: SandboxRunner) -> None:
         "<div style='background:#000'><p style='color:white'>white on black</p></div>"
         "<div style='background:url(hero.jpg) #fff;color:#fff'>white on a photo</div>"
         "<p class='screen'>screen only</p><p style='width:0'>no overflow rule</p>"
+        "<p style='color:#fff;-webkit-text-fill-color:#000'>black fill over white</p>"
+        "<div style='opacity:0.5'><p style='opacity:0.5'>half of half</p></div>"
     )
     assert _text(runner, page) == (
-        "white on black\nwhite on a photo\nscreen only\nno overflow rule"
+        "white on black\nwhite on a photo\nscreen only\nno overflow rule\n"
+        "black fill over white\nhalf of half"
     )
 
 
