@@ -182,7 +182,7 @@ def _marker_pattern() -> str:
     # Whatever a reader skips before the first word: spaces, quote marks, list bullets and
     # numbers, Markdown, emoji, invisible characters and letter enumerators.
     prefix = f"(?:{_NOT_LETTER}|{enumerator})*"
-    heading = f"{_any(BLOCK_HEADINGS)}{_GAP}{_punctuation('[')}"
+    heading = f"{_any(BLOCK_HEADINGS)}{_GAP}(?:{_punctuation('[')}|{_within(_opening_brackets())})"
     role = (
         f"{_any(ROLE_NAMES + TEMPLATE_WORDS)}{_GAP}"
         f"(?:{_punctuation(':')}|{_punctuation(']')}|{close})"
@@ -202,6 +202,14 @@ def _marker_pattern() -> str:
         body for key, body in _FOLDS.items() if key[0] in initials
     )
     return f"{prefix}(?={_within(guard)})(?:{heading}|{role}|{token}|{bos})"
+
+
+def _opening_brackets() -> str:
+    """Every opening bracket (Unicode's Ps), and the angle quotes a label may be set in, as a
+    class body: "ATTACHMENT 【payroll.xlsx】" or "⟦…⟧" opened a block a reader took for
+    airlock's, though none of those brackets folds to "["."""
+    openers = [code for code in range(0x10000) if unicodedata.category(chr(code)) == "Ps"]
+    return "".join(_escape(code) for code in (*openers, ord("<"), 0x2039, 0x00AB))
 
 
 @functools.cache
