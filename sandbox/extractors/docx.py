@@ -30,6 +30,7 @@ from sandbox.document import (
     FurnitureRole,
     Heading,
     ListItem,
+    Notice,
     Paragraph,
     Table,
     words,
@@ -52,6 +53,40 @@ _BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
 # w:pPr and w:rPr are properties: a w:tab inside them is a tab stop, not a tab character.
 _SKIPPED_INLINE = frozenset({_MC + "Fallback", _W + "moveFrom", _W + "pPr", _W + "rPr"})
 _TEXT_BOX = _W + "txbxContent"
+_ALTERNATE = _MC + "AlternateContent"
+#: The extension namespaces Word reads, which an ``mc:Choice`` may require: Word shows a
+#: Choice only when it knows every namespace the Choice names, else its Fallback.
+_KNOWN = frozenset(
+    {
+        "http://schemas.microsoft.com/office/word/2010/wordprocessingShape",
+        "http://schemas.microsoft.com/office/word/2010/wordprocessingGroup",
+        "http://schemas.microsoft.com/office/word/2010/wordprocessingCanvas",
+        "http://schemas.microsoft.com/office/word/2010/wordprocessingInk",
+        "http://schemas.microsoft.com/office/word/2010/wordprocessingDrawing",
+        "http://schemas.microsoft.com/office/word/2010/wordml",
+        "http://schemas.microsoft.com/office/word/2012/wordml",
+        "http://schemas.microsoft.com/office/word/2015/wordml/symex",
+        "http://schemas.microsoft.com/office/word/2016/wordml/cid",
+        "http://schemas.microsoft.com/office/word/2018/wordml",
+        "http://schemas.microsoft.com/office/word/2018/wordml/cex",
+        "http://schemas.microsoft.com/office/drawing/2010/main",
+        "http://schemas.microsoft.com/office/drawing/2014/chartex",
+        "http://schemas.microsoft.com/office/drawing/2016/ink",
+        "http://schemas.microsoft.com/office/drawing/2017/model3d",
+        "http://schemas.openxmlformats.org/officeDocument/2006/math",
+        "urn:schemas-microsoft-com:vml",
+        "urn:schemas-microsoft-com:office:office",
+        "urn:schemas-microsoft-com:office:word",
+    }
+)
+#: Where a hidden run's characters are, for the count of what was left out.
+_TEXTS = (_W + "t", _MATH + "t")
+#: How far a style's ``w:basedOn`` chain is followed (a cycle must not loop).
+_MAX_BASED_ON = 16
+_UNSHOWN_FURNITURE = (
+    "[airlock: a header or footer Word does not show (a first-page or even-page one the "
+    "document does not use) left out]"
+)
 _NOTE_REFERENCES = {_W + "footnoteReference": "footnote", _W + "endnoteReference": "endnote"}
 _NOTE_PARTS = {RELATIONSHIP_TYPE.FOOTNOTES: "footnote", RELATIONSHIP_TYPE.ENDNOTES: "endnote"}
 # Separator "notes" hold the line drawn above the notes, not text.
@@ -75,13 +110,27 @@ def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
     with _well_formed():
         document_part = _main_part(payload)
         numbering, styles = _definitions(document_part)
-        walker = _Walker(TextBudget(limits), Numbering(numbering, styles), _heading_levels(styles))
+        walker = _Walker(
+            TextBudget(limits),
+            Numbering(numbering, styles),
+            _heading_levels(styles),
+            _hidden_styles(styles),
+        )
         # Walked in reading order, so list counters and note numbers advance as a reader's would.
         body = walker.blocks(document_part.element.body)
-        headers = _furniture(document_part, walker, "header")
-        footers = _furniture(document_part, walker, "footer")
+        shown = _shown_furniture(document_part)
+        headers = _furniture(document_part, walker, "header", shown)
+        footers = _furniture(document_part, walker, "footer", shown)
         notes = _notes(document_part, walker)
-    return Document(headers + body + notes + footers)
+    hidden: list[Block] = []
+    if walker.hidden_characters:
+        # As the RTF reader says it: hidden text is where a planted instruction sits.
+        hidden.append(
+            Notice(f"[airlock: {walker.hidden_characters} characters of hidden text left out]")
+        )
+    if walker.unshown_furniture:
+        hidden.append(Notice(_UNSHOWN_FURNITURE))
+    return Document(headers + body + notes + footers + hidden)
 
 
 @contextmanager
@@ -136,12 +185,21 @@ class _Walker:
     """
 
     def __init__(
-        self, budget: TextBudget, numbering: Numbering, heading_levels: dict[str, int]
+        self,
+        budget: TextBudget,
+        numbering: Numbering,
+        heading_levels: dict[str, int],
+        hidden_styles: frozenset[str],
     ) -> None:
         self._budget = budget
         self._numbering = numbering
         self._heading_levels = heading_levels
+        self._hidden_styles = hidden_styles
         self.note_numbers: dict[tuple[str, str], int] = {}
+        #: Characters Word does not show (hidden text), left out; and whether a header or
+        #: footer part Word does not show was.
+        self.hidden_characters = 0
+        self.unshown_furniture = False
 
     def blocks(self, container: etree._Element) -> list[Block]:
         """The paragraphs and tables directly inside ``container``, in order."""
@@ -153,6 +211,8 @@ class _Walker:
                 blocks += self._table(child)
             elif child.tag in _BLOCK_WRAPPERS:
                 blocks += self.blocks(child)
+            elif child.tag == _ALTERNATE and (branch := _chosen_branch(child)) is not None:
+                blocks += self.blocks(branch)
         return blocks
 
     def _paragraph(self, paragraph: etree._Element) -> list[Block]:
@@ -161,7 +221,9 @@ class _Walker:
         number, depth = self._numbering.prefix(paragraph)
         pieces: list[str] = []
         boxes: list[etree._Element] = []
-        self._inline(paragraph, pieces, boxes)
+        style = paragraph.find(f"{_W}pPr/{_W}pStyle")
+        hidden = style is not None and style.get(_W + "val") in self._hidden_styles
+        self._inline(paragraph, pieces, boxes, hidden)
         text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
         blocks: list[Block] = []
         level = self._heading_level(paragraph) if text else None
@@ -193,11 +255,21 @@ class _Walker:
         return level
 
     def _inline(
-        self, element: etree._Element, pieces: list[str], boxes: list[etree._Element]
+        self,
+        element: etree._Element,
+        pieces: list[str],
+        boxes: list[etree._Element],
+        hidden: bool,
     ) -> None:
+        """The text of ``element``'s runs into ``pieces``, its text boxes into ``boxes``;
+        ``hidden``: whether its runs are hidden text unless their own properties say not."""
         for child in element:
             tag = child.tag
-            if tag in (_W + "t", _MATH + "t"):
+            if tag == _W + "r":
+                self._inline(child, pieces, boxes, self._run_hidden(child, hidden))
+            elif hidden and tag not in _SKIPPED_INLINE:
+                self.hidden_characters += sum(len(text.text or "") for text in child.iter(_TEXTS))
+            elif tag in (_W + "t", _MATH + "t"):
                 pieces.append(self._budget.spend(child.text or ""))
             elif tag in (_W + "tab", _W + "ptab"):
                 pieces.append("\t")
@@ -209,8 +281,27 @@ class _Walker:
                 pieces.append(self._note_mark(_NOTE_REFERENCES[tag], child.get(_W + "id", "")))
             elif tag == _TEXT_BOX:
                 boxes.append(child)
+            elif tag == _ALTERNATE:
+                branch = _chosen_branch(child)
+                if branch is not None:
+                    self._inline(branch, pieces, boxes, hidden)
             elif tag not in _SKIPPED_INLINE:
-                self._inline(child, pieces, boxes)
+                self._inline(child, pieces, boxes, hidden)
+
+    def _run_hidden(self, run: etree._Element, inherited: bool) -> bool:
+        """Whether Word hides the run: its own ``w:vanish`` (or ``w:specVanish``) decides,
+        else its character style, else what it inherits from its paragraph's style."""
+        properties = run.find(_W + "rPr")
+        if properties is None:
+            return inherited
+        for tag in (_W + "vanish", _W + "specVanish"):
+            toggle = properties.find(tag)
+            if toggle is not None:
+                return _on(toggle)
+        style = properties.find(_W + "rStyle")
+        if style is not None and style.get(_W + "val") in self._hidden_styles:
+            return True
+        return inherited
 
     def _note_mark(self, kind: str, note_id: str) -> str:
         """Number notes in order of first reference, footnotes and endnotes together."""
@@ -295,12 +386,18 @@ def _columns(element: etree._Element | None, default: int) -> int:
     return min(int(value), MAX_COLUMNS + 1)
 
 
-def _furniture(document_part: XmlPart, walker: _Walker, role: str) -> list[Block]:
+def _furniture(
+    document_part: XmlPart, walker: _Walker, role: str, shown: frozenset[str]
+) -> list[Block]:
     """Each section's headers (or footers), first-page, then default, then even-page, each
     part once and named by which it is (``first-page header``).
 
     A section that links to the previous one's header has no reference of its own; sections
-    that reference the same part, or parts with identical text, contribute it once.
+    that reference the same part, or parts with identical text, contribute it once. A
+    first-page part counts only in a section that gives its first page a different header
+    (``w:titlePg``), an even-page one only when the document gives even pages their own
+    (``w:evenAndOddHeaders``), in ``shown``: Word never draws one otherwise, and a planted
+    instruction in one reached the model.
     """
     blocks: list[Block] = []
     seen_parts: set[int] = set()
@@ -310,9 +407,15 @@ def _furniture(document_part: XmlPart, walker: _Walker, role: str) -> list[Block
             reference.get(_W + "type"): reference.get(_R + "id")
             for reference in section.iterchildren(f"{_W}{role}Reference")
         }
+        title_page = section.find(_W + "titlePg")
         for kind, name in _FURNITURE[role].items():
             part = document_part.related_parts.get(references.get(kind))
             if not isinstance(part, XmlPart) or id(part) in seen_parts:
+                continue
+            if (kind == "first" and (title_page is None or not _on(title_page))) or (
+                kind == "even" and "even" not in shown
+            ):
+                walker.unshown_furniture = True
                 continue
             seen_parts.add(id(part))
             text = words(Document(walker.blocks(part.element)))
@@ -320,6 +423,65 @@ def _furniture(document_part: XmlPart, walker: _Walker, role: str) -> list[Block
                 seen_texts.add(text)
                 blocks.append(Furniture(name, text))
     return blocks
+
+
+def _chosen_branch(alternate: etree._Element) -> etree._Element | None:
+    """The branch of ``mc:AlternateContent`` Word shows: the first ``mc:Choice`` whose
+    ``Requires`` names only namespaces Word knows, else ``mc:Fallback``. Reading every
+    Choice read text Word never shows, a Choice requiring a namespace it does not know."""
+    for branch in alternate:
+        if branch.tag == _MC + "Choice":
+            required = (branch.get("Requires") or "").split()
+            if required and all(branch.nsmap.get(prefix) in _KNOWN for prefix in required):
+                return branch
+        elif branch.tag == _MC + "Fallback":
+            return branch
+    return None
+
+
+def _shown_furniture(document_part: XmlPart) -> frozenset[str]:
+    """``{"even"}`` when the document's settings give even pages their own headers."""
+    try:
+        settings = _part_root(document_part.part_related_by(RELATIONSHIP_TYPE.SETTINGS))
+    except KeyError:
+        return frozenset()
+    toggle = settings.find(_W + "evenAndOddHeaders")
+    return frozenset({"even"}) if toggle is not None and _on(toggle) else frozenset()
+
+
+def _on(toggle: etree._Element) -> bool:
+    """A WordprocessingML on/off property: on unless its value says off."""
+    return toggle.get(_W + "val", "true").lower() not in ("0", "false", "off")
+
+
+def _hidden_styles(styles: etree._Element | None) -> frozenset[str]:
+    """The paragraph and character styles whose runs are hidden text, their own ``w:vanish``
+    or one a style they are based on sets (followed at most :data:`_MAX_BASED_ON` deep)."""
+    if styles is None:
+        return frozenset()
+    own: dict[str, bool | None] = {}
+    parent: dict[str, str] = {}
+    for style in styles.iterchildren(_W + "style"):
+        style_id = style.get(_W + "styleId")
+        if style_id is None:
+            continue
+        toggle = style.find(f"{_W}rPr/{_W}vanish")
+        own[style_id] = None if toggle is None else _on(toggle)
+        based_on = style.find(_W + "basedOn")
+        if based_on is not None:
+            parent[style_id] = based_on.get(_W + "val", "")
+    hidden = set()
+    for style_id in own:
+        current: str | None = style_id
+        for _ in range(_MAX_BASED_ON):
+            if current is None or current not in own:
+                break
+            if own[current] is not None:
+                if own[current]:
+                    hidden.add(style_id)
+                break
+            current = parent.get(current)
+    return frozenset(hidden)
 
 
 def _definitions(document_part: XmlPart) -> tuple[etree._Element | None, etree._Element | None]:

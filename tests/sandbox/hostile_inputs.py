@@ -134,7 +134,7 @@ HOSTILE: list[tuple[str, str, str, Callable[[], bytes], type[SandboxError]]] = [
         lambda: inline(inline_image(jpx(), b"/JPX")),
         UnreadableInput,
     ),
-    ("laughs.docx", "docx", DOCX, _billion_laughs, ParserError),
+    ("laughs.docx", "docx", DOCX, _billion_laughs, UnreadableInput),
     (
         "huge.png",
         "image",

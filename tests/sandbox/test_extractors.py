@@ -27,6 +27,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import docx as python_docx
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -1337,3 +1338,68 @@ def test_empty_cells_padding_spans_count_against_the_text_budget() -> None:
                 ParseLimits(max_text_chars=50_000),
             )
         assert refused.value.code == "ceiling"
+
+
+_MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+
+
+def test_docx_text_word_hides_is_left_out_with_a_notice() -> None:
+    """Hidden text (``w:vanish``, directly or through a character or paragraph style based on a
+    hidden one) is where a planted instruction sits, and was read as visible text."""
+    styles = (
+        f'<w:styles xmlns:w="{WORD_NAMESPACE}">'
+        '<w:style w:type="character" w:styleId="Secret"><w:rPr><w:vanish/></w:rPr></w:style>'
+        '<w:style w:type="character" w:styleId="Quiet"><w:basedOn w:val="Secret"/></w:style>'
+        '<w:style w:type="paragraph" w:styleId="Ghost"><w:rPr><w:vanish/></w:rPr></w:style>'
+        "</w:styles>"
+    ).encode()
+    body = (
+        "<w:p><w:r><w:t>Visible.</w:t></w:r><w:r><w:rPr><w:vanish/></w:rPr><w:t>SECRET1</w:t>"
+        '</w:r><w:r><w:rPr><w:rStyle w:val="Quiet"/></w:rPr><w:t>SECRET2</w:t></w:r></w:p>'
+        '<w:p><w:pPr><w:pStyle w:val="Ghost"/></w:pPr><w:r><w:t>SECRET3</w:t></w:r>'
+        '<w:r><w:rPr><w:vanish w:val="0"/></w:rPr><w:t> Shown again.</w:t></w:r></w:p>'
+    )
+    payload = docx_with({"word/document.xml": document_xml(body), "word/styles.xml": styles})
+    text = rendered_docx("application/octet-stream", payload, LIMITS)
+    assert text.splitlines() == [
+        "Visible.",
+        " Shown again.",
+        "[airlock: 21 characters of hidden text left out]",
+    ]
+
+
+def test_docx_reads_the_alternative_content_word_shows() -> None:
+    """Word shows an ``mc:Choice`` only when it knows every namespace the Choice requires, else
+    the ``mc:Fallback``: every Choice was read, so a Choice requiring a namespace nobody knows
+    carried text no reader of the document sees."""
+    body = (
+        f'<w:p xmlns:mc="{_MC}" xmlns:x="urn:nobody-knows" '
+        'xmlns:w14="http://schemas.microsoft.com/office/word/2010/wordml">'
+        '<mc:AlternateContent><mc:Choice Requires="x"><w:r><w:t>NEVER SHOWN</w:t></w:r>'
+        "</mc:Choice><mc:Fallback><w:r><w:t>Fallback shown.</w:t></w:r></mc:Fallback>"
+        '</mc:AlternateContent><mc:AlternateContent><mc:Choice Requires="w14"><w:r>'
+        "<w:t> Choice shown.</w:t></w:r></mc:Choice><mc:Fallback><w:r><w:t>OLD COPY</w:t>"
+        "</w:r></mc:Fallback></mc:AlternateContent></w:p>"
+    )
+    payload = docx_with({"word/document.xml": document_xml(body)})
+    assert extract_docx("application/octet-stream", payload, LIMITS) == (
+        "Fallback shown. Choice shown."
+    )
+
+
+def test_docx_headers_word_never_shows_are_left_out_with_a_notice() -> None:
+    """A first-page header without ``w:titlePg`` (an even-page one without
+    ``w:evenAndOddHeaders``) is never drawn, and its text was read as the document's."""
+    document = python_docx.Document()
+    section = document.sections[0]
+    section.different_first_page_header_footer = True
+    section.first_page_header.paragraphs[0].text = "UNSHOWN first-page header"
+    section.header.paragraphs[0].text = "Default header"
+    section.different_first_page_header_footer = False
+    document.add_paragraph("Body text.")
+    buffer = io.BytesIO()
+    document.save(buffer)
+    lines = rendered_docx("application/octet-stream", buffer.getvalue(), LIMITS).splitlines()
+    assert "UNSHOWN first-page header" not in lines
+    assert lines[:3] == ["[header]", "Default header", "Body text."]
+    assert lines[-1].startswith("[airlock: a header or footer Word does not show")
