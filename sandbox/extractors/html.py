@@ -149,9 +149,17 @@ _ENCODINGS = {
     "cp932": ("shift_jis", "shift-jis", "sjis", "ms_kanji", "windows-31j", "x-sjis"),
     "cp949": ("euc-kr", "ks_c_5601-1987", "windows-949", "korean"),
 }
-_BROWSER_CODECS = {label: codec for codec, labels in _ENCODINGS.items() for label in labels}
+#: Each WHATWG label a browser decodes, and the codec that decodes it: the only charset names
+#: airlock trusts, here and in a mail's headers (Python also takes punycode, idna or
+#: unicode_escape for a charset, which raise what no decoder expects, punycode in quadratic
+#: time).
+BROWSER_CODECS = {label: codec for codec, labels in _ENCODINGS.items() for label in labels} | {
+    "utf-16": "utf-16",
+    "utf-16le": "utf-16-le",
+    "utf-16be": "utf-16-be",
+}
 # A <meta> naming UTF-16 is read as UTF-8: the bytes it is in were readable as ASCII.
-_BROWSER_CODECS |= {"utf-16": "utf-8", "utf-16le": "utf-8", "utf-16be": "utf-8"}
+_META_CODECS = BROWSER_CODECS | {"utf-16": "utf-8", "utf-16le": "utf-8", "utf-16be": "utf-8"}
 #: Labels a browser decodes as one replacement character: the page shows nothing.
 _REPLACEMENT = frozenset(
     {"iso-2022-kr", "csiso2022kr", "hz-gb-2312", "iso-2022-cn", "iso-2022-cn-ext", "replacement"}
@@ -186,9 +194,9 @@ def decoded(payload: bytes) -> str:
                     codes.UNREADABLE,
                     f"the page declares the charset {label}, which a browser shows as nothing",
                 )
-            if label in _BROWSER_CODECS:
+            if label in _META_CODECS:
                 try:
-                    return payload.decode(_BROWSER_CODECS[label])
+                    return payload.decode(_META_CODECS[label])
                 except UnicodeError:
                     pass  # a page that lies about its charset is read as if it said none
     return decode_text(payload)

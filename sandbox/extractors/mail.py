@@ -3,16 +3,19 @@ sandbox/extractors/outlook.py): the header lines a reader sees, the body, and wh
 carries, read by the one message reader (sandbox/extractors/messages.py).
 
 The message is parsed by the standard library (``email`` with ``policy.default``), which
-decodes encoded words, quoted-printable and base64. The body is text/plain preferred over
-text/html, as a mail client shows the plain alternative; an attached ``message/rfc822`` is read
-as part of the message; the files it carries are handed back by its unpacking
-(``email-unpack``) to be read each as an attachment of its own (sandbox/enclosures.py). See
-docs/sandbox.md, "Parsers" and "Attachments".
+decodes encoded words, quoted-printable and base64; text is decoded by the charsets a browser
+knows (the WHATWG labels the HTML reader uses). The body is text/plain preferred over
+text/html, as a mail client shows the plain alternative, unless it is blank; an attached
+``message/rfc822`` or ``message/global`` is read as part of the message; the files it carries,
+wherever in it they sit, are handed back by its unpacking (``email-unpack``) to be read each as
+an attachment of its own (sandbox/enclosures.py). See docs/sandbox.md, "Parsers" and
+"Attachments".
 """
 
 from __future__ import annotations
 
 import email
+import email.generator  # as_bytes imports it on first use, which a jailed child cannot
 import email.header
 import email.policy
 import re
@@ -21,7 +24,7 @@ from email.message import EmailMessage, Message
 
 from sandbox import codes, enclosures
 from sandbox.document import Document
-from sandbox.extractors import messages, outlook
+from sandbox.extractors import html, messages, outlook
 from sandbox.extractors.messages import Attached, Body
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget, decode_text
@@ -34,6 +37,12 @@ MAX_PARTS = 10_000
 _MAX_RAW_HEADER_CHARS = 8_000
 #: How the parser keeps a header's raw 8-bit byte: a lone surrogate (surrogateescape).
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+#: The text subtypes a mail client shows as the body, the one it prefers first.
+_BODIES = ("plain", "html")
+#: Parts that hold a message: RFC 6532's message/global is message/rfc822 in UTF-8.
+_MESSAGES = ("message/rfc822", "message/global")
+#: How an encoded attached message is written back out to be decoded: its lines as they came.
+_AS_WRITTEN = email.policy.default.clone(refold_source="none")
 
 
 @extractor("email")
@@ -52,6 +61,11 @@ def _parsed(payload: bytes) -> messages.Message:
     """The message, whichever of the two formats it is in: an OLE2 file is Outlook's."""
     if payload.startswith(OLE2):
         return outlook.parsed(payload)
+    return _Rfc822(_parse(payload))
+
+
+def _parse(payload: bytes) -> EmailMessage:
+    """An RFC 822 message parsed, refused past the parser's recursion or :data:`MAX_PARTS`."""
     try:
         parsed = email.message_from_bytes(payload, policy=email.policy.default)
     except RecursionError as exc:
@@ -59,7 +73,7 @@ def _parsed(payload: bytes) -> messages.Message:
     _bound_parts(parsed)
     if not isinstance(parsed, EmailMessage):  # policy.default builds EmailMessage parts
         raise Refusal(codes.PARSER, "the e-mail parser built no message")
-    return _Rfc822(parsed)
+    return parsed
 
 
 class _Rfc822:
@@ -87,7 +101,7 @@ def _attached(part: EmailMessage) -> Attached:
     data = raw if isinstance(raw, bytes) else b""
     return Attached(
         messages.shown_name(part.get_filename()),
-        part.get_content_type(),
+        messages.shown_type(part.get_content_type()),
         len(data),
         lambda: data,
         None if inner is None else _Rfc822(inner),
@@ -108,28 +122,61 @@ def _bound_parts(message: Message) -> None:
 
 
 def _attached_message(part: EmailMessage) -> EmailMessage | None:
-    """The message a ``message/rfc822`` part holds, read as part of the message around it."""
-    if part.get_content_type() != "message/rfc822":
+    """The message a ``message/rfc822`` or ``message/global`` part holds, read as part of the
+    message around it."""
+    if part.get_content_type() not in _MESSAGES:
         return None
     inner = part.get_payload()
     if isinstance(inner, list) and inner and isinstance(inner[0], EmailMessage):
-        return inner[0]
+        return _unencoded(part, inner[0])
     return None
 
 
+def _unencoded(part: EmailMessage, inner: EmailMessage) -> EmailMessage:
+    """The message a part holds in base64 or quoted-printable (which RFC 2046 forbids for
+    message/rfc822, RFC 6532 allows for message/global, and senders write): the parser reads
+    the encoded text as a message of no headers, and the forward was shown as base64."""
+    encoding = str(part.get("Content-Transfer-Encoding", "")).strip().lower()
+    if encoding not in ("base64", "quoted-printable"):
+        return inner
+    carrier = Message()
+    carrier["Content-Transfer-Encoding"] = encoding
+    carrier.set_payload(inner.as_bytes(policy=_AS_WRITTEN).decode("ascii", "surrogateescape"))
+    decoded = carrier.get_payload(decode=True)
+    return _parse(decoded if isinstance(decoded, bytes) else b"")
+
+
 def _body(message: EmailMessage) -> EmailMessage | None:
-    """The part a mail client shows as the message: plain text preferred, else HTML."""
+    """The part a mail client shows as the message: plain text preferred, else HTML. A blank
+    plain alternative gives way to the HTML one: a sender who leaves it blank (a newsletter)
+    writes only in the HTML, and the message was read as its headers alone."""
+    part = _found_body(message, _BODIES)
+    if part is not None and part.get_content_subtype() == "plain" and _blank(part):
+        return _found_body(message, ("html",)) or part
+    return part
+
+
+def _blank(part: EmailMessage) -> bool:
+    """Whether a text part holds white space alone, judged on its bytes read as UTF-8 (white
+    space is ASCII in the charsets mail is in) and not by the detector, which refuses junk:
+    a message's files are unpacked whatever its body holds."""
+    raw = part.get_payload(decode=True)
+    return not isinstance(raw, bytes) or not raw.decode("utf-8", "replace").strip()
+
+
+def _found_body(message: EmailMessage, preference: Sequence[str]) -> EmailMessage | None:
     try:
-        found = message.get_body(preferencelist=("plain", "html"))
+        found = message.get_body(preferencelist=preference)
     except RecursionError as exc:
         raise Refusal(codes.CEILING, "the message nests its parts too deep to read") from exc
     return found if isinstance(found, EmailMessage) else None
 
 
 def _attachments(message: EmailMessage, body: EmailMessage | None) -> list[EmailMessage]:
-    """Every leaf part but the body, in the message's order, an attached message as one
-    part; the other renderings of the body (the alternatives beside it) are not attachments,
-    but the pictures of a related HTML body are."""
+    """Every leaf part but the body and its other renderings, in the message's order, an
+    attached message as one part. Every other part is carried, wherever it sits: Apple Mail
+    puts the attached files in a multipart/mixed inside the HTML alternative, and they were
+    lost without a trace."""
     parents: dict[int, EmailMessage] = {}
     leaves: list[EmailMessage] = []
     pending: list[EmailMessage] = [message]
@@ -142,25 +189,45 @@ def _attachments(message: EmailMessage, body: EmailMessage | None) -> list[Email
             pending += reversed(children)
         elif part is not body and part is not message:
             leaves.append(part)
-    alternatives = set()
-    ancestor = parents.get(id(body))
+    beside = _beside_body(body, parents)
+    return [part for part in leaves if not _rendering(part, parents, beside)]
+
+
+def _beside_body(body: EmailMessage | None, parents: dict[int, EmailMessage]) -> set[int]:
+    """The other alternatives of each multipart/alternative that holds the body."""
+    beside: set[int] = set()
+    child, ancestor = body, parents.get(id(body))
     while ancestor is not None:
         if ancestor.get_content_subtype() == "alternative":
-            alternatives.add(id(ancestor))
-        ancestor = parents.get(id(ancestor))
-    return [part for part in leaves if not _beside_body(part, parents, alternatives)]
+            beside.update(id(part) for part in ancestor.iter_parts() if part is not child)
+        child, ancestor = ancestor, parents.get(id(ancestor))
+    return beside
 
 
-def _beside_body(
-    part: EmailMessage, parents: dict[int, EmailMessage], alternatives: set[int]
-) -> bool:
-    """Whether ``part`` lies under a multipart/alternative that holds the body."""
-    ancestor = parents.get(id(part))
-    while ancestor is not None:
-        if id(ancestor) in alternatives:
+def _rendering(part: EmailMessage, parents: dict[int, EmailMessage], beside: set[int]) -> bool:
+    """Whether ``part`` belongs to another rendering of the body, in an alternative beside
+    the body's. Nothing else there does: a file, sent as an attachment or not, is the
+    message's."""
+    if part.is_attachment() or not _rendered(part, parents.get(id(part))):
+        return False
+    node: EmailMessage | None = part
+    while node is not None:
+        if id(node) in beside:
             return True
-        ancestor = parents.get(id(ancestor))
+        node = parents.get(id(node))
     return False
+
+
+def _rendered(part: EmailMessage, parent: EmailMessage | None) -> bool:
+    """Whether ``part`` is what a rendering of a body is made of: a text body (plain or HTML)
+    that is no named file, or a picture of a multipart/related (the HTML's)."""
+    if part.get_content_maintype() == "text":
+        return part.get_content_subtype() in _BODIES and not part.get_filename()
+    return (
+        part.get_content_maintype() == "image"
+        and parent is not None
+        and parent.get_content_subtype() == "related"
+    )
 
 
 def _header(message: Message, name: str) -> str:
@@ -200,12 +267,10 @@ def _raw_bytes(value: bytes, message: Message) -> str:
     """A header written in raw 8-bit bytes, which no header names the charset of: UTF-8, else
     the charset the message's text is in (the sender's), else Windows-1252. A detector
     guesses badly on a dozen characters ("Jürgen" came out as cp850's "J³rgen")."""
-    charsets = ["utf-8", *_text_charsets(message), "cp1252"]
-    for charset in charsets:
-        try:
-            return value.decode(charset)
-        except (LookupError, UnicodeDecodeError):
-            continue
+    for charset in ["utf-8", *_text_charsets(message), "cp1252"]:
+        text = _decoded(value, charset)
+        if text is not None:
+            return text
     return value.decode("cp1252", errors="replace")
 
 
@@ -229,9 +294,17 @@ def _content(part: EmailMessage) -> str:
     raw = part.get_payload(decode=True)
     data = raw if isinstance(raw, bytes) else b""
     charset = part.get_content_charset()
-    if charset:
-        try:
-            return data.decode(charset)
-        except (LookupError, UnicodeDecodeError):
-            pass
-    return decode_text(data)
+    text = _decoded(data, charset) if charset else None
+    return decode_text(data) if text is None else text
+
+
+def _decoded(data: bytes, charset: str) -> str | None:
+    """``data`` in the charset a message names (lower case, as the parser gives it); None when
+    the name is no WHATWG label or the data is not in that charset."""
+    codec = html.BROWSER_CODECS.get(charset)  # punycode's decoding took 13 s for 300 KB
+    if codec is None:
+        return None
+    try:
+        return data.decode(codec)
+    except UnicodeError:
+        return None

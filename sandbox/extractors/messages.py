@@ -8,6 +8,7 @@ same from either and both are bounded the same way. See docs/sandbox.md, "Parser
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,16 @@ MAX_HEADER_CHARS = 2_000
 _NAMED_FILES = 100
 _MAX_NAME_CHARS = 200
 _UNNAMED = "unnamed"
+#: What a named file's type is shown as when the message gives none or no media type.
+_UNTYPED = "application/octet-stream"
+#: A media type as RFC 2045 writes it, ``type/subtype`` in tokens of at most 127 characters
+#: (RFC 6838): no space, parenthesis or bracket, so a declared type cannot end the notice that
+#: names it and write another after it (an Outlook MIME tag did).
+_TYPE_NAME = r"[!#$%&'*+.^_`{|}~0-9A-Za-z-]{1,127}"
+_MEDIA_TYPE = re.compile(f"{_TYPE_NAME}/{_TYPE_NAME}")
+#: What would close a name's quotes or the notice around it: a name holding
+#: "a' (application/pdf, 1 bytes)] [airlock: ..." wrote a notice of airlock's mid-line.
+_NOT_IN_A_NOTICE = str.maketrans("", "", "'[]")
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,13 @@ class Message(Protocol):
 def shown_name(name: object) -> str:
     """An attachment's name as the message gives it, on one line and bounded ("" for none)."""
     return " ".join(str(name or "").split())[:_MAX_NAME_CHARS]
+
+
+def shown_type(declared: str) -> str:
+    """An attachment's media type as the message declares it, without its parameters; any
+    other text (Outlook's MIME tag is free text) is no type, and is not shown."""
+    media_type = declared.partition(";")[0].strip()
+    return media_type if _MEDIA_TYPE.fullmatch(media_type) else _UNTYPED
 
 
 def read(message: Message, budget: TextBudget) -> Document:
@@ -106,7 +124,7 @@ class _Reader:
             self._body(body)
         for item in message.attached():
             name = item.name or _UNNAMED
-            described = f"{name!r} ({item.media_type}, {item.size:,} bytes)"
+            described = f"{_quoted(name)} ({item.media_type}, {item.size:,} bytes)"
             if item.message is None:
                 self._files.append(described)
             elif depth + 1 >= MAX_DEPTH:
@@ -137,3 +155,9 @@ class _Reader:
         if rest > 0:
             named.append(Notice(f"[airlock: {rest} more attached files]"))
         return named
+
+
+def _quoted(name: str) -> str:
+    """A name as a notice quotes it: in quotes it cannot close, without brackets, and with
+    line breaks and invisible characters escaped (``repr`` quotes with ' when none is inside)."""
+    return repr(name.translate(_NOT_IN_A_NOTICE))

@@ -223,7 +223,7 @@ class _Message:
             or properties.text(_ATTACH_FILENAME)
             or properties.text(_DISPLAY_NAME)
         )
-        media_type = properties.text(_ATTACH_MIME_TAG) or "application/octet-stream"
+        media_type = messages.shown_type(properties.text(_ATTACH_MIME_TAG))
         inner = (*storage, _MESSAGE_STORAGE)
         if properties.integer(_ATTACH_METHOD) == _EMBEDDED_MESSAGE and inner in self._file.paths:
             return Attached(
