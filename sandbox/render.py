@@ -28,35 +28,81 @@ from sandbox.document import (
     Table,
     block_text,
 )
+from sandbox.render_folds import FOLDS
 
 #: Put before a document line that reads as a page marker: a quote mark, as the selection
 #: quotes a line that reads as a block heading (bridge/knowledge/markers.py).
 QUOTE = ">"
-# A line that opens, past spaces and quote marks, with a bracket, a word and a number, the
-# word one a page is named by ("[page 3", "[Pages 3", "[p. 3", "[pg 3") or made to look like
-# one ("[pаge 3" with a Cyrillic a, "［page 3" in full width): a reader takes it for a page
-# marker. Judged on the line's compatibility form, so full-width and styled letters fold to
-# what they show, and with the Cyrillic and Greek letters drawn like those of "page" read as
-# them. A caption such as "[Table 1]" or "[표 1]" is left as it is.
-_READS_AS_PAGE_MARKER = re.compile(r"[\s>]*\[\s*([^\W\d_]{1,12})\.?\s*\d")
+# What a document's line is judged by: its first characters as a reader takes them, each
+# folded by Unicode's confusables as the bridge's marker judge folds (``render_folds``, made
+# by the bridge's generator), every opening bracket read as "[" and every closing one as "]",
+# marks and what draws nothing removed. A hand-made table of 17 look-alikes let through 62
+# single-character disguises of "[page 3]" ("[pɑge 3]", "[page З]", "⁅page 5⁆") and over 200
+# of each notice ("[airIock: ...]"), which an attacker's review printed in airlock's voice.
+# Spaces and quote marks (ASCII and full width) a line may open with before what is judged.
+_LEADING = re.compile(r"[\s>\uff1e]+")
+# The words a page is named by in a page marker ("[page 3", "[Pages 3", "[p. 3", "[pg 3"); a
+# caption such as "[Table 1]" or "[표 1]" is left as it is.
+_PAGE_WORDS = ("pages", "page", "pgs", "pg", "pp", "p")
+#: Categories of what a reader does not see in a line: marks that take no space of their own,
+#: and code points that show no character (the bridge's marker judge reads through the same).
+#: A spacing mark shows: Telugu's "ం" is read as the "o" it looks like.
+_SHOWN_AS_NOTHING = ("Mn", "Me", "Cn", "Co", "Cs")
+_ESCAPED_RANGE = re.compile(r"\\[uU]([0-9a-f]{4,8})(?:-\\[uU]([0-9a-f]{4,8}))?")
+
+
+def _fold_map() -> dict[int, str]:
+    """Each code point ``render_folds`` lists, and every bracket, to what a reader takes it for."""
+    folds = {
+        code: folded
+        for folded, body in FOLDS.items()
+        for low, high in _ESCAPED_RANGE.findall(body)
+        for code in range(int(low, 16), int(high or low, 16) + 1)
+    }
+    for code in range(0x10000):
+        category = unicodedata.category(chr(code))
+        if category in ("Ps", "Pe"):
+            folds[code] = "[" if category == "Ps" else "]"
+    return folds
+
+
+_FOLDED = _fold_map()
+
+
+def _spelled(word: str) -> str:
+    """A pattern for ``word`` in the folded text, each letter as its capital's fold or its
+    small form's: "I" folds to "l", and "AIRLOCK" is airlock."""
+    return "".join(
+        "(?:"
+        + "|".join(sorted({re.escape(_folded_char(case)) for case in (char.lower(), char.upper())}))
+        + ")"
+        for char in word
+    )
+
+
+def _folded_char(char: str) -> str:
+    return char.translate(_FOLDED).casefold()
+
+
+# A bracket, a word a page is named by and a number reads as a page marker. 0 and 1 fold to
+# "o" and "l": read as digits only before another digit, a bracket or a separator, so "[Page
+# One" stays prose.
+_READS_AS_PAGE_MARKER = re.compile(
+    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")\.?\s*(?:\d|[ol](?=[\dol\],.\-]))"
+)
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.
-# Any colon-like mark after the word: "ː", "꞉", "∶" and "։" read as a colon.
-_READS_AS_NOTICE = re.compile(r"[\s>]*\[\s*airlock\s*[:\u02d0\ua789\u2236\u0589\ufe55\ufe13]")
+_READS_AS_NOTICE = re.compile(r"\[\s*" + _spelled("airlock") + r"\s*:")
 # The line that opens a file's section in a container's text, written only on the trusted
 # side (bridge/knowledge/sections.py, which this package may not import): no notice a child
 # writes may read as one, whatever else a notice may say.
 _READS_AS_SECTION = re.compile(
-    r"[\s>]*\[\s*airlock\s*[:\u02d0\ua789\u2236\u0589\ufe55\ufe13]\s*enclosed\b"
+    r"\[\s*" + _spelled("airlock") + r"\s*:\s*" + _spelled("enclosed") + r"(?![^\W\d_])"
 )
 # The labels of furniture ("[speaker notes]", "[footer]"), which only the renderer writes.
 _READS_AS_FURNITURE = re.compile(
-    r"[\s>]*\[\s*(?:" + "|".join(re.escape(role) for role in get_args(FurnitureRole)) + r")\s*\]"
+    r"\[\s*(?:" + "|".join(_spelled(role) for role in get_args(FurnitureRole)) + r")\s*\]"
 )
-# Spaces and quote marks (ASCII and full width) a line may open with before what is judged.
-_LEADING = re.compile(r"[\s>\uff1e]+")
-_PAGE_WORDS = frozenset({"page", "pages", "pg", "pgs", "p", "pp"})
-_DRAWN_LIKE_LATIN = str.maketrans("аерѕɡαερосіκкοıӏɩ", "aepsgaepocikkoill")
 # How much of a line's start, after its leading spaces and quote marks, is folded to judge it:
 # the patterns never look further.
 _JUDGED_CHARS = 40
@@ -131,17 +177,28 @@ def _quoted(line: str, *, notice: bool = False) -> str:
     # The judged characters start after any run of spaces and quote marks, however long: 45
     # spaces before "[page 3]" must not carry it past the window.
     lead = _LEADING.match(admitted)
-    start = unicodedata.normalize("NFKC", admitted[lead.end() if lead else 0 :][:_JUDGED_CHARS])
-    match = _READS_AS_PAGE_MARKER.match(start)
-    word = match[1].casefold().translate(_DRAWN_LIKE_LATIN) if match else ""
-    if word in _PAGE_WORDS:
+    folded = _folded(admitted[lead.end() if lead else 0 :][:_JUDGED_CHARS])
+    if _READS_AS_PAGE_MARKER.match(folded):
         return QUOTE + line
-    folded = start.casefold().translate(_DRAWN_LIKE_LATIN)
     if _READS_AS_SECTION.match(folded):
         return QUOTE + line
     if not notice and (_READS_AS_NOTICE.match(folded) or _READS_AS_FURNITURE.match(folded)):
         return QUOTE + line
     return line
+
+
+def _folded(start: str) -> str:
+    """A line's start as a reader takes it: decomposed, without the marks that take no space
+    (1,700 combining marks put first on a line hid it from the judge) and the code points
+    that show no character (unassigned, private use, surrogates), each character by its fold,
+    then case folded (a capital's fold is its letter's: Greek "Ε" is "e", its small "ε" is
+    not)."""
+    shown = "".join(
+        char
+        for char in unicodedata.normalize("NFKD", start)
+        if not unicodedata.category(char).startswith(_SHOWN_AS_NOTHING)
+    )
+    return shown.translate(_FOLDED).casefold()
 
 
 def _table(table: Table) -> list[str]:

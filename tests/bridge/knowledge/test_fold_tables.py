@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import get_args
 
 import pytest
 
 from bridge.knowledge import fold_tables
+from sandbox import render_folds
+from sandbox.document import FurnitureRole
 from tests import generate_fold_tables
 from tests.uts39 import icu, skeleton
 
@@ -19,6 +22,16 @@ def test_the_tables_are_what_the_generator_makes_today() -> None:
     assert f"ICU {icu().version} (Unicode {icu().unicode_version})" == fold_tables.SOURCE
     assert unicodedata.unidata_version == fold_tables.UNICODE_VERSION
     assert generate_fold_tables.TABLES.read_text(encoding="ascii") == generate_fold_tables.render()
+    assert render_folds.SOURCE == fold_tables.SOURCE
+    rendered = generate_fold_tables.RENDER_FOLDS.read_text(encoding="ascii")
+    assert rendered == generate_fold_tables.render_folds()
+
+
+def test_the_renderers_table_holds_every_character_of_its_own_lines() -> None:
+    """sandbox/render_folds.py folds the characters of the lines only the renderer writes;
+    a word added to them must be in the generator's list, or its look-alikes pass."""
+    words = " ".join([*get_args(FurnitureRole), "[page 0123456789]", "[airlock: enclosed]"])
+    assert set(words) <= set(generate_fold_tables.RENDERED)
 
 
 def test_icu_applies_unicodes_confusables() -> None:
