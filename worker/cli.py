@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import socket
 import stat
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TextIO
@@ -99,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
             str(setting.flag),
             *aliases,
             dest=name,
-            type=type(default),
+            type=_above_zero(type(default)),
             metavar="N",
             help=f"ceiling: {setting.help} (default ${setting.variable}, else {default})",
         )
@@ -135,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     extract.add_argument(
         "--deadline",
-        type=float,
+        type=_above_zero(float),
         default=QUEUED_DEADLINE_SECONDS,
         metavar="SECONDS",
         help=f"queue mode: omit files not answered within this time "
@@ -247,6 +248,9 @@ def _read_files(files: Sequence[Path], kind: str | None, limits: ExtractionLimit
     a batch of a hundred once cost the whole batch's exit status, and its --json said
     nothing of it."""
     read = _Files()
+    if sum(1 for path in files if str(path) == STDIN_PATH) > 1:
+        # The second read of standard input finds it spent: a file omitted as empty.
+        raise ConfigurationError(f"{STDIN_PATH} (standard input) may be given once")
     for path in files:
         label = STDIN_LABEL if str(path) == STDIN_PATH else path.name
         try:
@@ -483,6 +487,22 @@ def _serve(args: argparse.Namespace) -> int:
     config = uvicorn.Config(create_app(settings, keys), log_level="warning")
     uvicorn.Server(config).run(sockets=[listening])
     return EXIT_OK
+
+
+def _above_zero(kind: type[float]) -> Callable[[str], float]:
+    """A flag's number, refused by argparse unless it is above zero: ``--max-pages 0`` was
+    refused in the words of a class the user never named, ``--deadline -5`` not at all."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not a number") from None
+        if not 0 < value < math.inf:
+            raise argparse.ArgumentTypeError(f"{raw!r} must be above 0")
+        return value
+
+    return parse
 
 
 def _port(raw: str) -> int:

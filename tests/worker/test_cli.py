@@ -102,8 +102,8 @@ def test_an_unreachable_broker_exits_3(
     "arguments",
     [
         [],
-        ["extract", "--max-pages", "0", "NOTE"],
-        ["extract", "--broker", UNREACHABLE, "--deadline", "0", "NOTE"],
+        # Standard input twice: the second read found it spent, and omitted it as empty.
+        ["extract", "-", "-"],
     ],
 )
 def test_usage_errors_exit_2(note: Path, arguments: list[str]) -> None:
@@ -117,6 +117,12 @@ def test_unparseable_arguments_exit_2(note: Path) -> None:
         ["extract", "--pool", "solo", str(note)],
         ["extract", "--kind", "bogus", str(note)],
         ["extract", "--kind", "PDF", str(note)],
+        # Numbers a flag cannot take are argparse's to refuse, naming the flag: "--max-pages
+        # 0" was refused in the words of ExtractionLimits, "--deadline -5" not at all.
+        ["extract", "--max-pages", "0", str(note)],
+        ["extract", "--max-expansion-ratio", "inf", str(note)],
+        ["extract", "--broker", UNREACHABLE, "--deadline", "0", str(note)],
+        ["extract", "--deadline", "-5", str(note)],
         ["frobnicate"],
     ):
         with pytest.raises(SystemExit) as exited:
