@@ -130,6 +130,13 @@ def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
         )
     if walker.unshown_furniture:
         hidden.append(Notice(_UNSHOWN_FURNITURE))
+    if walker.embedded_documents:
+        hidden.append(
+            Notice(
+                f"[airlock: {walker.embedded_documents} embedded documents (altChunk: HTML, RTF "
+                "or another DOCX Word imports where it stands) not read]"
+            )
+        )
     return Document(headers + body + notes + footers + hidden)
 
 
@@ -200,6 +207,9 @@ class _Walker:
         #: footer part Word does not show was.
         self.hidden_characters = 0
         self.unshown_furniture = False
+        #: Documents Word imports where they stand (``w:altChunk``: HTML, RTF, another DOCX),
+        #: which are not read: named, so their text is not lost without a word.
+        self.embedded_documents = 0
 
     def blocks(self, container: etree._Element) -> list[Block]:
         """The paragraphs and tables directly inside ``container``, in order."""
@@ -213,6 +223,8 @@ class _Walker:
                 blocks += self.blocks(child)
             elif child.tag == _ALTERNATE and (branch := _chosen_branch(child)) is not None:
                 blocks += self.blocks(branch)
+            elif child.tag == _W + "altChunk":
+                self.embedded_documents += 1
         return blocks
 
     def _paragraph(self, paragraph: etree._Element) -> list[Block]:

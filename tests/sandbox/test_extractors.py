@@ -1403,3 +1403,16 @@ def test_docx_headers_word_never_shows_are_left_out_with_a_notice() -> None:
     assert "UNSHOWN first-page header" not in lines
     assert lines[:3] == ["[header]", "Default header", "Body text."]
     assert lines[-1].startswith("[airlock: a header or footer Word does not show")
+
+
+def test_docx_embedded_documents_word_imports_are_named_not_lost_in_silence() -> None:
+    """``w:altChunk`` imports a whole HTML, RTF or DOCX part where it stands; it is not read,
+    and was dropped without a word."""
+    body = (
+        '<w:p><w:r><w:t>Before.</w:t></w:r></w:p><w:altChunk xmlns:r="http://schemas.'
+        'openxmlformats.org/officeDocument/2006/relationships" r:id="rIdX"/>'
+    )
+    payload = docx_with({"word/document.xml": document_xml(body)})
+    lines = rendered_docx("application/octet-stream", payload, LIMITS).splitlines()
+    assert lines[0] == "Before."
+    assert lines[-1].startswith("[airlock: 1 embedded documents (altChunk")
