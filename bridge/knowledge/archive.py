@@ -90,6 +90,7 @@ _METHOD_NAMES = {1: "shrink", 6: "implode", 9: "deflate64", 12: "bzip2", 14: "lz
 # What zipfile raises, in one Python version or another, on an archive it cannot list; each
 # becomes a refusal naming zipfile's reason, so no malformed upload fails the bridge untyped.
 ZIPFILE_ERRORS = (
+    OverflowError,  # a zip64 offset of 2**63 or more, which seek cannot take
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
     NotImplementedError,

@@ -114,6 +114,9 @@ _PACKAGE_MEMBERS = (
     ("ppt/presentation.xml", ".pptx"),
     ("META-INF/container.xml", ".epub"),
 )
+#: Every Office Open XML package has this member; its parts' folder names the application.
+_CONTENT_TYPES = "[Content_Types].xml"
+_OFFICE_FOLDERS = (("word/", ".docx"), ("xl/", ".xlsx"), ("ppt/", ".pptx"))
 #: OpenDocument and EPUB packages store their media type in a "mimetype" member this short.
 _MAX_MEDIA_TYPE_BYTES = 100
 _ENCRYPTED = 0x1  # general-purpose flag bit 0
@@ -126,7 +129,9 @@ _TEXT_MARKS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 #: How much of a file the guess looks at for NUL bytes and a message's header.
 HEAD_BYTES = 8192
 #: A message's header: fields every mail system writes, of which a text opening with two or
-#: more (and nothing but fields before its first blank line) is an e-mail, not notes about one.
+#: more (and nothing but fields before its first blank line) is an e-mail, not notes about
+#: one, when one of them is a field only mail transport writes: minutes opening with "Date:"
+#: and "Subject:" were read as a message, and their other lines lost.
 _MAIL_FIELDS = frozenset(
     {
         "from", "to", "cc", "subject", "date", "message-id", "mime-version", "received",
@@ -134,6 +139,9 @@ _MAIL_FIELDS = frozenset(
         "references", "dkim-signature", "x-mailer",
     }
 )  # fmt: skip
+_TRANSPORT_FIELDS = frozenset(
+    {"message-id", "mime-version", "received", "return-path", "delivered-to", "dkim-signature"}
+)
 _FIELD = re.compile(rb"([!-9;-~]+):")
 
 
@@ -196,6 +204,12 @@ def _zip_kind(payload: bytes) -> tuple[str, str]:
     for member, suffix in _PACKAGE_MEMBERS:
         if member in names:
             return _BY_SUFFIX[suffix]
+    if _CONTENT_TYPES in names:
+        # An Office package whose main part has another name (Word Online writes
+        # word/document2.xml): its folder says which.
+        for folder, suffix in _OFFICE_FOLDERS:
+            if any(name.startswith(folder) for name in names):
+                return _BY_SUFFIX[suffix]
     return _BY_SUFFIX[".zip"]
 
 
@@ -234,4 +248,4 @@ def _opens_with_mail_header(head: bytes) -> bool:
         name = field.group(1).decode("ascii").lower()
         if name in _MAIL_FIELDS:
             known.add(name)
-    return len(known) >= 2
+    return len(known) >= 2 and not known.isdisjoint(_TRANSPORT_FIELDS)

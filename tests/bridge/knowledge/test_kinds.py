@@ -5,7 +5,9 @@ header)."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -84,6 +86,32 @@ def test_a_stored_media_type_decides_over_members_and_templates_count() -> None:
     assert guess_kind("upload", template) == ODS
 
 
+def test_a_word_online_document_is_a_docx() -> None:
+    """Word Online names the main part word/document2.xml: the package's folder says it is a
+    DOCX (it was declared an archive, and its XML parts read as text)."""
+    online = _zip({"[Content_Types].xml": b"<Types/>", "word/document2.xml": b"<w:document/>"})
+    assert guess_kind("upload", online) == DOCX
+    assert guess_kind("report.pdf", online) == PDF
+
+
+def test_a_member_offset_seek_cannot_take_is_an_archive_not_an_error() -> None:
+    """A zip64 offset of 2**63 made zipfile's seek raise OverflowError, on the trusted side
+    before the archive guard: untyped, and every file beside it in an archive was lost."""
+    name, data = b"mimetype", b"application/epub+zip"
+    crc = zlib.crc32(data)
+    local = struct.pack(
+        "<4s5H3I2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, crc, len(data), len(data), len(name), 0
+    )
+    zip64 = struct.pack("<2HQ", 1, 8, 2**63)
+    central = struct.pack(
+        "<4s6H3I5H2I", b"PK\x01\x02", 20, 20, 0, 0, 0, 0x21, crc, len(data), len(data),
+        len(name), len(zip64), 0, 0, 0, 0, 0xFFFFFFFF,
+    ) + name + zip64  # fmt: skip
+    start = len(local) + len(name) + len(data)
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, 1, 1, len(central), start, 0)
+    assert guess_kind("upload", local + name + data + central + end) == ARCHIVE
+
+
 def test_a_mimetype_member_is_read_only_when_short_and_readable() -> None:
     long_type = _zip({"mimetype": b"application/epub+zip" + b" " * 200, "a.txt": b"x"})
     assert guess_kind("upload", long_type) == ARCHIVE
@@ -125,7 +153,8 @@ def test_the_media_type_decides_when_the_name_does_not() -> None:
     ("head", "declared"),
     [
         (
-            b"From: Ann <ann@example.com>\r\nTo: bo@example.com\r\nSubject: hi\r\n\r\nbody\r\n",
+            b"From: Ann <ann@example.com>\r\nTo: bo@example.com\r\nSubject: hi\r\n"
+            b"Message-ID: <1@example.com>\r\n\r\nbody\r\n",
             EMAIL,
         ),
         (
@@ -138,6 +167,9 @@ def test_the_media_type_decides_when_the_name_does_not() -> None:
         (b"From: me\nTo: you\nthis line is prose\n\n", TEXT),
         (b"Dear Ann,\nFrom: me\nTo: you\n", TEXT),
         (b"From: me\nTo: you", TEXT),  # no whole line: the header may be cut off anywhere
+        # Minutes, a note: fields people write too, and none only mail transport writes.
+        (b"Date: 3 May\nSubject: budget\nAttendees: Ann\n\nWe met.\n", TEXT),
+        (b"From: Ann <ann@example.com>\nTo: bo@example.com\nSubject: hi\n\nbody\n", TEXT),
     ],
 )
 def test_a_message_without_a_name_is_told_by_its_header(
