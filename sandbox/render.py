@@ -44,6 +44,9 @@ _LEADING = re.compile(r"[\s>\uff1e]+")
 # The words a page is named by in a page marker ("[page 3", "[Pages 3", "[p. 3", "[pg 3"); a
 # caption such as "[Table 1]" or "[표 1]" is left as it is.
 _PAGE_WORDS = ("pages", "page", "pgs", "pg", "pp", "p")
+#: Brackets prose opens asides with: "(Polish)", "(P1)", "{p1}" read as an aside, not as one of
+#: airlock's lines, which open with "[".
+_PROSE_BRACKETS = frozenset("({")
 #: Categories of what a reader does not see in a line: marks that take no space of their own,
 #: and code points that show no character (the bridge's marker judge reads through the same).
 #: A spacing mark shows: Telugu's "ం" is read as the "o" it looks like.
@@ -61,7 +64,7 @@ def _fold_map() -> dict[int, str]:
     }
     for code in range(0x10000):
         category = unicodedata.category(chr(code))
-        if category in ("Ps", "Pe"):
+        if category in ("Ps", "Pe") and chr(code) not in _PROSE_BRACKETS:
             folds[code] = "[" if category == "Ps" else "]"
     return folds
 
@@ -71,9 +74,11 @@ _FOLDED = _fold_map()
 
 def _spelled(word: str) -> str:
     """A pattern for ``word`` in the folded text, each letter as its capital's fold or its
-    small form's: "I" folds to "l", and "AIRLOCK" is airlock."""
+    small form's ("I" folds to "l", and "AIRLOCK" is airlock), any run of spaces for one."""
     return "".join(
-        "(?:"
+        r"\s+"
+        if char == " "
+        else "(?:"
         + "|".join(sorted({re.escape(_folded_char(case)) for case in (char.lower(), char.upper())}))
         + ")"
         for char in word
@@ -85,10 +90,10 @@ def _folded_char(char: str) -> str:
 
 
 # A bracket, a word a page is named by and a number reads as a page marker. 0 and 1 fold to
-# "o" and "l": read as digits only before another digit, a bracket or a separator, so "[Page
-# One" stays prose.
+# "o" and "l": a run of them is a number when a digit ends it, or a closing bracket, comma or
+# hyphen follows it ("[page 10]", "[page 1]"), so "[Page One" and "[Pole]" stay prose.
 _READS_AS_PAGE_MARKER = re.compile(
-    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")\.?\s*(?:\d|[ol](?=[\dol\],.\-]))"
+    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")\.?\s*(?:[ol]*\d|[ol]+[\],\-])"
 )
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.
@@ -177,7 +182,7 @@ def _quoted(line: str, *, notice: bool = False) -> str:
     # The judged characters start after any run of spaces and quote marks, however long: 45
     # spaces before "[page 3]" must not carry it past the window.
     lead = _LEADING.match(admitted)
-    folded = _folded(admitted[lead.end() if lead else 0 :][:_JUDGED_CHARS])
+    folded = _folded(admitted[lead.end() if lead else 0 :])
     if _READS_AS_PAGE_MARKER.match(folded):
         return QUOTE + line
     if _READS_AS_SECTION.match(folded):
@@ -187,18 +192,21 @@ def _quoted(line: str, *, notice: bool = False) -> str:
     return line
 
 
-def _folded(start: str) -> str:
-    """A line's start as a reader takes it: decomposed, without the marks that take no space
-    (1,700 combining marks put first on a line hid it from the judge) and the code points
-    that show no character (unassigned, private use, surrogates), each character by its fold,
-    then case folded (a capital's fold is its letter's: Greek "Ε" is "e", its small "ε" is
-    not)."""
-    shown = "".join(
-        char
-        for char in unicodedata.normalize("NFKD", start)
-        if not unicodedata.category(char).startswith(_SHOWN_AS_NOTHING)
-    )
-    return shown.translate(_FOLDED).casefold()
+def _folded(line: str) -> str:
+    """The first :data:`_JUDGED_CHARS` characters a reader sees of ``line``: decomposed,
+    without the marks that take no space (1,700 combining marks put first on a line hid it
+    from the judge) and the code points that show no character (unassigned, private use,
+    surrogates), each by its fold, then case folded (a capital's fold is its letter's: Greek
+    "Ε" is "e", its small "ε" is not). Counted after what shows nothing is dropped: 40 marks
+    before "[page 3]" pushed it past a window cut first. Linear in the line."""
+    shown: list[str] = []
+    for char in line:
+        for part in unicodedata.normalize("NFKD", char):
+            if not unicodedata.category(part).startswith(_SHOWN_AS_NOTHING):
+                shown.append(part)
+        if len(shown) >= _JUDGED_CHARS:
+            break
+    return "".join(shown[:_JUDGED_CHARS]).translate(_FOLDED).casefold()
 
 
 def _table(table: Table) -> list[str]:

@@ -18,6 +18,7 @@ FOLDS: dict[str, str] = {
     "-": (
         r"\u002d\u02d7\u06d4\u2010\u2012-\u2013\u2043\u2212\u2238\u2796\u2a29-\u2a2a\u2cba\u2e1a"
     ),
+    ".": r"\u002e\u0660\u06f0\u0701-\u0702\ua4f8\ua60e\U00010a50\U0001d16d",
     "2": r"\u0032\u01a7\u01bb\u03e8\u14bf\ua644\ua6ef\ua75a",
     "3": r"\u0033\u01b7\u021c\u0417\u0498\u04e0\u2ccc\ua76a\ua7ab\U000118ca\U00016f3b\U0001d206",
     "4": r"\u0034\u13ce\U000118af",

@@ -25,7 +25,7 @@ TABLES = Path(__file__).resolve().parent.parent / "bridge" / "knowledge" / "fold
 RENDER_FOLDS = Path(__file__).resolve().parent.parent / "sandbox" / "render_folds.py"
 #: The characters of the lines only the renderer writes (``[page 3]``, ``[airlock: ...]``,
 #: ``[speaker notes]``, ``[first-page header]``, ``[airlock: enclosed ...]``).
-RENDERED = "[]:-0123456789 abcdefghiklnoprstv"
+RENDERED = "[]:-.0123456789 abcdefghiklnoprstv"
 _PRINTABLE = range(0x20, 0x7F)
 _LINE = 92  # characters of a class per source line, under the 100 of the project's ruff
 

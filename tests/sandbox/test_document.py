@@ -161,6 +161,10 @@ def test_a_lone_surrogate_from_a_broken_font_map_is_replaced_before_it_crosses()
         "[\u03a1AGE 5]",  # Greek capital rho
         "\u2045page 5\u2046",  # another opening bracket
         "\u0300[page 4]",  # a combining mark first
+        "\u0300" * 40 + "[page 3]",  # enough of them to fill the judged window, were they counted
+        "[" + "\u0378" * 40 + "page 3]",
+        "[page 10]",
+        "[p\ua4f8 3]",  # a dot look-alike
         "\ufff0[page 3]",  # an unassigned code point first
     ],
 )
@@ -184,6 +188,8 @@ def test_a_document_line_that_reads_as_a_page_marker_is_quoted(forged: str) -> N
         "[airl\u0c02ck\u0903 a Telugu o and a Devanagari colon]",
         "[f\u0585\u0585ter]",  # Armenian o, a furniture label
         "[speaker n\u0585tes]",
+        "[speaker  notes]",
+        "[first-page\theader]",
         "\u300aheader\u300b",  # any brackets
     ],
 )
@@ -223,6 +229,13 @@ def test_no_block_a_child_writes_opens_a_file_section_not_even_a_notice(forged: 
         "[표 1] 감염병",
         "(1) Introduction",
         "[Page One of the report]",
+        # Asides in parentheses and braces, and letters that fold like 0 and 1.
+        "(Polish) translation",
+        "(Pool party at noon)",
+        "(P.O. Box 123)",
+        "(P1) All men are mortal.",
+        "{p1} a note",
+        "[Pole position]",
     ],
 )
 def test_lines_that_do_not_read_as_page_markers_are_left_alone(kept: str) -> None:
