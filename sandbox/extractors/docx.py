@@ -82,7 +82,10 @@ _KNOWN = frozenset(
 #: Where a hidden run's characters are, for the count of what was left out.
 _TEXTS = (_W + "t", _MATH + "t")
 #: How far a style's ``w:basedOn`` chain is followed (a cycle must not loop).
-_MAX_BASED_ON = 16
+_MAX_BASED_ON = 64
+#: Stands in the hidden styles for "no style named": a paragraph without ``w:pStyle`` has the
+#: default paragraph style (an id never written with a NUL in it).
+_DEFAULT_STYLE = "\x00default"
 _UNSHOWN_FURNITURE = (
     "[airlock: a header or footer Word does not show (a first-page or even-page one the "
     "document does not use) left out]"
@@ -234,7 +237,8 @@ class _Walker:
         pieces: list[str] = []
         boxes: list[etree._Element] = []
         style = paragraph.find(f"{_W}pPr/{_W}pStyle")
-        hidden = style is not None and style.get(_W + "val") in self._hidden_styles
+        style_id = style.get(_W + "val") if style is not None else _DEFAULT_STYLE
+        hidden = style_id in self._hidden_styles
         self._inline(paragraph, pieces, boxes, hidden)
         text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
         blocks: list[Block] = []
@@ -427,7 +431,9 @@ def _furniture(
             if (kind == "first" and (title_page is None or not _on(title_page))) or (
                 kind == "even" and "even" not in shown
             ):
-                walker.unshown_furniture = True
+                # Word writes empty first-page and even-page parts into ordinary documents:
+                # only one with text is worth a notice.
+                walker.unshown_furniture |= bool("".join(part.element.itertext()).strip())
                 continue
             seen_parts.add(id(part))
             text = words(Document(walker.blocks(part.element)))
@@ -467,12 +473,17 @@ def _on(toggle: etree._Element) -> bool:
 
 
 def _hidden_styles(styles: etree._Element | None) -> frozenset[str]:
-    """The paragraph and character styles whose runs are hidden text, their own ``w:vanish``
-    or one a style they are based on sets (followed at most :data:`_MAX_BASED_ON` deep)."""
+    """The paragraph and character styles whose runs are hidden text: their own ``w:vanish``,
+    or one a style they are based on sets (followed at most :data:`_MAX_BASED_ON` deep), or
+    the document's default run properties (``w:docDefaults``). :data:`_DEFAULT_STYLE` stands
+    for a paragraph that names no style: the default paragraph style's, or the defaults'."""
     if styles is None:
         return frozenset()
+    defaults = styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr/{_W}vanish")
+    hidden_by_default = defaults is not None and _on(defaults)
     own: dict[str, bool | None] = {}
     parent: dict[str, str] = {}
+    default_paragraph = None
     for style in styles.iterchildren(_W + "style"):
         style_id = style.get(_W + "styleId")
         if style_id is None:
@@ -482,18 +493,28 @@ def _hidden_styles(styles: etree._Element | None) -> frozenset[str]:
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
+        if style.get(_W + "type") == "paragraph" and _on_attribute(style.get(_W + "default")):
+            default_paragraph = style_id
     hidden = set()
     for style_id in own:
         current: str | None = style_id
+        decided = hidden_by_default
         for _ in range(_MAX_BASED_ON):
             if current is None or current not in own:
                 break
             if own[current] is not None:
-                if own[current]:
-                    hidden.add(style_id)
+                decided = bool(own[current])
                 break
             current = parent.get(current)
+        if decided:
+            hidden.add(style_id)
+    if default_paragraph in hidden or (default_paragraph is None and hidden_by_default):
+        hidden.add(_DEFAULT_STYLE)
     return frozenset(hidden)
+
+
+def _on_attribute(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true", "on")
 
 
 def _definitions(document_part: XmlPart) -> tuple[etree._Element | None, etree._Element | None]:

@@ -1416,3 +1416,35 @@ def test_docx_embedded_documents_word_imports_are_named_not_lost_in_silence() ->
     lines = rendered_docx("application/octet-stream", payload, LIMITS).splitlines()
     assert lines[0] == "Before."
     assert lines[-1].startswith("[airlock: 1 embedded documents (altChunk")
+
+
+@pytest.mark.parametrize(
+    "styles",
+    [
+        # The document's default run properties.
+        "<w:docDefaults><w:rPrDefault><w:rPr><w:vanish/></w:rPr></w:rPrDefault></w:docDefaults>",
+        # The default paragraph style, which a paragraph naming no style has.
+        '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:rPr><w:vanish/>'
+        "</w:rPr></w:style>",
+    ],
+)
+def test_docx_text_hidden_by_the_documents_defaults_is_left_out(styles: str) -> None:
+    """Only named styles were looked at: hidden text in a paragraph naming none was read."""
+    part = f'<w:styles xmlns:w="{WORD_NAMESPACE}">{styles}</w:styles>'.encode()
+    body = (
+        "<w:p><w:r><w:t>SECRET</w:t></w:r></w:p>"
+        '<w:p><w:r><w:rPr><w:vanish w:val="0"/></w:rPr><w:t>Shown.</w:t></w:r></w:p>'
+    )
+    payload = docx_with({"word/document.xml": document_xml(body), "word/styles.xml": part})
+    assert rendered_docx("application/octet-stream", payload, LIMITS).splitlines() == [
+        "Shown.",
+        "[airlock: 6 characters of hidden text left out]",
+    ]
+
+
+def test_docx_empty_header_parts_word_does_not_show_raise_no_notice(corpus_dir: Path) -> None:
+    """Word writes empty first-page and even-page parts into ordinary documents: nothing was
+    left out of these, and a notice said something was."""
+    for name in ("python-docx_hdr-header-footer.docx", "docling_word_sample.docx"):
+        text = rendered_docx("application/octet-stream", (corpus_dir / name).read_bytes(), LIMITS)
+        assert "Word does not show" not in text
