@@ -51,22 +51,47 @@ def extract_spreadsheet(media_type: str, payload: bytes, limits: ParseLimits) ->
             f"{len(sheets)} sheets exceeds the {limits.max_pages}-page ceiling "
             "(each sheet counts as a page)",
         )
-    scans = xlsx_scan.scan(payload) if payload.startswith(sniff.ZIP) else {}
+    scans = xlsx_scan.scan(payload) if payload.startswith(sniff.ZIP) else None
     budget = TextBudget(limits)
     blocks: list[Block] = []
+    named: set[str] = set()
     for index, sheet in enumerate(sheets):
         name = budget.spend(" ".join(sheet.name.split())[:_MAX_NAME_CHARS])
-        if sheet.visible != python_calamine.SheetVisibleEnum.Visible:
+        repeated = sheet.name.casefold() in named
+        named.add(sheet.name.casefold())
+        if repeated:
+            # Excel allows no two sheets one name, and calamine finds a sheet by its name: the
+            # second was read as the first, under the second's scan, hidden rows and all.
+            blocks.append(
+                Notice(f'[airlock: sheet "{_named(name)}" repeats an earlier name; left out]')
+            )
+        elif sheet.visible != python_calamine.SheetVisibleEnum.Visible:
             # A hidden sheet is what a hidden PDF layer is: text its author kept from readers,
             # the place a planted instruction would sit. Said, never read.
             blocks.append(
                 Notice(f'[airlock: sheet "{_named(name)}" is hidden in the workbook; left out]')
             )
+        elif sheet.typ in _CELL_SHEETS and scans is not None and _unscanned(scans, index):
+            # An XLSX sheet the scan could not find: its hidden rows are not known, and
+            # calamine would show them.
+            blocks.append(
+                Notice(
+                    f'[airlock: sheet "{_named(name)}" cannot be checked for hidden rows (its '
+                    "part is not where the workbook says); left out]"
+                )
+            )
         elif sheet.typ in _CELL_SHEETS:
             blocks.append(Heading(1, name))
-            blocks += _sheet(workbook, index, name, scans.get(sheet.name), budget)
+            scan = scans[index] if scans is not None else None
+            blocks += _sheet(workbook, index, name, scan, budget)
         report_progress(index + 1, len(sheets))
     return Document(blocks)
+
+
+def _unscanned(scans: list[xlsx_scan.SheetScan | None], index: int) -> bool:
+    """Whether the scan of an XLSX has nothing for sheet ``index`` (by position: two sheets
+    may share a name, and one's scan was applied to both)."""
+    return index >= len(scans) or scans[index] is None
 
 
 def _sheet(

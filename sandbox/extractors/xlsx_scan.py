@@ -26,21 +26,30 @@ from lxml import etree
 from sandbox import codes
 from sandbox.extractors.registry import Refusal
 
-_MAIN = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-_OFFICE_RELATIONSHIPS = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
-_PACKAGE_RELATIONSHIPS = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _WORKBOOK = "xl/workbook.xml"
 _WORKBOOK_RELATIONSHIPS = "xl/_rels/workbook.xml.rels"
-#: The workbook and its relationships are a few KB; a larger one is not read.
-_MAX_SMALL_PART = 4 << 20
-_PARSER = etree.XMLParser(resolve_entities=False, load_dtd=False, no_network=True, huge_tree=False)
+_PARSER_OPTIONS = {
+    "resolve_entities": False,
+    "load_dtd": False,
+    "no_network": True,
+    "huge_tree": False,
+}
+#: More sheets or relationships than a workbook may have (Excel's own bound on sheets is
+#: memory): a part listing more is refused, not walked.
+_MAX_SHEETS = 100_000
+#: The workbook and its relationships are a few KB, but leftover defined names make some
+#: workbooks megabytes (90,000 names: 5.2 MB): a part past this is refused.
+_MAX_WORKBOOK_PART = 64 << 20
 _ROW = re.compile(rb"<(?:[\w.-]+:)?row\b([^<>]*)>")
 _COLUMN = re.compile(rb"<(?:[\w.-]+:)?col\b([^<>]*)>")
 _CELL = re.compile(rb"<(?:[\w.-]+:)?c\b([^<>]*?)(/?)>")
 #: calamine reads a column of any number of letters (ZZZZ1 is past Excel's last, XFD).
 _REFERENCE = re.compile(rb"\sr\s*=\s*[\"']([A-Za-z]{1,7})(\d{1,7})[\"']")
 _ERROR = re.compile(rb"\st\s*=\s*[\"']e[\"']")
-_ATTRIBUTE = re.compile(rb"""([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+#: An attribute; its name starts where no name character precedes it, so a long run of name
+#: characters with no "=" after it is tried once, not from each of its characters (a comment
+#: of 20 KB of letters cost 3.5 CPU-s).
+_ATTRIBUTE = re.compile(rb"""(?<![\w.:-])([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 #: XML's character references and predefined entities, which calamine decodes in attribute
 #: values: hidden="&#49;" hid a row from a pattern looking for "1".
 _REFERENCES = re.compile(rb"&(?:#x([0-9a-fA-F]{1,6})|#([0-9]{1,7})|(lt|gt|amp|quot|apos));")
@@ -65,19 +74,28 @@ class SheetScan:
     errors: int
 
 
-def scan(payload: bytes) -> dict[str, SheetScan]:
-    """Each worksheet's scan by sheet name; empty when the package is not laid out as Excel
-    writes it (calamine then says what it makes of it).
+def scan(payload: bytes) -> list[SheetScan | None] | None:
+    """Each sheet's scan in the workbook's order (calamine's), None for a sheet whose part the
+    scan cannot find; None when the package is no XLSX (no ``xl/workbook.xml``: calamine then
+    says what it makes of it). A sheet without a scan is not read (:mod:`spreadsheet`): with
+    one sheet's part not found, the whole scan was passed over once, every hidden row of the
+    workbook shown with it.
 
     A workbook part this scan cannot parse is refused, not passed over: an undefined entity or
     300 levels of nesting, which calamine reads past, turned the scan off and every hidden row
     and the cell-span ceiling with it."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(payload))
-        sheets = _sheet_parts(archive)
-        return {name: _scanned(_read(archive, part, None)) for name, part in sheets.items()}
-    except (KeyError, zipfile.BadZipFile, EOFError, OSError):
-        return {}
+        # Part names are case-insensitive in a package, as Excel and calamine read them.
+        members = {name.lower(): name for name in archive.namelist()}
+        if _WORKBOOK not in members:
+            return None
+        return [
+            None if part is None else _scanned(_read(archive, part, None))
+            for part in _sheet_parts(archive, members)
+        ]
+    except (zipfile.BadZipFile, EOFError, OSError):
+        return None
     except (ValueError, etree.XMLSyntaxError) as exc:
         raise Refusal(
             codes.UNREADABLE,
@@ -85,27 +103,39 @@ def scan(payload: bytes) -> dict[str, SheetScan]:
         ) from exc
 
 
-def _sheet_parts(archive: zipfile.ZipFile) -> dict[str, str]:
-    """Sheet name -> the member holding it, by the workbook's relationships."""
+def _sheet_parts(archive: zipfile.ZipFile, members: dict[str, str]) -> list[str | None]:
+    """The member holding each sheet of the workbook, in order (None when it has none), by
+    the workbook's relationships."""
+    rels = members.get(_WORKBOOK_RELATIONSHIPS)
     targets = {
         relation.get("Id"): relation.get("Target", "")
-        for relation in _parsed(archive, _WORKBOOK_RELATIONSHIPS).iter(
-            f"{_PACKAGE_RELATIONSHIPS}Relationship"
-        )
+        for relation in _elements(archive, rels, "Relationship")
     }
-    parts = {}
-    for sheet in _parsed(archive, _WORKBOOK).iter(f"{_MAIN}sheet"):
-        target = targets.get(sheet.get(f"{_OFFICE_RELATIONSHIPS}id"))
-        name = sheet.get("name")
-        if target and name is not None:
-            parts[name] = (
-                target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
-            )
+    parts: list[str | None] = []
+    for sheet in _elements(archive, members[_WORKBOOK], "sheet"):
+        relation = next((value for key, value in sheet.items() if key.endswith("}id")), None)
+        target = targets.get(relation, "")
+        path = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
+        parts.append(members.get(posixpath.normpath(path).lower()) if target else None)
     return parts
 
 
-def _parsed(archive: zipfile.ZipFile, member: str) -> etree._Element:
-    return etree.fromstring(_read(archive, member, _MAX_SMALL_PART), _PARSER)
+def _elements(
+    archive: zipfile.ZipFile, member: str | None, local_name: str
+) -> list[etree._Element]:
+    """The elements of that local name in a part, in any namespace: Strict OOXML has its own,
+    which calamine reads and a scan by the transitional one did not."""
+    if member is None:
+        return []
+    found = []
+    part = io.BytesIO(_read(archive, member, _MAX_WORKBOOK_PART))
+    for _, element in etree.iterparse(
+        part, events=("end",), tag=f"{{*}}{local_name}", **_PARSER_OPTIONS
+    ):
+        found.append(element)
+        if len(found) > _MAX_SHEETS:
+            raise ValueError(f"{member} lists more than {_MAX_SHEETS:,} {local_name}s")
+    return found
 
 
 def _read(archive: zipfile.ZipFile, member: str, ceiling: int | None) -> bytes:
@@ -129,7 +159,7 @@ def _hidden_rows(sheet: bytes) -> frozenset[int]:
         attributes = _attributes(tag[1])
         stated = attributes.get(b"r", b"")
         number = int(stated) if stated.isdigit() and len(stated) <= 7 else number + 1
-        if attributes.get(b"hidden") in _TRUE:
+        if attributes.get(b"hidden", b"").strip() in _TRUE:
             hidden.add(number - 1)
     return frozenset(hidden)
 
@@ -141,15 +171,23 @@ def _hidden_columns(sheet: bytes) -> frozenset[int]:
     spans = []
     for tag in _COLUMN.finditer(sheet):
         attributes = _attributes(tag[1])
-        low, high = attributes.get(b"min", b""), attributes.get(b"max", b"")
-        if attributes.get(b"hidden") in _TRUE and low.isdigit() and high.isdigit():
-            spans.append((int(low[:6]) - 1, min(int(high[:6]), _MAX_COLUMN)))
+        low, high = _column(attributes.get(b"min", b"")), _column(attributes.get(b"max", b""))
+        if attributes.get(b"hidden", b"").strip() in _TRUE and low and high:
+            spans.append((low - 1, high))
     hidden: set[int] = set()
     reached = -1
     for first, last in sorted(spans):
         hidden.update(range(max(first, reached), last))
         reached = max(reached, last)
     return frozenset(hidden)
+
+
+def _column(number: bytes) -> int | None:
+    """A ``col`` span's bound as calamine reads it ("0000003" is 3), at most Excel's last."""
+    digits = number.strip().lstrip(b"0")
+    if not number.strip().isdigit():
+        return None
+    return min(int(digits or b"0"), _MAX_COLUMN) if len(digits) <= 6 else _MAX_COLUMN
 
 
 def _extent_and_errors(sheet: bytes) -> tuple[int, int, int]:

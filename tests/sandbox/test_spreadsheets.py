@@ -342,13 +342,73 @@ def test_a_column_past_excels_last_counts_in_the_extent(runner: SandboxRunner) -
         _read(runner, xlsx({"S": sheet(inline_row(1, "a") + far)}), ParseLimits())
 
 
+def _with_hidden_row(first: str = "S") -> str:
+    rows = '<row r="2" hidden="1"><c r="A2" t="inlineStr"><is><t>HIDDEN</t></is></c></row>'
+    return sheet(inline_row(1, "shown") + rows)
+
+
+def test_a_sheet_the_scan_cannot_find_costs_itself_not_the_workbooks_hidden_rows(
+    runner: SandboxRunner,
+) -> None:
+    """One sheet's part missing made the scan give up on every sheet: each hidden row of the
+    workbook was shown. A sheet the scan cannot find is left out, named; the others keep
+    their scan."""
+    payload = xlsx({"S": _with_hidden_row(), "T": sheet(inline_row(1, "t"))})
+    trimmed = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(payload)) as source, zipfile.ZipFile(trimmed, "w") as target:
+        for info in source.infolist():
+            if info.filename != "xl/worksheets/sheet2.xml":
+                target.writestr(info, source.read(info))
+    blocks = _read(runner, trimmed.getvalue())
+    assert _sheets(blocks)["S"] == [["shown"]]
+    assert (
+        Notice(
+            '[airlock: sheet "T" cannot be checked for hidden rows (its part is not where the '
+            "workbook says); left out]"
+        )
+        in blocks
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # A relationship's target in another case: part names are case-insensitive.
+        ("xl/_rels/workbook.xml.rels", ("worksheets/sheet1.xml", "Worksheets/Sheet1.xml")),
+        # Strict OOXML's namespaces, which calamine reads.
+        ("xl/workbook.xml", (MAIN, "http://purl.oclc.org/ooxml/spreadsheetml/main")),
+    ],
+)
+def test_hidden_rows_are_found_however_the_workbook_names_its_parts(
+    runner: SandboxRunner, change: tuple[str, tuple[str, str]]
+) -> None:
+    member, replacement = change
+    payload = _rewritten(xlsx({"S": _with_hidden_row()}), member, replacement)
+    blocks = _read(runner, payload)
+    assert _sheets(blocks) == {"S": [["shown"]]}
+
+
+def test_a_sheet_repeating_an_earlier_name_is_left_out(runner: SandboxRunner) -> None:
+    """calamine finds a sheet by its name: the second "S" was read as the first, under the
+    second's scan, and the first's hidden row was shown."""
+    payload = xlsx({"S": _with_hidden_row(), "S2": sheet(inline_row(1, "other"))})
+    payload = _rewritten(payload, "xl/workbook.xml", ('name="S2"', 'name="S"'))
+    blocks = _read(runner, payload)
+    assert "HIDDEN" not in str(blocks)
+    assert blocks[-1] == Notice('[airlock: sheet "S" repeats an earlier name; left out]')
+
+
 def test_the_scan_of_a_comment_of_unclosed_tags_is_linear() -> None:
     """Attributes were read up to the next ">": a comment of "<c " with none cost every
     attempt the rest of the comment (140 KB of sheet, 18 CPU-s). Eight times the sheet must
     cost about eight times as much, never the sixty-four a quadratic scan would."""
 
     def cost(repeats: int) -> float:
-        part = b"<worksheet><!-- " + b"<c xyz " * repeats + b" --><sheetData/></worksheet>"
+        # Unclosed tags, then a run of name characters with no "=" after it.
+        part = (
+            b"<worksheet><!-- " + b"<c xyz " * repeats + b"<row " + b"a" * (2 * repeats)
+            + b" --><sheetData/></worksheet>"
+        )  # fmt: skip
         least = float("inf")
         for _ in range(3):
             started = time.process_time()
