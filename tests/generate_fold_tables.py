@@ -137,21 +137,10 @@ def _table(name: str, folds: dict[str, list[int]]) -> str:
 
 def render() -> str:
     """The text of bridge/knowledge/fold_tables.py as this machine's ICU and Python make it."""
-    library = icu()
-    source = f"ICU {library.version} (Unicode {library.unicode_version})"
     ignorable, letters, letter_folds, symbol_folds = classify()
-    folds: dict[str, list[int]] = defaultdict(list)
-    for table in (letter_folds, symbol_folds):
-        for key, codes in table.items():
-            folds[key].extend(codes)
     return "".join(
         [
-            _HEADER.format(
-                source=source,
-                unicode=unicodedata.unidata_version,
-                source_literal=json.dumps(source),
-                unicode_literal=json.dumps(unicodedata.unidata_version),
-            ),
+            _preamble(_HEADER),
             f"IGNORABLE = {_literal(ranges(ignorable), '', 12)}\n",
             f"LETTERS = {_literal(ranges(letters), '', 10)}\n",
             "#: What each printable ASCII character folds to (``M`` to ``m``, ``m`` to ``rn``).\n",
@@ -163,6 +152,18 @@ def render() -> str:
             "#: Code points that show no letter (digits, punctuation, symbols), by fold.\n",
             _table("SYMBOL_FOLDS", symbol_folds),
         ]
+    )
+
+
+def _preamble(header: str) -> str:
+    """``header`` naming the data it was made from: this machine's ICU and Python."""
+    library = icu()
+    source = f"ICU {library.version} (Unicode {library.unicode_version})"
+    return header.format(
+        source=source,
+        unicode=unicodedata.unidata_version,
+        source_literal=json.dumps(source),
+        unicode_literal=json.dumps(unicodedata.unidata_version),
     )
 
 
@@ -185,8 +186,6 @@ UNICODE_VERSION = {unicode_literal}
 
 def render_folds() -> str:
     """The text of sandbox/render_folds.py as this machine's ICU and Python make it."""
-    library = icu()
-    source = f"ICU {library.version} (Unicode {library.unicode_version})"
     _, _, letter_folds, symbol_folds = classify()
     keys = {fold(char) for char in RENDERED} - {""}
     folds: dict[str, list[int]] = defaultdict(list)
@@ -196,17 +195,10 @@ def render_folds() -> str:
                 folds[key].extend(codes)
     for codes in folds.values():
         codes.sort()
-    return "".join(
-        [
-            _RENDER_HEADER.format(
-                source=source,
-                unicode=unicodedata.unidata_version,
-                source_literal=json.dumps(source),
-                unicode_literal=json.dumps(unicodedata.unidata_version),
-            ),
-            "#: Code points by what they fold to.\n",
-            _table("FOLDS", folds),
-        ]
+    return (
+        _preamble(_RENDER_HEADER)
+        + "#: Code points by what they fold to.\n"
+        + _table("FOLDS", folds)
     )
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import pty
 import subprocess
+import zipfile
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, TypeVar
@@ -68,3 +70,12 @@ def run_on_a_terminal(
     finally:
         os.close(controller)
     return process.returncode, stdout, shown
+
+
+def zipped(members: Mapping[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
+    """A ZIP archive of ``members`` (name: bytes), in order, each stored with ``method``."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", method) as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return buffer.getvalue()

@@ -172,30 +172,37 @@ def test_a_scan_over_one_childs_budget_is_read_in_pages_by_one_page_worker(
     assert text == _single(runner, payload)
 
 
-def test_a_page_that_fails_fails_the_document_naming_the_page(
-    runner: SandboxRunner, corpus_dir: Path
-) -> None:
-    payload = joined(scanned_pdf(corpus_dir, 1), pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
-    with pytest.raises(UnreadableInput) as single:
-        _single(runner, payload)
-    with pytest.raises(UnreadableInput, match=r"^page 2 of 3: ") as in_pages:
-        _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
-    assert str(in_pages.value) == f"page 2 of 3: {single.value}"
+def _jpx_page_between_scans(corpus_dir: Path) -> bytes:
+    return joined(scanned_pdf(corpus_dir, 1), pdf_with_jpx_image(), scanned_pdf(corpus_dir, 1))
 
 
-def test_of_two_failing_pages_the_first_is_named_whichever_fails_first(
-    runner: SandboxRunner, corpus_dir: Path
-) -> None:
+def _small_jpx_page_before_a_large_jbig2_one(corpus_dir: Path) -> bytes:
     """Pages are read largest first, so page 2 (a large JBIG2 image) fails before page 1 (a
     small JPEG 2000 one) is read: the document is still failed naming page 1, as the single
     job, which meets page 1 first, fails it."""
     large_jbig2 = pdf_with_image(JBIG2_DATA + bytes(200_000), b"/JBIG2Decode")
-    payload = joined(pdf_with_jpx_image(), large_jbig2, scanned_pdf(corpus_dir, 1))
+    return joined(pdf_with_jpx_image(), large_jbig2, scanned_pdf(corpus_dir, 1))
+
+
+@pytest.mark.parametrize(
+    ("document", "named"),
+    [
+        (_jpx_page_between_scans, "page 2 of 3"),
+        (_small_jpx_page_before_a_large_jbig2_one, "page 1 of 3"),
+    ],
+)
+def test_a_page_that_fails_fails_the_document_naming_the_first_that_fails(
+    runner: SandboxRunner,
+    corpus_dir: Path,
+    document: Callable[[Path], bytes],
+    named: str,
+) -> None:
+    payload = document(corpus_dir)
     with pytest.raises(UnreadableInput) as single:
         _single(runner, payload)
-    with pytest.raises(UnreadableInput, match=r"^page 1 of 3: ") as in_pages:
+    with pytest.raises(UnreadableInput, match=f"^{named}: ") as in_pages:
         _in_pages(runner).extract("pdf", pages.PDF_MEDIA_TYPE, payload, max_pages=30)
-    assert str(in_pages.value) == f"page 1 of 3: {single.value}"
+    assert str(in_pages.value) == f"{named}: {single.value}"
 
 
 def test_pages_are_counted_as_they_end_not_in_page_order(

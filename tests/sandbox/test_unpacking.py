@@ -18,6 +18,7 @@ from sandbox.extractor import SandboxExtractor
 from sandbox.limits import ParseLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
+from tests.helpers import zipped
 from tests.sandbox.hostile_inputs import WALL_SECONDS
 from tests.sandbox.test_mail import _attachment, _mixed
 
@@ -32,14 +33,6 @@ def _unpack(
     unpacked = extractor.unpack(kind, "application/octet-stream", payload, max_pages=20)
     assert time.monotonic() - started < WALL_SECONDS
     return unpacked
-
-
-def _zip(members: dict[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", method) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 def test_a_messages_attached_files_come_back_decoded_in_order(runner: SandboxRunner) -> None:
@@ -119,7 +112,7 @@ def test_a_boundary_bomb_is_refused_when_unpacked_too(runner: SandboxRunner) -> 
 def test_an_archives_files_come_back_in_its_order_without_its_folders(
     runner: SandboxRunner,
 ) -> None:
-    payload = _zip(
+    payload = zipped(
         {
             "minutes/": b"",
             "minutes/2024.txt": b"we met",
@@ -181,7 +174,7 @@ def test_an_archive_past_the_byte_ceiling_is_left_out_before_inflating(
 ) -> None:
     """A member declaring 200 MB is named, not inflated, under a ceiling of 8 MiB (the
     bridge's guard refuses such an archive first; the child holds the line without it)."""
-    payload = _zip({"zeros.bin": bytes(200 << 20), "note.txt": b"note"})
+    payload = zipped({"zeros.bin": bytes(200 << 20), "note.txt": b"note"})
     files = _unpack(runner, "archive", payload).files
     assert [(file.name, file.ceiling) for file in files] == [
         ("zeros.bin", "max_uncompressed_bytes"),

@@ -38,6 +38,7 @@ from sandbox.extractors.registry import Refusal
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
+from tests.helpers import zipped
 from tests.image_builders import distinct_frames, encoded
 from tests.in_process import words_of
 from tests.pdf_builders import pdf_of_pages
@@ -152,30 +153,22 @@ def test_the_raw_size_ceiling_names_the_size_that_admits_the_file() -> None:
     )
 
 
-def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_DEFLATED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 @pytest.mark.parametrize(
     ("payload", "limits", "hint"),
     [
         (
-            _zip({f"m{index}": b"x" for index in range(5)}),
+            zipped({f"m{index}": b"x" for index in range(5)}),
             ExtractionLimits(max_members=4),
             "; raise max_members to at least 5 (--max-members 5, AIRLOCK_MAX_MEMBERS=5)",
         ),
         (
-            _zip({"a": b"a" * 600, "b": b"b" * 500}, zipfile.ZIP_STORED),
+            zipped({"a": b"a" * 600, "b": b"b" * 500}, zipfile.ZIP_STORED),
             ExtractionLimits(max_uncompressed_bytes=1000),
             "; raise max_uncompressed_bytes to at least 1100 (--max-uncompressed-bytes 1100, "
             "AIRLOCK_MAX_UNCOMPRESSED_BYTES=1100)",
         ),
         (
-            _zip({"inner.zip": _zip({"x": b"x"}, zipfile.ZIP_STORED)}, zipfile.ZIP_STORED),
+            zipped({"inner.zip": zipped({"x": b"x"}, zipfile.ZIP_STORED)}, zipfile.ZIP_STORED),
             ExtractionLimits(),
             "; raise max_nesting_depth to at least 2 (--max-nesting-depth 2, "
             "AIRLOCK_MAX_NESTING_DEPTH=2)",
@@ -192,7 +185,7 @@ def test_archive_ceilings_name_the_value_that_admits_the_archive(
 
 
 def test_the_expansion_ratio_hint_admits_the_steepest_member() -> None:
-    payload = _zip({"flat": bytes(range(256)) * 4, "steep": b"\0" * 100_000, "mild": b"ab" * 500})
+    payload = zipped({"flat": bytes(range(256)) * 4, "steep": b"\0" * 100_000, "mild": b"ab" * 500})
     ref = AttachmentRef("a.zip", "docx", "application/zip", payload)
     with pytest.raises(IngestionRejected) as refused:
         check_before_dispatch(ref, ExtractionLimits(max_expansion_ratio=2))

@@ -4,7 +4,6 @@ header)."""
 
 from __future__ import annotations
 
-import io
 import struct
 import zipfile
 import zlib
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bridge.knowledge.kinds import BINARY, guess_kind
+from tests.helpers import zipped
 
 DOCX = ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
 XLSX = ("spreadsheet", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
@@ -25,14 +25,6 @@ ARCHIVE = ("archive", "application/zip")
 EMAIL = ("email", "message/rfc822")
 TEXT = ("text", "text/plain")
 PDF = ("pdf", "application/pdf")
-
-
-def _zip(members: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", compression) as archive:
-        for name, data in members.items():
-            archive.writestr(name, data)
-    return buffer.getvalue()
 
 
 @pytest.mark.parametrize(
@@ -80,16 +72,24 @@ def test_a_package_without_a_name_is_told_by_its_members(
 
 def test_a_stored_media_type_decides_over_members_and_templates_count() -> None:
     """An OpenDocument file carrying Office parts is the OpenDocument file LibreOffice shows."""
-    both = _zip({"mimetype": b"application/vnd.oasis.opendocument.text", "word/document.xml": b""})
+    both = zipped(
+        {"mimetype": b"application/vnd.oasis.opendocument.text", "word/document.xml": b""},
+        zipfile.ZIP_STORED,
+    )
     assert guess_kind("upload", both) == ODT
-    template = _zip({"mimetype": b"application/vnd.oasis.opendocument.spreadsheet-template"})
+    template = zipped(
+        {"mimetype": b"application/vnd.oasis.opendocument.spreadsheet-template"}, zipfile.ZIP_STORED
+    )
     assert guess_kind("upload", template) == ODS
 
 
 def test_a_word_online_document_is_a_docx() -> None:
     """Word Online names the main part word/document2.xml: the package's folder says it is a
     DOCX (it was declared an archive, and its XML parts read as text)."""
-    online = _zip({"[Content_Types].xml": b"<Types/>", "word/document2.xml": b"<w:document/>"})
+    online = zipped(
+        {"[Content_Types].xml": b"<Types/>", "word/document2.xml": b"<w:document/>"},
+        zipfile.ZIP_STORED,
+    )
     assert guess_kind("upload", online) == DOCX
     assert guess_kind("report.pdf", online) == PDF
 
@@ -113,16 +113,18 @@ def test_a_member_offset_seek_cannot_take_is_an_archive_not_an_error() -> None:
 
 
 def test_a_mimetype_member_is_read_only_when_short_and_readable() -> None:
-    long_type = _zip({"mimetype": b"application/epub+zip" + b" " * 200, "a.txt": b"x"})
+    long_type = zipped(
+        {"mimetype": b"application/epub+zip" + b" " * 200, "a.txt": b"x"}, zipfile.ZIP_STORED
+    )
     assert guess_kind("upload", long_type) == ARCHIVE
     # Encrypted: zipfile would raise RuntimeError, which no caller expects from a guess.
-    encrypted = bytearray(_zip({"mimetype": b"application/epub+zip"}))
+    encrypted = bytearray(zipped({"mimetype": b"application/epub+zip"}, zipfile.ZIP_STORED))
     for signature, flags_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):
         at = encrypted.find(signature)
         encrypted[at + flags_at] |= 0x1
     assert guess_kind("upload", bytes(encrypted)) == ARCHIVE
     # Deflate data that does not inflate: zlib.error, also not the guess's to raise.
-    broken = bytearray(_zip({"mimetype": b"application/epub+zip" * 3}, zipfile.ZIP_DEFLATED))
+    broken = bytearray(zipped({"mimetype": b"application/epub+zip" * 3}, zipfile.ZIP_DEFLATED))
     data_at = broken.find(b"mimetype") + len(b"mimetype")
     broken[data_at : data_at + 4] = b"\xff\xff\xff\xff"
     assert guess_kind("upload", bytes(broken)) == ARCHIVE
@@ -134,7 +136,7 @@ def test_a_bundle_saved_under_another_name_is_an_archive_and_a_misnamed_package_
     """A ZIP of files named .pdf was refused for the ZIP files it holds ("nesting depth 2")
     instead of being read; a DOCX named .pdf keeps its name's kind, and the sandbox reads it
     as a DOCX and says it was declared a PDF."""
-    bundle = _zip({"a.txt": b"first", "b.txt": b"second"})
+    bundle = zipped({"a.txt": b"first", "b.txt": b"second"}, zipfile.ZIP_STORED)
     assert guess_kind("bundle.pdf", bundle) == ARCHIVE
     assert guess_kind("notes.txt", bundle) == ARCHIVE
     docx = (corpus_dir / "docling_word_sample.docx").read_bytes()
