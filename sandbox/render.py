@@ -39,6 +39,7 @@ QUOTE = ">"
 # marks and what draws nothing removed. A hand-made table of 17 look-alikes let through 62
 # single-character disguises of "[page 3]" ("[pɑge 3]", "[page З]", "⁅page 5⁆") and over 200
 # of each notice ("[airIock: ...]"), which an attacker's review printed in airlock's voice.
+
 # Spaces and quote marks (ASCII and full width) a line may open with before what is judged.
 _LEADING = re.compile(r"[\s>\uff1e]+")
 # The words a page is named by in a page marker ("[page 3", "[Pages 3", "[p. 3", "[pg 3"); a
