@@ -302,7 +302,7 @@ def _sample_is_vertical(text_page: pypdfium2.PdfTextPage) -> bool:
         first = reader.next_glyph(max(cursor, start))
         second = reader.next_glyph(first[0] + 1) if first is not None else None
         if first is None or second is None:
-            continue
+            break  # searched to the page's end: no later sample finds a step
         cursor = second[0] + 1
         steps += 1
         down += _goes_down(first[1], second[1])
