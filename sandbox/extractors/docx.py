@@ -79,8 +79,6 @@ _KNOWN = frozenset(
         "urn:schemas-microsoft-com:office:word",
     }
 )
-#: Where a hidden run's characters are, for the count of what was left out.
-_TEXTS = (_W + "t", _MATH + "t")
 #: How far a style's ``w:basedOn`` chain is followed (a cycle must not loop).
 _MAX_BASED_ON = 64
 #: Stands in the hidden styles for "no style named": a paragraph without ``w:pStyle`` has the
@@ -91,6 +89,13 @@ _UNSHOWN_FURNITURE = (
     "document does not use) left out]"
 )
 _NOTE_REFERENCES = {_W + "footnoteReference": "footnote", _W + "endnoteReference": "endnote"}
+#: What a run draws besides its text, which a hidden run draws none of.
+_SHOWN_BY_A_RUN = frozenset(
+    {
+        _W + "tab", _W + "ptab", _W + "br", _W + "cr", _W + "noBreakHyphen", _TEXT_BOX,
+        *_NOTE_REFERENCES,
+    }
+)  # fmt: skip
 _NOTE_PARTS = {RELATIONSHIP_TYPE.FOOTNOTES: "footnote", RELATIONSHIP_TYPE.ENDNOTES: "endnote"}
 # Separator "notes" hold the line drawn above the notes, not text.
 _SEPARATOR_NOTE_TYPES = frozenset({"separator", "continuationSeparator", "continuationNotice"})
@@ -278,15 +283,19 @@ class _Walker:
         hidden: bool,
     ) -> None:
         """The text of ``element``'s runs into ``pieces``, its text boxes into ``boxes``;
-        ``hidden``: whether its runs are hidden text unless their own properties say not."""
+        ``hidden``: whether its runs are hidden text unless their own properties say not.
+        Hiddenness decides what a run shows, not what is walked: a hyperlink or an insertion
+        inside a hidden paragraph may hold a run that shows itself again."""
         for child in element:
             tag = child.tag
             if tag == _W + "r":
                 self._inline(child, pieces, boxes, self._run_hidden(child, hidden))
-            elif hidden and tag not in _SKIPPED_INLINE:
-                self.hidden_characters += sum(len(text.text or "") for text in child.iter(_TEXTS))
+            elif tag in (_W + "t", _MATH + "t") and hidden:
+                self.hidden_characters += len(child.text or "")
             elif tag in (_W + "t", _MATH + "t"):
                 pieces.append(self._budget.spend(child.text or ""))
+            elif hidden and tag in _SHOWN_BY_A_RUN:
+                continue  # a hidden run draws no tab, break, note mark or text box either
             elif tag in (_W + "tab", _W + "ptab"):
                 pieces.append("\t")
             elif tag in (_W + "br", _W + "cr"):

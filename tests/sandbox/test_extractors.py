@@ -1357,13 +1357,16 @@ def test_docx_text_word_hides_is_left_out_with_a_notice() -> None:
         "<w:p><w:r><w:t>Visible.</w:t></w:r><w:r><w:rPr><w:vanish/></w:rPr><w:t>SECRET1</w:t>"
         '</w:r><w:r><w:rPr><w:rStyle w:val="Quiet"/></w:rPr><w:t>SECRET2</w:t></w:r></w:p>'
         '<w:p><w:pPr><w:pStyle w:val="Ghost"/></w:pPr><w:r><w:t>SECRET3</w:t></w:r>'
-        '<w:r><w:rPr><w:vanish w:val="0"/></w:rPr><w:t> Shown again.</w:t></w:r></w:p>'
+        '<w:r><w:rPr><w:vanish w:val="0"/></w:rPr><w:t> Shown again.</w:t></w:r>'
+        # A hyperlink in a hidden paragraph holding a run that shows itself again.
+        '<w:hyperlink><w:r><w:rPr><w:vanish w:val="0"/></w:rPr><w:t> Linked.</w:t></w:r>'
+        "</w:hyperlink></w:p>"
     )
     payload = docx_with({"word/document.xml": document_xml(body), "word/styles.xml": styles})
     text = rendered_docx("application/octet-stream", payload, LIMITS)
     assert text.splitlines() == [
         "Visible.",
-        " Shown again.",
+        " Shown again. Linked.",
         "[airlock: 21 characters of hidden text left out]",
     ]
 
