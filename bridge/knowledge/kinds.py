@@ -127,7 +127,7 @@ BINARY = ("binary", "application/octet-stream")
 
 _TEXT_MARKS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 #: How much of a file the guess looks at for NUL bytes and a message's header.
-HEAD_BYTES = 8192
+_HEAD_BYTES = 8192
 #: A message's header: fields every mail system writes, of which a text opening with two or
 #: more (and nothing but fields before its first blank line) is an e-mail, not notes about
 #: one, when one of them is a field only mail transport writes: minutes opening with "Date:"
@@ -172,7 +172,7 @@ def guess_kind(filename: str, payload: bytes, media_type: str = "") -> tuple[str
     by_type = _BY_MEDIA_TYPE.get(media_type.partition(";")[0].strip().lower())
     if by_type is not None:
         return by_type
-    head = payload[:HEAD_BYTES]
+    head = payload[:_HEAD_BYTES]
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return _BY_SUFFIX[".webp"]
     if head.startswith(_ZIP):
