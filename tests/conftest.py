@@ -7,6 +7,7 @@ A test that needs a ``redis-server`` carries ``@pytest.mark.redis`` (and ``integ
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Generator, Iterator
 from pathlib import Path
 
@@ -46,6 +47,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     redis_server.permitted = False  # until a test marked ``redis`` runs (below)
+    signal.signal(signal.SIGTERM, _interrupted)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """End a run told to stop (a CI job's timeout, ``kill``) as Ctrl-C does, so the fixtures'
+    teardown runs: the suite's ``redis-server``s and Celery workers start in sessions of their
+    own, and a run that died of SIGTERM left them running on the machine for good."""
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.hookimpl(wrapper=True)
