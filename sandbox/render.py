@@ -36,18 +36,39 @@ QUOTE = ">"
 # What a document's line is judged by: its first characters as a reader takes them, each
 # folded by Unicode's confusables as the bridge's marker judge folds (``render_folds``, made
 # by the bridge's generator), every opening bracket read as "[" and every closing one as "]",
-# marks and what draws nothing removed. A hand-made table of 17 look-alikes let through 62
-# single-character disguises of "[page 3]" ("[pɑge 3]", "[page З]", "⁅page 5⁆") and over 200
-# of each notice ("[airIock: ...]"), which an attacker's review printed in airlock's voice.
+# a modifier as a space, marks and what draws nothing removed. A hand-made table of 17
+# look-alikes let through 62 single-character disguises of "[page 3]" ("[pɑge 3]", "[page З]",
+# "⁅page 5⁆") and over 200 of each notice ("[airIock: ...]"), which an attacker's review
+# printed in airlock's voice.
 
-# Spaces and quote marks (ASCII and full width) a line may open with before what is judged.
-_LEADING = re.compile(r"[\s>\uff1e]+")
+# Spaces and quote marks a line may open with before what is judged, as it reads folded (a
+# full-width "＞" decomposes to ">", a spacing accent to a space and its mark).
+_LEADING = re.compile(r"[\s>]+")
 # The words a page is named by in a page marker ("[page 3", "[Pages 3", "[p. 3", "[pg 3"); a
 # caption such as "[Table 1]" or "[표 1]" is left as it is.
 _PAGE_WORDS = ("pages", "page", "pgs", "pg", "pp", "p")
 #: Brackets prose opens asides with: "(Polish)", "(P1)", "{p1}" read as an aside, not as one of
 #: airlock's lines, which open with "[".
 _PROSE_BRACKETS = frozenset("({")
+# What else Unicode names a square bracket, a piece of one or a corner, by its side: "⎡page 3⎤"
+# (the corners a typeset bracket is drawn with, Unicode's Sm), "⌜page 3⌝" and "⸂page 3⸃" read
+# as airlock's marker though none is an opening bracket (Ps). Typeset parentheses and braces
+# ("⎛", "⎧") are left to read as the prose brackets they draw.
+_NAMED_BRACKET = re.compile(
+    r"(?:(?:TOP|BOTTOM|UPPER|LOWER) )?(LEFT|RIGHT) (?:(?!CURLY|PARENTHESIS)[A-Z]+ )*?"
+    r"(?:BRACKET|CORNER)\b"
+)
+# The categories those are of (math and other symbols, initial and final quotes): the names of
+# the rest are not read: reading every name doubled the cost of importing this module.
+_NAMED_CATEGORIES = ("Sm", "So", "Pi", "Pf")
+# Modifiers (Unicode's Sk and Lm): an accent or tone mark that stands on no letter. "´" decomposes
+# to a space and its accent, and "ˋ[page 3]" reads as the marker after a stray accent as much as
+# "´[page 3]" does: each reads as a space unless the confusables read it as a character of a
+# marker (the raised colon "˸"). ASCII's "^" and "`" are typed and shown as themselves: a line
+# that opens with the Markdown code span "`[page 3]`" speaks of a marker.
+_MODIFIERS = ("Sk", "Lm")
+# The categories of the characters read as a bracket or a modifier.
+_READ_CATEGORIES = frozenset(("Ps", "Pe", *_NAMED_CATEGORIES, *_MODIFIERS))
 #: Categories of what a reader does not see in a line: marks that take no space of their own,
 #: and code points that show no character (the bridge's marker judge reads through the same).
 #: A spacing mark shows: Telugu's "ం" is read as the "o" it looks like.
@@ -56,7 +77,8 @@ _ESCAPED_RANGE = re.compile(r"\\[uU]([0-9a-f]{4,8})(?:-\\[uU]([0-9a-f]{4,8}))?")
 
 
 def _fold_map() -> dict[int, str]:
-    """Each code point ``render_folds`` lists, and every bracket, to what a reader takes it for."""
+    """Each code point ``render_folds`` lists, every bracket and every modifier, to what a reader
+    takes it for."""
     folds = {
         code: folded
         for folded, body in FOLDS.items()
@@ -65,9 +87,25 @@ def _fold_map() -> dict[int, str]:
     }
     for code in range(0x10000):
         category = unicodedata.category(chr(code))
-        if category in ("Ps", "Pe") and chr(code) not in _PROSE_BRACKETS:
-            folds[code] = "[" if category == "Ps" else "]"
+        if category not in _READ_CATEGORIES:
+            continue
+        read_as = _read_as(chr(code), category)
+        # A modifier the confusables read as a marker's character ("˸" as ":") keeps that fold.
+        if read_as and (read_as != " " or code not in folds):
+            folds[code] = read_as
     return folds
+
+
+def _read_as(char: str, category: str) -> str | None:
+    """What a bracket ("[" or "]") or a modifier (a space) is read as; None for the rest."""
+    if category in ("Ps", "Pe"):
+        return None if char in _PROSE_BRACKETS else ("[" if category == "Ps" else "]")
+    if category in _MODIFIERS:
+        return None if char.isascii() else " "
+    named = _NAMED_BRACKET.match(unicodedata.name(char, ""))
+    if named:
+        return "[" if named.group(1) == "LEFT" else "]"
+    return None
 
 
 _FOLDED = _fold_map()
@@ -90,11 +128,12 @@ def _folded_char(char: str) -> str:
     return char.translate(_FOLDED).casefold()
 
 
-# A bracket, a word a page is named by and a number reads as a page marker. 0 and 1 fold to
+# A bracket, a word a page is named by and a number reads as a page marker, whatever dot,
+# colon or number sign sits between them ("[p. 3]", "[page: 3]", "[page #3]"). 0 and 1 fold to
 # "o" and "l": a run of them is a number when a digit ends it, or a closing bracket, comma or
 # hyphen follows it ("[page 10]", "[page 1]"), so "[Page One" and "[Pole]" stay prose.
 _READS_AS_PAGE_MARKER = re.compile(
-    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")\.?\s*(?:[ol]*\d|[ol]+[\],\-])"
+    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")[\s.:#]*(?:[ol]*\d|[ol]+[\],\-])"
 )
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.
@@ -179,11 +218,7 @@ def _quoted(line: str, *, notice: bool = False) -> str:
     airlock's notices unless it is one (reversible, as the selection's own quoting: a line
     that already has quote marks gets one more)."""
     admitted = _INVISIBLE.sub("", line.replace(_BRAILLE_BLANK, " "))
-    admitted = _DRAWS_NOTHING.sub("", "".join(_visible_format(admitted)))
-    # The judged characters start after any run of spaces and quote marks, however long: 45
-    # spaces before "[page 3]" must not carry it past the window.
-    lead = _LEADING.match(admitted)
-    folded = _folded(admitted[lead.end() if lead else 0 :])
+    folded = _folded(_DRAWS_NOTHING.sub("", "".join(_visible_format(admitted))))
     if _READS_AS_PAGE_MARKER.match(folded):
         return QUOTE + line
     if _READS_AS_SECTION.match(folded):
@@ -194,12 +229,13 @@ def _quoted(line: str, *, notice: bool = False) -> str:
 
 
 def _folded(line: str) -> str:
-    """The first :data:`_JUDGED_CHARS` characters a reader sees of ``line``: decomposed,
-    without the marks that take no space (1,700 combining marks put first on a line hid it
-    from the judge) and the code points that show no character (unassigned, private use,
-    surrogates), each by its fold, then case folded (a capital's fold is its letter's: Greek
-    "Ε" is "e", its small "ε" is not). Counted after what shows nothing is dropped: 40 marks
-    before "[page 3]" pushed it past a window cut first. Linear in the line."""
+    """The first :data:`_JUDGED_CHARS` characters a reader sees of ``line`` after the spaces
+    and quote marks it opens with: decomposed, without the marks that take no space (1,700
+    combining marks put first on a line hid it from the judge) and the code points that show
+    no character (unassigned, private use, surrogates), each by its fold, then case folded (a
+    capital's fold is its letter's: Greek "Ε" is "e", its small "ε" is not). Counted after what
+    shows nothing and what opens the line are dropped, however long: 40 marks, 45 spaces or 60
+    spacing accents before "[page 3]" pushed it past a window cut first. Linear in the line."""
     shown = ""
     for start in range(0, len(line), _JUDGED_CHARS):
         chunk = line[start : start + _JUDGED_CHARS]
@@ -209,10 +245,17 @@ def _folded(line: str) -> str:
                 for char in unicodedata.normalize("NFKD", chunk)
                 if not unicodedata.category(char).startswith(_SHOWN_AS_NOTHING)
             )
-        shown += chunk
+        judged = chunk.translate(_FOLDED).casefold()
+        shown += judged if shown else _opened(judged)
         if len(shown) >= _JUDGED_CHARS:
             break
-    return shown[:_JUDGED_CHARS].translate(_FOLDED).casefold()
+    return shown[:_JUDGED_CHARS]
+
+
+def _opened(judged: str) -> str:
+    """``judged`` after the spaces and quote marks it opens with."""
+    lead = _LEADING.match(judged)
+    return judged[lead.end() :] if lead else judged
 
 
 def _table(table: Table) -> list[str]:

@@ -4,7 +4,8 @@ One pass over the bytes with an explicit group stack (no recursion): a file of 1
 groups is refused by its depth, not by Python's stack. ``\\bin`` data is skipped by its count,
 never decoded. Destinations that are not the document's text (font and colour tables, styles,
 document information, pictures, embedded objects, field instructions, every ``\\*`` group) are
-skipped, and text marked hidden (``\\v``) is left out with a notice, as hidden PDF layers are.
+skipped, and text marked hidden (``\\v``) is left out with a notice, as hidden PDF layers are;
+so is a shape's text box (``\\shptxt``), whose characters a notice counts.
 See docs/sandbox.md, "Parsers".
 """
 
@@ -66,6 +67,9 @@ class _Group:
 
     skip: bool = False
     hidden: bool = False
+    #: A text box a skipped destination holds (a shape's ``\\shptxt``): its text is counted,
+    #: not read.
+    box: bool = False
     font: int | None = None
     unicode_skip: int = 1
 
@@ -87,10 +91,14 @@ class _Reader:
     in_table: bool = False  # between a table's first \intbl and the first paragraph without
     paragraph_in_table: bool = False
     hidden_characters: int = 0
+    box_characters: int = 0
 
     def write(self, text: str, group: _Group) -> None:
         self.flush_bytes()
         if group.skip or not text:
+            return
+        if group.box:
+            self.box_characters += len(text)
             return
         if group.hidden:
             self.hidden_characters += len(text)
@@ -99,6 +107,9 @@ class _Reader:
 
     def byte(self, value: int, group: _Group) -> None:
         if group.skip:
+            return
+        if group.box:
+            self.box_characters += 1
             return
         if group.hidden:
             self.hidden_characters += 1
@@ -228,11 +239,22 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
     if reader.in_table:
         reader.end_table()
     reader.end_paragraphs()
+    return Document(reader.blocks + _notices(reader))
+
+
+def _notices(reader: _Reader) -> list[Block]:
+    """What was left out, said: hidden text is where a planted instruction sits, and a text
+    box's words are the document's own, which a reader of the file sees."""
+    notices: list[Block] = []
     if reader.hidden_characters:
-        reader.blocks.append(
+        notices.append(
             Notice(f"[airlock: {reader.hidden_characters} characters of hidden text left out]")
         )
-    return Document(reader.blocks)
+    if reader.box_characters:
+        notices.append(
+            Notice(f"[airlock: {reader.box_characters} characters in text boxes left out]")
+        )
+    return notices
 
 
 def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) -> tuple[_Group, int]:
@@ -250,6 +272,11 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
         return group, group.unicode_skip
     elif word == b"v":
         group = replace(group, hidden=number != 0)
+    elif word == b"shptxt" and group.skip:
+        # Word writes a shape's text box inside the shape's \*\shpinst, which is skipped with
+        # its properties: the box is not read (a shape its properties hide draws no text, and
+        # they are not read to tell), but what it holds is counted for a notice, not lost unsaid.
+        group = replace(group, skip=False, box=True)
     elif word == b"pard":
         reader.paragraph_in_table = False
     elif word == b"intbl":

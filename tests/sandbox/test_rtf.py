@@ -117,3 +117,19 @@ def test_a_cell_line_cannot_forge_a_marker(runner: SandboxRunner) -> None:
     text = runner.run("rtf", RTF, _rtf(body), DEFAULT).text
     assert "[page 3]" not in text.splitlines() and ">[page 3]" in text.splitlines()
     assert "| [page 2] x |" in text
+
+
+def test_a_text_box_left_out_is_named_by_a_notice(runner: SandboxRunner) -> None:
+    """A shape's text box (``\\shptxt`` in the ``\\*\\shpinst`` Word writes) is not read: a
+    hidden shape's box draws nothing, and its properties are not read to tell. What it held
+    is counted, not dropped unsaid; its properties and field codes are neither text nor
+    counted."""
+    box = (
+        b"{\\shp{\\*\\shpinst\\shpleft0\\shpright2000{\\sp{\\sn shapeType}{\\sv 202}}"
+        b"{\\shptxt \\pard boxed \\'e9\\u8364?{\\*\\fldinst PAGE}\\par}}"
+        b"{\\shprslt{\\*\\do\\dptxbx{\\dptxbxtext boxed again}}}}"
+    )
+    assert _blocks(runner, _rtf(b"before " + box + b"after")) == [
+        Paragraph("before after"),
+        Notice("[airlock: 9 characters in text boxes left out]"),
+    ]
