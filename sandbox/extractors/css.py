@@ -27,6 +27,10 @@ _NEAR = 16
 #: No value a hiding rule is judged by is longer (a colour, a length, a keyword).
 _MAX_VALUE_CHARS = 4_096
 _FAINT = 0.05
+#: Text drawn smaller than this many pixels is not read by anyone.
+_SMALLEST_PX = 1.0
+#: The browser's default font size, which ``rem`` and the keywords are measured by.
+MEDIUM_PX = 16.0
 #: Offsets past these are off-screen (the viewport is taken as 1,280 by 1,024).
 _OFF_BEFORE_PX = -500.0
 _OFF_AFTER_PX = 2_000.0
@@ -63,10 +67,29 @@ _LENGTH_PROPERTIES = frozenset(
     | {"text-indent", "margin-left", "margin-top", "font-size", "inset-inline-start"}
     | {"margin-inline-start", "block-size", "inline-size"}
 )
-_FONT_SIZE_WORDS = frozenset(
-    {"xx-small", "x-small", "small", "medium", "large", "x-large", "xx-large", "xxx-large"}
-    | {"smaller", "larger", "math"}
-)
+#: The absolute font-size keywords, in pixels (CSS Fonts' scale at a 16-pixel medium).
+_FONT_SIZE_PX = {
+    "xx-small": 9.0,
+    "x-small": 10.0,
+    "small": 13.0,
+    "medium": 16.0,
+    "large": 18.0,
+    "x-large": 24.0,
+    "xx-large": 32.0,
+    "xxx-large": 48.0,
+}
+_FONT_SIZE_WORDS = frozenset(_FONT_SIZE_PX) | {"smaller", "larger", "math"}
+#: Font sizes measured by the parent's: an ``ex`` and a ``ch`` taken as half an ``em``.
+_PER_PARENT_EM = {"em": 1.0, "ex": 0.5, "ch": 0.5, "%": 0.01}
+#: Properties whose effect multiplies down the tree (or, for ``font-size``, is measured by the
+#: parent's): no one value hides, but several nested do, so each element's is carried to its
+#: content rather than judged alone.
+NESTING = frozenset({"opacity", "filter", "font-size", "transform", "scale", "zoom"})
+_IDENTITY = (1.0, 0.0, 0.0, 1.0)
+_TRANSFORM_FUNCTION = re.compile(r"([a-z0-9]+)\(([^()]*)\)")
+#: A magnification past this is taken as this, so that factors multiplied down a deep tree
+#: stay finite (infinity times a zero scale is not a number).
+_MOST_MAGNIFIED = 1e6
 _BACKGROUNDS = ("background-color", "background", "background-image")
 #: Logical properties, by the physical ones they are in left-to-right, horizontal text.
 _LOGICAL = {
@@ -153,9 +176,10 @@ def variables_of(style: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in style.items() if name.startswith("--")}
 
 
-def hiding(style: Mapping[str, str], inherited_opacity: float = 1.0) -> str | None:
-    """How ``style`` hides what it applies to, or None when it does not; ``inherited_opacity``
-    is its ancestors' (see :func:`opacity`)."""
+def hiding(style: Mapping[str, str]) -> str | None:
+    """How ``style`` hides what it applies to by itself, or None when it does not; what hides
+    only once nested (opacity, scaling, font size) is :func:`diminished` and
+    :func:`too_small`."""
     if not style:
         return None  # most elements: no style at all
     if style.get("display") == "none":
@@ -165,8 +189,6 @@ def hiding(style: Mapping[str, str], inherited_opacity: float = 1.0) -> str | No
         or style.get("content-visibility") == "hidden"
     ):
         return "visibility:hidden"
-    if inherited_opacity * opacity(style) < _FAINT:
-        return "opacity:0"
     if _zero_size(style):
         return "zero size"
     if _off_screen(style):
@@ -189,6 +211,65 @@ def opacity(style: Mapping[str, str]) -> float:
     ``filter:opacity()``. Nested elements multiply theirs, so three at 0.2 paint text at 0.008,
     which no one reads, though none is faint alone."""
     return _fraction(style.get("opacity", "")) * _fraction(_filter(style, "opacity") or "")
+
+
+def magnification(style: Mapping[str, str]) -> float:
+    """How much ``style`` enlarges what it draws in the direction it shrinks it most: the
+    smaller stretch of its ``transform`` (``scale(0.1, 1)`` and a singular ``matrix()`` leave
+    text a sliver, though neither scales it to nothing everywhere), times ``scale`` and
+    ``zoom``. Nested elements multiply theirs, as :func:`opacity`."""
+    factors = [_least_stretch(style.get("transform", ""))]
+    # A negative scale mirrors the text, at the same size.
+    factors += [abs(_factor(part, 1.0)) for part in style.get("scale", "").split()[:2]]
+    # A zoom of 0 (or an invalid negative one) is 1 to a browser.
+    zoom = _factor(style.get("zoom", ""), 1.0)
+    factors.append(zoom if zoom > 0 else 1.0)
+    return min(math.prod(min(factor, _MOST_MAGNIFIED) for factor in factors), _MOST_MAGNIFIED)
+
+
+def font_size(style: Mapping[str, str], parent_px: float, root_px: float = MEDIUM_PX) -> float:
+    """The size ``style`` draws its text at, in pixels, given its parent's and the root's:
+    ``em``, ``%``, ``ex``, ``ch`` and ``smaller`` are the parent's size scaled, so ten nested
+    ``font-size:50%`` draw text at a sixty-fourth of a pixel, though none is small alone."""
+    value = style.get("font-size", "")
+    if value in _FONT_SIZE_PX:
+        return _FONT_SIZE_PX[value]
+    if value in ("smaller", "larger"):
+        return parent_px / 1.2 if value == "smaller" else parent_px * 1.2
+    size: float | None = None
+    length = _LENGTH.match(_without_calc(value))
+    if length is not None and length.group(2) in (*_PER_PARENT_EM, "rem"):
+        number, unit = _finite(float(length.group(1))), length.group(2)
+        size = number * (root_px if unit == "rem" else parent_px * _PER_PARENT_EM[unit])
+    elif value:
+        size = px(value)
+    # A negative size is invalid, so the parent's stands.
+    return parent_px if size is None or size < 0 else min(size, sys.float_info.max)
+
+
+def diminished(opacity: float, magnification: float) -> str | None:
+    """How an element whose own and ancestors' opacity and magnification multiply to these
+    hides its content, or None when it does not."""
+    if opacity < _FAINT:
+        return "opacity:0"
+    if magnification < _FAINT:
+        return "zero size"
+    return None
+
+
+def too_small(font_px: float, magnification: float) -> bool:
+    """Whether text of this size, drawn at this magnification, is too small to read. Judged
+    for text, not for an element: a child that sets its own size shows again."""
+    return font_px * magnification < _SMALLEST_PX
+
+
+def shrinking(style: Mapping[str, str]) -> dict[str, str]:
+    """The declarations of :data:`NESTING` properties in ``style`` when it fades or shrinks
+    its element or sets a font size (else none): the stylesheet rules of this kind that need
+    matching to elements. Any font size, since a child's ``20px`` undoes its row's ``0``."""
+    if opacity(style) < 1 or magnification(style) < 1 or "font-size" in style:
+        return {name: value for name, value in style.items() if name in NESTING}
+    return {}
 
 
 def parse_colour(value: str, *, legacy: bool = False) -> Colour | None:
@@ -428,11 +509,18 @@ def _valid(name: str, value: str) -> bool:
         return _number(_without_calc(value).rstrip("%")) is not None
     if name in _COLOUR_PROPERTIES:
         return value in ("currentcolor", "none") or parse_colour(value) is not None
-    if name == "font-size" and value in _FONT_SIZE_WORDS:
-        return True
+    if name == "font-size":
+        return _is_font_size(value)
     if name in _LENGTH_PROPERTIES:
         return value == "auto" or px(value) is not None
     return True
+
+
+def _is_font_size(value: str) -> bool:
+    """A keyword, a length or a percentage (of the parent's size, which ``px`` cannot
+    judge)."""
+    percentage = value.endswith("%") and _factor(value, -1.0) >= 0
+    return value in _FONT_SIZE_WORDS or px(value) is not None or percentage
 
 
 def _expand_shorthands(style: dict[str, str]) -> None:
@@ -441,7 +529,7 @@ def _expand_shorthands(style: dict[str, str]) -> None:
     if "font" in style:
         for token in style["font"].split():
             size = token.split("/")[0]
-            if px(size) is not None:
+            if _is_font_size(size):
                 style.setdefault("font-size", size)
                 break
     for shorthand, (first, fourth) in (
@@ -463,35 +551,72 @@ def _expand_shorthands(style: dict[str, str]) -> None:
 
 
 def _zero_size(style: Mapping[str, str]) -> bool:
-    font_size = px(style.get("font-size", ""))
-    if font_size is not None and font_size < 1:
-        return True
     clipped = style.get("overflow", "").startswith("hidden") or "clip" in style
     sides = ("width", "height", "max-width", "max-height")
     if clipped and any(_at_most(style.get(side, ""), 1) for side in sides):
         return True
     if style.get("contain", "").split()[:1] in (["strict"], ["size"]):
         return True  # size containment without a size is a box of nothing
-    return _clipped_away(style) or _scaled_away(style)
+    return _clipped_away(style)
 
 
 def _clipped_away(style: Mapping[str, str]) -> bool:
-    """A ``clip`` rectangle or ``clip-path`` that leaves nothing."""
-    rectangle = re.fullmatch(r"rect\((.*)\)", style.get("clip", ""))
-    if rectangle is not None:
-        edges = [px(part) for part in re.split(r"[\s,]+", rectangle.group(1).strip())]
-        if len(edges) == 4 and None not in edges:
-            top, right, bottom, left = (edge or 0.0 for edge in edges)
-            if bottom <= top or right <= left:
-                return True
-    clip_path = style.get("clip-path", "")
-    inset = re.match(r"inset\(([^)]*)\)", clip_path)
-    if inset is not None:
-        parts = [_percent(part) for part in inset.group(1).split()[:4]]
+    """A ``clip`` rectangle or ``clip-path`` shape that leaves nothing to see."""
+    return _empty_rectangle(style.get("clip", "")) or _empty_shape(style.get("clip-path", ""))
+
+
+def _empty_rectangle(clip: str) -> bool:
+    """``clip: rect()`` of no area; ``auto`` is the box's own edge: 0 for the top and left,
+    the far edge (taken as unbounded) for the bottom and right, so ``rect(0 auto 0 auto)``
+    is a line."""
+    rectangle = re.fullmatch(r"rect\((.*)\)", clip)
+    parts = [] if rectangle is None else re.split(r"[\s,]+", rectangle.group(1).strip())
+    if len(parts) != 4:
+        return False
+    far = (False, True, True, False)
+    edges = [
+        (math.inf if is_far else 0.0) if part == "auto" else px(part)
+        for part, is_far in zip(parts, far, strict=True)
+    ]
+    known = [edge for edge in edges if edge is not None]
+    if len(known) != 4:
+        return False
+    top, right, bottom, left = known
+    return bottom <= top or right <= left
+
+
+def _empty_shape(clip_path: str) -> bool:
+    """A ``clip-path`` basic shape of no area: an inset that meets itself, a circle or an
+    ellipse of a radius under a pixel, a polygon whose points lie on one line."""
+    shape = re.match(r"(inset|circle|ellipse|polygon)\(([^)]*)\)", clip_path)
+    if shape is None:
+        return False
+    name, arguments = shape.groups()
+    if name == "inset":
+        parts = [_percent(part) for part in arguments.split()[:4]]
         top, right, bottom, left = (parts * 4)[:1] + (parts * 4)[1:2] + _sides(parts)
-        if top + bottom >= 100 or left + right >= 100:
-            return True
-    return re.match(r"circle\(\s*0", clip_path) is not None
+        return top + bottom >= 100 or left + right >= 100
+    if name == "polygon":
+        return _flat_polygon(arguments)
+    radii = arguments.split(" at ")[0].split()
+    return any(_at_most(radius, _SMALLEST_PX / 2) for radius in radii)
+
+
+def _flat_polygon(arguments: str) -> bool:
+    """Whether a ``polygon()``'s points (in one unit, ``0`` fitting any) enclose no area."""
+    points = [point.split() for point in _split(arguments, ",")]
+    if points and points[0][:1] in (["nonzero"], ["evenodd"]):
+        points[0] = points[0][1:]
+    coordinates = [_LENGTH.match(coordinate) for point in points for coordinate in point]
+    if any(len(point) != 2 for point in points) or None in coordinates:
+        return False
+    found = [match for match in coordinates if match is not None]
+    if len({match.group(2) for match in found if float(match.group(1)) != 0}) > 1:
+        return False
+    numbers = [_finite(float(match.group(1))) for match in found]
+    xs, ys = numbers[0::2], numbers[1::2]
+    area = sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs)))
+    return abs(area) < 1e-9
 
 
 def _sides(parts: list[float]) -> list[float]:
@@ -510,25 +635,70 @@ def _percent(value: str) -> float:
     return 0.0 if number is None else number
 
 
-def _scaled_away(style: Mapping[str, str]) -> bool:
-    """A transform, ``scale`` or ``zoom`` that draws the text at almost no size."""
-    transform = style.get("transform", "")
-    factors = [
-        _number(part)
-        for arguments in re.findall(r"scale[xyz3d]*\(([^)]*)\)", transform)
-        for part in arguments.split(",")
-    ] + [_number(part) for part in style.get("scale", "").split()]
-    if any(factor is not None and abs(factor) < _FAINT for factor in factors):
-        return True
-    matrix = re.search(r"matrix\(([^)]*)\)", transform)
-    if matrix is not None:
-        values = [_number(part) for part in matrix.group(1).split(",")]
-        if len(values) == 6 and values[0] == 0 and values[3] == 0:
-            return True
-    if re.search(r"rotate[xy]\(\s*(?:90|270|-90|-270)deg\s*\)", transform):
-        return True  # turned edge-on
-    zoom = _number(style.get("zoom", "").rstrip("%"))
-    return zoom is not None and zoom < _FAINT
+def _least_stretch(transform: str) -> float:
+    """How much a transform list scales the text in the direction it squashes it most: the
+    smaller singular value of its two-dimensional linear part (translation and perspective
+    left out). Matrices are the columns ``(a, b)`` and ``(c, d)``, as in CSS's ``matrix()``."""
+    a, b, c, d = _IDENTITY
+    for name, arguments in _TRANSFORM_FUNCTION.findall(_CALC_INSIDE.sub(r"\1", transform)):
+        parts = [part for part in re.split(r"[\s,]+", arguments) if part]
+        e, f, g, h = (_bounded(entry) for entry in _linear(name, parts))
+        a, b, c, d = (
+            _bounded(entry)
+            for entry in (a * e + c * f, b * e + d * f, a * g + c * h, b * g + d * h)
+        )
+    squares = a * a + b * b + c * c + d * d
+    spread = math.hypot(a * a + b * b - c * c - d * d, 2 * (a * c + b * d))
+    largest = math.sqrt((squares + spread) / 2)
+    # The two singular values multiply to the determinant.
+    return 0.0 if largest == 0 else abs(a * d - b * c) / largest
+
+
+def _linear(name: str, arguments: list[str]) -> tuple[float, float, float, float]:
+    """One transform function's linear part, ``(a, b, c, d)``; the identity for a function
+    that does not scale, skew or turn the plane (a translation), or that cannot be read."""
+    if name.startswith(("matrix", "scale")):
+        numbers = [_factor(argument, math.nan) for argument in arguments]
+        if not numbers or any(map(math.isnan, numbers)):
+            return _IDENTITY
+        if name == "matrix" and len(numbers) == 6:
+            return numbers[0], numbers[1], numbers[2], numbers[3]
+        if name == "matrix3d" and len(numbers) == 16:
+            return numbers[0], numbers[1], numbers[4], numbers[5]
+        x, y = numbers[0], numbers[1] if len(numbers) > 1 else numbers[0]
+        x, y = {"scalex": (x, 1.0), "scaley": (1.0, x), "scalez": (1.0, 1.0)}.get(name, (x, y))
+        return (x, 0.0, 0.0, y) if name.startswith("scale") else _IDENTITY
+    angles = [_degrees(argument) for argument in arguments]
+    if not angles or None in angles:
+        return _IDENTITY
+    first, second = (math.radians(angle or 0.0) for angle in [*angles, 0.0][:2])
+    if name in ("rotate", "rotatez"):
+        return math.cos(first), math.sin(first), -math.sin(first), math.cos(first)
+    if name == "rotatex":  # turned about the horizontal axis: its height foreshortened
+        return 1.0, 0.0, 0.0, math.cos(first)
+    if name == "rotatey":
+        return math.cos(first), 0.0, 0.0, 1.0
+    if name == "skewx":
+        return 1.0, 0.0, math.tan(first), 1.0
+    if name == "skewy":
+        return 1.0, math.tan(first), 0.0, 1.0
+    if name == "skew":
+        return 1.0, math.tan(second), math.tan(first), 1.0
+    return _IDENTITY
+
+
+def _bounded(number: float) -> float:
+    """A matrix entry within :data:`_MOST_MAGNIFIED` either way."""
+    return min(max(number, -_MOST_MAGNIFIED), _MOST_MAGNIFIED)
+
+
+def _factor(value: str, default: float) -> float:
+    """A scale factor, a number or a percentage; ``default`` when ``value`` is neither."""
+    value = _without_calc(value.strip())
+    number = _number(value.removesuffix("%"))
+    if number is None:
+        return default
+    return number / 100 if value.endswith("%") else number
 
 
 def _whitened(style: Mapping[str, str]) -> bool:

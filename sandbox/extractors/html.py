@@ -96,7 +96,16 @@ _PRESENTATION = (
     "stroke",
     "font-size",
     "color",
+    "transform",
 )
+#: The attributes that make a ``<switch>``'s child conditional: the first child without them
+#: is the one a browser draws, whatever the reader's language.
+_CONDITIONS = ("systemLanguage", "requiredExtensions", "requiredFeatures")
+#: The only ``requiredExtensions`` a browser supports (HTML and MathML inside SVG): an element
+#: that requires another is never drawn.
+_EXTENSIONS = frozenset({"http://www.w3.org/1999/xhtml", "http://www.w3.org/1998/Math/MathML"})
+#: SVG elements of a width and height that clip what they hold.
+_VIEWPORTS = frozenset({"svg", "foreignObject"})
 #: Attributes that set an element's text colour the old way: ``<font color>``, MathML's
 #: ``mathcolor``, ``<body text>``.
 _COLOUR_ATTRIBUTES = ("color", "mathcolor", "text")
@@ -283,10 +292,13 @@ def _bound_nesting(markup: str) -> None:
 
 @dataclass(frozen=True)
 class _Styling:
-    """What a page's stylesheets decide: the elements their rules hide, and the custom
-    properties they set on the whole page (``:root``, ``html``, ``body``, ``*``)."""
+    """What a page's stylesheets decide: the elements their rules hide, the fading and
+    shrinking declarations of the rules that match each element (judged with its ancestors'),
+    and the custom properties they set on the whole page (``:root``, ``html``, ``body``,
+    ``*``)."""
 
     hidden: set[int]
+    shrunk: dict[int, list[dict[str, str]]]
     variables: dict[str, str]
 
 
@@ -316,41 +328,65 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
         raise Refusal(
             codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
         ) from exc
-    selectors = list(dict.fromkeys(selector for hiding, _ in decided for selector in hiding))
-    if len(selectors) > MAX_HIDING_SELECTORS:
+    selectors = list(dict.fromkeys(selector for hiding, _, _ in decided for selector in hiding))
+    # Rules that shrink alike are matched together: one query per declaration block.
+    shrinking: dict[tuple[tuple[str, str], ...], list[str]] = {}
+    for _, shrinks, _ in decided:
+        for selector, declared in shrinks:
+            shrinking.setdefault(declared, []).append(selector)
+    if len(selectors) + sum(map(len, shrinking.values())) > MAX_HIDING_SELECTORS:
         raise Refusal(
             codes.CEILING,
             f"the page has more than {MAX_HIDING_SELECTORS} stylesheet rules that hide text",
         )
-    hidden: set[int] = set()
     started = time.process_time()
+    hidden = _matched(tree, selectors, started)
+    shrunk: dict[int, list[dict[str, str]]] = {}
+    for declared, group in shrinking.items():
+        for mem_id in _matched(tree, group, started):
+            shrunk.setdefault(mem_id, []).append(dict(declared))
+    variables = {name: value for _, _, found in decided for name, value in found.items()}
+    return _Styling(hidden, shrunk, variables)
+
+
+def _matched(tree: LexborHTMLParser, selectors: list[str], started: float) -> set[int]:
+    """The elements ``selectors`` match, within :data:`MAX_MATCHING_SECONDS` of CPU since
+    ``started``."""
+    found: set[int] = set()
     for first in range(0, len(selectors), _SELECTORS_PER_QUERY):
         group = selectors[first : first + _SELECTORS_PER_QUERY]
         for query in _queries(group):
-            hidden.update(node.mem_id for node in tree.css(query))
+            found.update(node.mem_id for node in tree.css(query))
             if time.process_time() - started > MAX_MATCHING_SECONDS:
                 raise Refusal(
                     codes.CEILING,
                     f"matching the page's hiding stylesheet rules took over "
                     f"{MAX_MATCHING_SECONDS:g} s of CPU",
                 )
-    variables = {name: value for _, found in decided for name, value in found.items()}
-    return _Styling(hidden, variables)
+    return found
+
+
+#: The selectors of a sheet's rules that fade or shrink, each with those declarations.
+_Shrinks = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 
 
 @functools.lru_cache(maxsize=64)
-def _decided(sheet: str) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The selectors of ``sheet``'s rules that hide, and the custom properties it sets on the
-    whole page, worked out once per sheet (every chapter of a book links the same one)."""
+def _decided(sheet: str) -> tuple[tuple[str, ...], _Shrinks, dict[str, str]]:
+    """The selectors of ``sheet``'s rules that hide, those that fade or shrink (with how),
+    and the custom properties it sets on the whole page, worked out once per sheet (every
+    chapter of a book links the same one)."""
     hiding: list[str] = []
+    shrinking: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     variables: dict[str, str] = {}
     for selector, body in css.rules(sheet):
         declared = css.declarations(body)
         if css.hiding(declared):
             hiding.append(selector)
+        elif shrinks := css.shrinking(declared):
+            shrinking.append((selector, tuple(sorted(shrinks.items()))))
         if selector in _PAGE_SELECTORS:
             variables |= css.variables_of(declared)
-    return tuple(hiding), variables
+    return tuple(hiding), tuple(shrinking), variables
 
 
 def _data_stylesheet(url: str) -> str | None:
@@ -395,9 +431,11 @@ class _Frame:
     """What an open element passes to its content: its text colour, the colour
     ``-webkit-text-fill-color`` paints text in instead (None: the text colour), the background
     behind it (True: a picture), the custom properties it defines, whether it is preformatted
-    or SVG or MathML, how opaque it and its ancestors paint; ``unseen``: its own text cannot be
-    told from its background (a child may still set a colour that shows), and ``counted``
-    once such text was left out."""
+    or SVG or MathML, how opaque it and its ancestors paint, how much they magnify, its font
+    size in pixels; ``unseen``: how its own text is hidden, when it is, though a child may
+    still show its own (by a colour or a font size of its own), and ``counted`` once such
+    text was left out; ``chosen``: a ``<switch>`` has met the child it draws; ``draws_text``:
+    its own text is drawn at all (in SVG, only inside a ``<text>``)."""
 
     tag: str
     colour: css.Colour | None
@@ -407,8 +445,12 @@ class _Frame:
     pre: bool
     foreign: bool
     opacity: float = 1.0
-    unseen: bool = False
+    magnification: float = 1.0
+    font_px: float = css.MEDIUM_PX
+    unseen: str | None = None
     counted: bool = False
+    chosen: bool = False
+    draws_text: bool = True
 
 
 @dataclass
@@ -432,6 +474,7 @@ class _Reader:
         self.hidden: Counter[str] = Counter()
         self._budget = budget
         self._hidden_by_sheet = styling.hidden
+        self._shrunk_by_sheet = styling.shrunk
         self._link_colour: css.Colour | None = None
         page = ChainMap(dict(styling.variables))
         self._frames = [_Frame("", css.BLACK, None, css.WHITE, page, pre=False, foreign=False)]
@@ -466,17 +509,20 @@ class _Reader:
         if tag == "-text":
             self._text(node.text_content or "")
             return False
-        if tag.startswith(("-", "_", "!")) or tag in _NOT_SHOWN:
+        if tag.startswith(("-", "_", "!")):
             return False
         attributes = node.attributes
         parent = self._frames[-1]
+        if parent.tag == "switch" and parent.foreign and self._unchosen(attributes):
+            return self._left_out(node, "a switch's unchosen child")
+        if tag in _NOT_SHOWN:
+            return False
         foreign = parent.foreign or tag in FOREIGN
         style = css.declarations(_style_of(attributes, foreign=foreign), parent.variables)
-        method = self._hides(node, tag, attributes, style)
+        opacity, magnification, font_px = self._diminishing(node, style)
+        method = self._hides(node, tag, attributes, style) or css.diminished(opacity, magnification)
         if method is not None:
-            if node.text(deep=True, separator=" ").strip():
-                self.hidden[method] += 1
-            return False
+            return self._left_out(node, method)
         colour = (
             css.parse_colour(style.get("color", ""))
             or (css.parse_colour(style.get("fill", "")) if foreign else None)
@@ -496,15 +542,48 @@ class _Reader:
             _inherited(parent.variables, css.variables_of(style)),
             parent.pre or tag in _PRE,
             foreign,
-            parent.opacity * css.opacity(style),
+            opacity,
+            magnification,
+            font_px,
         )
         seen_against = background if isinstance(background, css.Colour) else None
         text_colour = text_fill or colour
-        frame.unseen = text_colour is not None and text_colour.unseen_on(seen_against)
+        frame.draws_text = _draws_text(tag, parent)
+        if not frame.draws_text:
+            frame.unseen = "text SVG does not draw"
+        elif css.too_small(font_px, magnification):
+            frame.unseen = "zero size"
+        elif text_colour is not None and text_colour.unseen_on(seen_against):
+            frame.unseen = "text the colour of its background"
         if tag in _CELLS or tag == "caption":
             self._open_collector(node, tag)
         self._frames.append(frame)
         return True
+
+    def _left_out(self, node: LexborNode, method: str) -> bool:
+        """Leave out a hidden element, counted by ``method`` when it holds text."""
+        if node.text(deep=True, separator=" ").strip():
+            self.hidden[method] += 1
+        return False
+
+    def _diminishing(self, node: LexborNode, style: dict[str, str]) -> tuple[float, float, float]:
+        """An element's opacity and magnification (its ancestors' included) and font size in
+        pixels, from its style attribute and the stylesheet rules that fade or shrink it. When
+        both set one, the more diminishing is taken: an ``!important`` rule outweighs the
+        attribute."""
+        parent = self._frames[-1]
+        styles = [style, *self._shrunk_by_sheet.get(node.mem_id, ())]
+        if not any(styles):  # most elements: all as their parent's
+            return parent.opacity, parent.magnification, parent.font_px
+        root_px = self._frames[1].font_px if len(self._frames) > 1 else css.MEDIUM_PX
+        sizes = [
+            css.font_size(one, parent.font_px, root_px) for one in styles if "font-size" in one
+        ]
+        return (
+            parent.opacity * min(map(css.opacity, styles)),
+            parent.magnification * min(map(css.magnification, styles)),
+            min(sizes, default=parent.font_px),
+        )
 
     def _hides(
         self,
@@ -521,11 +600,10 @@ class _Reader:
             return "a popover"
         if tag == "dialog" and "open" not in attributes:
             return "a closed dialog"
-        if tag == "svg" and any(
-            (attributes.get(side) or "").strip() in ("0", "0px", "0%")
-            for side in ("width", "height")
-        ):
+        if tag in _VIEWPORTS and _empty_viewport(attributes, style):
             return "zero size"
+        if any(extension not in _EXTENSIONS for extension in _extensions(attributes)):
+            return "an extension no browser has"
         if any(
             child.tag == "template" and "shadowrootmode" in child.attributes
             for child in node.iter()
@@ -535,7 +613,17 @@ class _Reader:
             return "a declarative shadow root"
         if node.mem_id in self._hidden_by_sheet:
             return "a stylesheet rule"
-        return css.hiding(style, self._frames[-1].opacity)
+        return css.hiding(style)
+
+    def _unchosen(self, attributes: dict[str, str | None]) -> bool:
+        """Whether a ``<switch>``'s child comes after the first child a browser draws whatever
+        its language and extensions (one without conditions, even one that draws nothing, a
+        ``<desc>``): no later child is drawn."""
+        switch = self._frames[-1]
+        if switch.chosen:
+            return True
+        switch.chosen = not any(name in attributes for name in _CONDITIONS)
+        return False
 
     def _legacy_colour(self, tag: str, attributes: dict[str, str | None]) -> css.Colour | None:
         """A colour an HTML attribute gives: ``color``, ``mathcolor``, ``<body text>``, and a
@@ -662,7 +750,7 @@ class _Reader:
         frame = self._frames[-1]
         if frame.unseen and text.strip():
             if not frame.counted:
-                self.hidden["text the colour of its background"] += 1
+                self.hidden[frame.unseen] += 1
                 frame.counted = True
             return
         table = self._tables[-1] if self._tables else None
@@ -719,6 +807,33 @@ def _inherited(parents: ChainMap[str, str], own: dict[str, str]) -> ChainMap[str
     """The custom properties an element's content sees: its own in front of its ancestors',
     nothing copied (copying at every element cost time in depth times properties)."""
     return parents.new_child(own) if own else parents
+
+
+def _extensions(attributes: dict[str, str | None]) -> list[str]:
+    return (attributes.get("requiredExtensions") or "").split()
+
+
+def _draws_text(tag: str, parent: _Frame) -> bool:
+    """Whether an element's own text is drawn: SVG draws text only inside a ``<text>`` (or
+    the HTML of a ``<foreignObject>``); words anywhere else in an ``<svg>`` are data no one
+    sees."""
+    if tag == "svg":
+        return False
+    if parent.foreign and tag in ("text", "foreignObject"):
+        return True
+    return parent.draws_text
+
+
+def _empty_viewport(attributes: dict[str, str | None], style: dict[str, str]) -> bool:
+    """An ``<svg>`` or ``<foreignObject>`` of no width or height, which clips what it holds
+    (by the user agent's ``overflow: hidden``), or an ``<svg>`` whose ``viewBox`` has no
+    width or height, which SVG says disables its rendering."""
+    sides = [attributes.get(side) or "" for side in ("width", "height")]
+    sides += [style.get(side, "") for side in ("width", "height")]
+    if any(css.px(side) == 0 for side in sides if side.strip()):
+        return True
+    box = re.split(r"[\s,]+", (attributes.get("viewBox") or "").strip())
+    return len(box) == 4 and any(css.px(side) == 0 for side in box[2:])
 
 
 def _style_of(attributes: dict[str, str | None], *, foreign: bool) -> str:

@@ -288,6 +288,52 @@ HIDING = [
         "<style>@import url('data:text/css,.x{display:none}');</style><p class=x>INJECT</p>",
         "a stylesheet rule",
     ),
+    # Review: degenerate clips, shrinking that nests (from inline styles and stylesheet rules
+    # alike), and SVG's own ways of drawing nothing.
+    ("<p style='clip-path:polygon(0 0,0 0,0 0)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0 0,50% 50%,100% 100%)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:ellipse(0 10px)'>INJECT</p>", "zero size"),
+    ("<p style='position:absolute;clip:rect(0 auto 0 auto)'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(1%)'>INJECT</p>", "zero size"),
+    ("<p style='scale:1%'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(calc(0))'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(0.1) scale(0.1)'>INJECT</p>", "zero size"),
+    ("<p style='transform:matrix(1,1,1,1,0,0)'>INJECT</p>", "zero size"),
+    ("<p style='transform:matrix(0.001,0,0,0.001,0,0)'>INJECT</p>", "zero size"),
+    ("<p style='transform:matrix3d(0,0,0,0,0,0,0,0,0,0,1,0,0,0,0,1)'>INJECT</p>", "zero size"),
+    (
+        "<div style='transform:scale(0.2)'><p style='transform:scale(0.2)'>INJECT</p></div>",
+        "zero size",
+    ),
+    ("<div style='zoom:0.2'><p style='zoom:0.2'>INJECT</p></div>", "zero size"),
+    ("<p style='zoom:1%'>INJECT</p>", "zero size"),
+    ("<p style='font-size:1%'>INJECT</p>", "zero size"),
+    ("<div style='font-size:10%'><p style='font-size:10%'>INJECT</p></div>", "zero size"),
+    ("<div style='font-size:.1em'><p style='font-size:.1em'>INJECT</p></div>", "zero size"),
+    ("<style>.a{font-size:0}</style><p class=a>INJECT</p>", "zero size"),
+    ("<style>.a{font-size:10%}</style><div class=a><p class=a>INJECT</p></div>", "zero size"),
+    (
+        "<style>.a{opacity:0.2}</style><div class=a><div class=a><p class=a>INJECT</p></div></div>",
+        "opacity:0",
+    ),
+    (
+        "<style>.a{opacity:0.1}</style><div class=a><p style='opacity:0.3'>INJECT</p></div>",
+        "opacity:0",
+    ),
+    ("<style>.a{transform:scale(.1)}</style><div class=a><p class=a>INJECT</p></div>", "zero size"),
+    ("<svg><text transform='scale(0)'>INJECT</text></svg>", "zero size"),
+    ("<svg><g transform='matrix(0 0 0 0 0 0)'><text>INJECT</text></g></svg>", "zero size"),
+    ("<svg viewBox='0 0 0 10'><text>INJECT</text></svg>", "zero size"),
+    ("<svg style='width:0'><text>INJECT</text></svg>", "zero size"),
+    ("<svg width='0.0' height='10'><text>INJECT</text></svg>", "zero size"),
+    ("<svg><switch><g></g><text>INJECT</text></switch></svg>", "a switch's unchosen child"),
+    ("<svg><switch><desc>d</desc><text>INJECT</text></switch></svg>", "a switch's unchosen child"),
+    (
+        "<svg><text requiredExtensions='http://example.org/x'>INJECT</text></svg>",
+        "an extension no browser has",
+    ),
+    ("<svg><foreignObject width='0' height='9'><p>INJECT</p></foreignObject></svg>", "zero size"),
+    ("<svg><g>INJECT</g></svg>", "text SVG does not draw"),
 ]
 
 
@@ -396,6 +442,28 @@ def test_visible_text_that_looks_hidden_is_kept(runner: SandboxRunner) -> None:
     assert _text(runner, page) == (
         "white on black\nwhite on a photo\nscreen only\nno overflow rule\n"
         "black fill over white\nhalf of half"
+    )
+
+
+def test_shrinking_that_stays_readable_or_is_undone_is_kept(runner: SandboxRunner) -> None:
+    """A font size a child sets again (``font-size:0`` on a row of inline blocks, a common
+    layout idiom), a quarter-size transform, fine print at 80 % of 80 %, a turned paragraph,
+    and a ``<switch>`` whose first child may not be the one chosen: shown text is not
+    dropped."""
+    page = (
+        "<style>.row{font-size:0}.col{font-size:20px}</style>"
+        "<div class=row><div class=col>column text</div></div>"
+        "<div style='font-size:0'><span style='font-size:16px'>size set again</span></div>"
+        "<div style='transform:scale(0.5)'><p style='transform:scale(0.5)'>quarter</p></div>"
+        "<p style='font-size:80%'><small style='font-size:80%'>fine print</small></p>"
+        "<p style='transform:rotate(45deg) scale(2)'>turned</p>"
+        "<div><svg><switch><text systemLanguage='fr'>bonjour</text> <text>hello</text>"
+        "</switch></svg></div><div><svg><text requiredExtensions='http://www.w3.org/1999/xhtml'>"
+        "required</text><foreignObject width='90' height='9'><p>foreign</p></foreignObject>"
+        "</svg></div>"
+    )
+    assert _text(runner, page) == (
+        "column text\nsize set again\nquarter\nfine print\nturned\nbonjour hello\nrequired\nforeign"
     )
 
 
