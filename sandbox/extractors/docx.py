@@ -12,6 +12,8 @@ import re
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
 
 from docx.exceptions import InvalidXmlError
 from docx.opc.constants import CONTENT_TYPE, RELATIONSHIP_TYPE
@@ -79,11 +81,21 @@ _KNOWN = frozenset(
         "urn:schemas-microsoft-com:office:word",
     }
 )
+#: The namespaces Word reads besides its extensions, which no ``mc:Ignorable`` makes it ignore.
+_UNDERSTOOD = _KNOWN | {
+    _W[1:-1],
+    _R[1:-1],
+    _MC[1:-1],
+    "http://schemas.openxmlformats.org/drawingml/2006/main",
+    "http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing",
+    "http://schemas.openxmlformats.org/drawingml/2006/picture",
+}
+#: The namespaces ``mc:Ignorable`` makes ignorable where an element stands, and the
+#: (namespace, local name or ``*``) pairs ``mc:ProcessContent`` says to read the content of.
+_Scope = tuple[frozenset[str], frozenset[tuple[str, str]]]
+_REMEMBERED_SCOPES = 4096
 #: How far a style's ``w:basedOn`` chain is followed (a cycle must not loop).
 _MAX_BASED_ON = 64
-#: Stands in the hidden styles for "no style named": a paragraph without ``w:pStyle`` has the
-#: default paragraph style (an id never written with a NUL in it).
-_DEFAULT_STYLE = "\x00default"
 _UNSHOWN_FURNITURE = (
     "[airlock: a header or footer Word does not show (a first-page or even-page one the "
     "document does not use) left out]"
@@ -122,7 +134,7 @@ def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
             TextBudget(limits),
             Numbering(numbering, styles),
             _heading_levels(styles),
-            _hidden_styles(styles),
+            _vanish(styles),
         )
         # Walked in reading order, so list counters and note numbers advance as a reader's would.
         body = walker.blocks(document_part.element.body)
@@ -204,12 +216,14 @@ class _Walker:
         budget: TextBudget,
         numbering: Numbering,
         heading_levels: dict[str, int],
-        hidden_styles: frozenset[str],
+        vanish: _Vanish,
     ) -> None:
         self._budget = budget
         self._numbering = numbering
         self._heading_levels = heading_levels
-        self._hidden_styles = hidden_styles
+        self._vanish = vanish
+        #: Whether the style of the table whose cell is being read turns hidden text around.
+        self._table_hides = False
         self.note_numbers: dict[tuple[str, str], int] = {}
         #: Characters Word does not show (hidden text), left out; and whether a header or
         #: footer part Word does not show was.
@@ -218,6 +232,7 @@ class _Walker:
         #: Documents Word imports where they stand (``w:altChunk``: HTML, RTF, another DOCX),
         #: which are not read: named, so their text is not lost without a word.
         self.embedded_documents = 0
+        self._compatibility = _Compatibility()
 
     def blocks(self, container: etree._Element) -> list[Block]:
         """The paragraphs and tables directly inside ``container``, in order."""
@@ -233,6 +248,8 @@ class _Walker:
                 blocks += self.blocks(branch)
             elif child.tag == _W + "altChunk":
                 self.embedded_documents += 1
+            elif self._compatibility.reading(child) == "content":
+                blocks += self.blocks(child)
         return blocks
 
     def _paragraph(self, paragraph: etree._Element) -> list[Block]:
@@ -242,8 +259,9 @@ class _Walker:
         pieces: list[str] = []
         boxes: list[etree._Element] = []
         style = paragraph.find(f"{_W}pPr/{_W}pStyle")
-        style_id = style.get(_W + "val") if style is not None else _DEFAULT_STYLE
-        hidden = style_id in self._hidden_styles
+        hidden = self._vanish.paragraph_hidden(
+            None if style is None else style.get(_W + "val"), self._table_hides
+        )
         self._inline(paragraph, pieces, boxes, hidden)
         text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
         blocks: list[Block] = []
@@ -261,8 +279,21 @@ class _Walker:
         elif text:
             blocks.append(Paragraph(text))
         for box in boxes:
-            blocks += self.blocks(box)
+            # A text box is a story of its own: the style of a table it is anchored in does
+            # not reach its text.
+            with self._in_table(hides=False):
+                blocks += self.blocks(box)
         return blocks
+
+    @contextmanager
+    def _in_table(self, *, hides: bool) -> Iterator[None]:
+        """Reads in a table whose style ``hides`` text, or not, and then as before: a nested
+        table's cells have their own table's style, not the outer one's."""
+        outer, self._table_hides = self._table_hides, hides
+        try:
+            yield
+        finally:
+            self._table_hides = outer
 
     def _heading_level(self, paragraph: etree._Element) -> int | None:
         """The paragraph's heading level by its own outline level, else by its style's."""
@@ -310,12 +341,14 @@ class _Walker:
                 branch = _chosen_branch(child)
                 if branch is not None:
                     self._inline(branch, pieces, boxes, hidden)
-            elif tag not in _SKIPPED_INLINE:
+            elif tag not in _SKIPPED_INLINE and self._compatibility.reading(child) != "nothing":
                 self._inline(child, pieces, boxes, hidden)
 
     def _run_hidden(self, run: etree._Element, inherited: bool) -> bool:
-        """Whether Word hides the run: its own ``w:vanish`` (or ``w:specVanish``) decides,
-        else its character style, else what it inherits from its paragraph's style."""
+        """Whether Word hides the run: its own ``w:vanish`` (or ``w:specVanish``) decides, as
+        direct formatting sets the toggle absolutely; else a character style that sets vanish
+        turns what it inherits from its paragraph around (a toggle property: ECMA-376 Part 1,
+        17.7.3), so a hidden character style in a hidden paragraph shows its text."""
         properties = run.find(_W + "rPr")
         if properties is None:
             return inherited
@@ -324,8 +357,8 @@ class _Walker:
             if toggle is not None:
                 return _on(toggle)
         style = properties.find(_W + "rStyle")
-        if style is not None and style.get(_W + "val") in self._hidden_styles:
-            return True
+        if style is not None and self._vanish.toggles(style.get(_W + "val")):
+            return not inherited
         return inherited
 
     def _note_mark(self, kind: str, note_id: str) -> str:
@@ -343,6 +376,12 @@ class _Walker:
         it; it is resolved by grid column in one pass, where python-docx walks up the rows for
         every continued cell.
         """
+        style = table.find(f"{_W}tblPr/{_W}tblStyle")
+        with self._in_table(hides=self._vanish.table_hides(style)):
+            return self._rows(table)
+
+    def _rows(self, table: etree._Element) -> list[Block]:
+        """The table's rows, read as :meth:`_table` says."""
         rows: list[list[str]] = []
         merged_above: dict[int, str] = {}
         header = False
@@ -370,6 +409,70 @@ class _Walker:
                 header = header or (index == 0 and _first_row_is_header(table, row))
                 rows.append(cells)
         return [Table(rows, header)] if rows else []
+
+
+class _Compatibility:
+    """What Word reads of an element by markup compatibility (ECMA-376 Part 3): one in a
+    namespace that ``mc:Ignorable`` names and Word does not know is ignored with all it holds,
+    unless ``mc:ProcessContent`` names it, when only the element itself is. Its text was read,
+    text no reader of the document sees, and a processed element's paragraphs were dropped.
+
+    Both attributes reach the element they stand on and everything inside it. What reaches
+    each element is remembered, so a deep nest of unknown elements costs a step each, not its
+    depth each; and all forgotten past :data:`_REMEMBERED_SCOPES` elements, so a million of
+    them cost no memory (the walk meets them in document order: what is forgotten is found
+    again once).
+    """
+
+    def __init__(self) -> None:
+        #: The scope reaching each element looked at, or above one.
+        self._scopes: dict[etree._Element, _Scope] = {}
+
+    def reading(self, element: etree._Element) -> Literal["nothing", "content", "all"]:
+        """``"nothing"`` (ignored, with its content), ``"content"`` (the element ignored, its
+        content read) or ``"all"``."""
+        tag = element.tag
+        # Most elements are WordprocessingML's: answered before any string is split.
+        if not isinstance(tag, str) or tag.startswith(_W) or not tag.startswith("{"):
+            return "all"
+        namespace, _, name = tag[1:].partition("}")
+        if namespace in _UNDERSTOOD:
+            return "all"
+        ignorable, processed = self._scope(element)
+        if namespace not in ignorable:
+            return "all"
+        return "content" if {(namespace, name), (namespace, "*")} & processed else "nothing"
+
+    def _scope(self, element: etree._Element) -> _Scope:
+        if len(self._scopes) > _REMEMBERED_SCOPES:
+            self._scopes.clear()
+        unknown: list[etree._Element] = []
+        node: etree._Element | None = element
+        while node is not None and node not in self._scopes:
+            unknown.append(node)
+            node = node.getparent()
+        scope = self._scopes[node] if node is not None else (frozenset(), frozenset())
+        for node in reversed(unknown):
+            scope = _widened(scope, node)
+            self._scopes[node] = scope
+        return scope
+
+
+def _widened(scope: _Scope, element: etree._Element) -> _Scope:
+    """``scope`` with what ``element``'s own ``mc:Ignorable`` and ``mc:ProcessContent`` add,
+    their prefixes read by the namespaces declared where they stand."""
+    prefixes = (element.get(_MC + "Ignorable") or "").split()
+    names = (element.get(_MC + "ProcessContent") or "").split()
+    if not prefixes and not names:
+        return scope  # lxml gathers an element's nsmap from all above it: not for nothing
+    namespaces = element.nsmap
+    ignorable = scope[0] | {namespaces[prefix] for prefix in prefixes if prefix in namespaces}
+    processed = scope[1] | {
+        (namespaces[prefix], local)
+        for prefix, _, local in (name.rpartition(":") for name in names)
+        if prefix in namespaces
+    }
+    return ignorable, processed
 
 
 def _first_row_is_header(table: etree._Element, row: etree._Element) -> bool:
@@ -417,18 +520,21 @@ def _furniture(
     """Each section's headers (or footers), first-page, then default, then even-page, each
     part once and named by which it is (``first-page header``).
 
-    A section that links to the previous one's header has no reference of its own; sections
-    that reference the same part, or parts with identical text, contribute it once. A
-    first-page part counts only in a section that gives its first page a different header
-    (``w:titlePg``), an even-page one only when the document gives even pages their own
-    (``w:evenAndOddHeaders``), in ``shown``: Word never draws one otherwise, and a planted
-    instruction in one reached the model.
+    A section without a reference of a kind has the previous section's of that kind (ECMA-376
+    Part 1, 17.10.5): a later section with ``w:titlePg`` shows a first-page header the first
+    section names but does not show. Sections that show the same part, or parts with identical
+    text, contribute it once. A first-page part counts only in a section that gives its first
+    page a different header (``w:titlePg``), an even-page one only when the document gives even
+    pages their own (``w:evenAndOddHeaders``), in ``shown``: Word never draws one otherwise,
+    and a planted instruction in one reached the model.
     """
     blocks: list[Block] = []
     seen_parts: set[int] = set()
     seen_texts: set[str] = set()
-    for section in document_part.element.body.iter(_W + "sectPr"):
-        references = {
+    unshown: list[XmlPart] = []
+    references: dict[str | None, str | None] = {}
+    for section in _sections(document_part.element.body):
+        references = references | {
             reference.get(_W + "type"): reference.get(_R + "id")
             for reference in section.iterchildren(f"{_W}{role}Reference")
         }
@@ -440,16 +546,28 @@ def _furniture(
             if (kind == "first" and (title_page is None or not _on(title_page))) or (
                 kind == "even" and "even" not in shown
             ):
-                # Word writes empty first-page and even-page parts into ordinary documents:
-                # only one with text is worth a notice.
-                walker.unshown_furniture |= bool("".join(part.element.itertext()).strip())
+                unshown.append(part)
                 continue
             seen_parts.add(id(part))
             text = words(Document(walker.blocks(part.element)))
             if text and text not in seen_texts:
                 seen_texts.add(text)
                 blocks.append(Furniture(name, text))
+    # Word writes empty first-page and even-page parts into ordinary documents: only one with
+    # text that no section shows is worth a notice.
+    walker.unshown_furniture |= any(
+        id(part) not in seen_parts and "".join(part.element.itertext()).strip() for part in unshown
+    )
     return blocks
+
+
+def _sections(body: etree._Element) -> Iterator[etree._Element]:
+    """The body's section properties in order, not those a tracked change replaced
+    (``w:sectPrChange``), which Word no longer applies."""
+    for section in body.iter(_W + "sectPr"):
+        parent = section.getparent()
+        if parent is None or parent.tag != _W + "sectPrChange":
+            yield section
 
 
 def _chosen_branch(alternate: etree._Element) -> etree._Element | None:
@@ -481,18 +599,51 @@ def _on(toggle: etree._Element) -> bool:
     return toggle.get(_W + "val", "true").lower() not in ("0", "false", "off")
 
 
-def _hidden_styles(styles: etree._Element | None) -> frozenset[str]:
-    """The paragraph and character styles whose runs are hidden text: their own ``w:vanish``,
-    or one a style they are based on sets (followed at most :data:`_MAX_BASED_ON` deep), or
-    the document's default run properties (``w:docDefaults``). :data:`_DEFAULT_STYLE` stands
-    for a paragraph that names no style: the default paragraph style's, or the defaults'."""
+@dataclass(frozen=True)
+class _Vanish:
+    """Where the document's styles set hidden text (``w:vanish``), a toggle property (ECMA-376
+    Part 1, 17.7.3): the document defaults start it, a table style or a character style that
+    sets it turns it around, a paragraph style sets it outright (as Word does, [MS-OI29500]
+    2.1.258), and a run's own formatting decides over all of them. Reading a style as simply
+    hidden hid the text of a hidden character style in a hidden paragraph, which Word shows.
+    """
+
+    #: The first value each style's ``w:basedOn`` chain sets, for the styles whose chain does.
+    by_style: dict[str, bool]
+    by_default: bool
+    #: The default style of each type (``paragraph``, ``table``): what an element naming none
+    #: has.
+    default_styles: dict[str, str]
+
+    def paragraph_hidden(self, style_id: str | None, table_hides: bool) -> bool:
+        """Whether a paragraph's runs are hidden before their own properties: its style's
+        value (the default paragraph style's if it names none), else the defaults turned
+        around by its table's style."""
+        if style_id is None:
+            style_id = self.default_styles.get("paragraph", "")
+        own = self.by_style.get(style_id)
+        return own if own is not None else self.by_default != table_hides
+
+    def table_hides(self, style: etree._Element | None) -> bool:
+        """Whether a table's style (the default table style if it names none) turns hidden
+        text around for the paragraphs in its cells."""
+        style_id = self.default_styles.get("table") if style is None else style.get(_W + "val")
+        return self.toggles(style_id)
+
+    def toggles(self, style_id: str | None) -> bool:
+        """Whether the style turns hidden text around; one setting it off leaves it as is."""
+        return self.by_style.get(style_id or "", False)
+
+
+def _vanish(styles: etree._Element | None) -> _Vanish:
+    """The document's :class:`_Vanish`: each style's own ``w:vanish``, or the first one a style
+    it is based on sets (followed at most :data:`_MAX_BASED_ON` deep, so a cycle ends)."""
     if styles is None:
-        return frozenset()
+        return _Vanish({}, by_default=False, default_styles={})
     defaults = styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr/{_W}vanish")
-    hidden_by_default = defaults is not None and _on(defaults)
     own: dict[str, bool | None] = {}
     parent: dict[str, str] = {}
-    default_paragraph = None
+    default_styles: dict[str, str] = {}
     for style in styles.iterchildren(_W + "style"):
         style_id = style.get(_W + "styleId")
         if style_id is None:
@@ -502,24 +653,20 @@ def _hidden_styles(styles: etree._Element | None) -> frozenset[str]:
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
-        if style.get(_W + "type") == "paragraph" and _on_attribute(style.get(_W + "default")):
-            default_paragraph = style_id
-    hidden = set()
+        if _on_attribute(style.get(_W + "default")):
+            default_styles[style.get(_W + "type", "paragraph")] = style_id
+    by_style: dict[str, bool] = {}
     for style_id in own:
         current: str | None = style_id
-        decided = hidden_by_default
         for _ in range(_MAX_BASED_ON):
             if current is None or current not in own:
                 break
-            if own[current] is not None:
-                decided = bool(own[current])
+            value = own[current]
+            if value is not None:
+                by_style[style_id] = value
                 break
             current = parent.get(current)
-        if decided:
-            hidden.add(style_id)
-    if default_paragraph in hidden or (default_paragraph is None and hidden_by_default):
-        hidden.add(_DEFAULT_STYLE)
-    return frozenset(hidden)
+    return _Vanish(by_style, defaults is not None and _on(defaults), default_styles)
 
 
 def _on_attribute(value: str | None) -> bool:

@@ -28,11 +28,19 @@ def docx_with(replacements: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def document_xml(body: str, doctype: str = "") -> bytes:
+def document_xml(body: str, doctype: str = "", root_attributes: str = "") -> bytes:
+    """The main document part around ``body``; ``root_attributes`` go on ``w:document``, where
+    Word declares its namespaces and which of them are ignorable."""
     return (
         f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n{doctype}'
-        f'<w:document xmlns:w="{WORD_NAMESPACE}"><w:body>{body}</w:body></w:document>'
+        f'<w:document xmlns:w="{WORD_NAMESPACE}" {root_attributes}><w:body>{body}</w:body>'
+        "</w:document>"
     ).encode()
+
+
+def styles_xml(styles: str) -> bytes:
+    """A styles part holding ``styles`` (``w:style`` and ``w:docDefaults`` elements)."""
+    return f'<w:styles xmlns:w="{WORD_NAMESPACE}">{styles}</w:styles>'.encode()
 
 
 def odt() -> bytes:

@@ -1,0 +1,232 @@
+"""DOCX text Word does not show: hidden text through the style hierarchy's toggles and table
+styles, elements in ignorable namespaces Word does not understand, and headers a later section
+inherits. Text Word hides is where a planted instruction sits; text Word shows must not be lost.
+"""
+
+from __future__ import annotations
+
+import io
+
+import docx as python_docx
+import pytest
+from docx.document import Document as WordDocument
+from docx.oxml.parser import parse_xml
+
+from sandbox.extractors import docx as docx_extractor
+from sandbox.limits import ParseLimits
+from tests.in_process import rendered_by
+from tests.sandbox.docx_builders import WORD_NAMESPACE, document_xml, docx_with, styles_xml
+
+rendered_docx = rendered_by(docx_extractor.extract_docx)
+LIMITS = ParseLimits()
+
+_MC = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+_HIDDEN_BY_DEFAULT = (
+    "<w:docDefaults><w:rPrDefault><w:rPr><w:vanish/></w:rPr></w:rPrDefault></w:docDefaults>"
+)
+_STYLES = (
+    '<w:style w:type="paragraph" w:styleId="HiddenPara"><w:rPr><w:vanish/></w:rPr></w:style>'
+    '<w:style w:type="paragraph" w:styleId="ShownPara"><w:rPr><w:vanish w:val="0"/></w:rPr>'
+    "</w:style>"
+    '<w:style w:type="character" w:styleId="HiddenChar"><w:rPr><w:vanish/></w:rPr></w:style>'
+    '<w:style w:type="character" w:styleId="HiddenCharChild"><w:basedOn w:val="HiddenChar"/>'
+    "</w:style>"
+    '<w:style w:type="character" w:styleId="ShownChar"><w:rPr><w:vanish w:val="false"/>'
+    "</w:rPr></w:style>"
+    '<w:style w:type="table" w:styleId="HiddenTable"><w:rPr><w:vanish/></w:rPr></w:style>'
+    '<w:style w:type="table" w:styleId="HiddenTableChild"><w:basedOn w:val="HiddenTable"/>'
+    "</w:style>"
+)
+_SHOWN = ["Text."]
+_HIDDEN = ["[airlock: 5 characters of hidden text left out]"]
+# A one-cell table without a header row, as the parent renders it.
+_SHOWN_IN_A_TABLE = ["|  |", "| --- |", "| Text. |"]
+
+
+def _run(character_style: str, direct: str) -> str:
+    style = f'<w:rStyle w:val="{character_style}"/>' if character_style else ""
+    return f"<w:r><w:rPr>{style}{direct}</w:rPr><w:t>Text.</w:t></w:r>"
+
+
+def _paragraph(paragraph_style: str, run: str) -> str:
+    style = f'<w:pPr><w:pStyle w:val="{paragraph_style}"/></w:pPr>' if paragraph_style else ""
+    return f"<w:p>{style}{run}</w:p>"
+
+
+def _table(table_style: str, content: str) -> str:
+    style = f'<w:tblStyle w:val="{table_style}"/>' if table_style else ""
+    return f"<w:tbl><w:tblPr>{style}</w:tblPr><w:tr><w:tc>{content}</w:tc></w:tr></w:tbl>"
+
+
+def _rendered(body: str, styles: str, root_attributes: str = "") -> list[str]:
+    payload = docx_with(
+        {
+            "word/document.xml": document_xml(body, root_attributes=root_attributes),
+            "word/styles.xml": styles_xml(styles),
+        }
+    )
+    return rendered_docx("application/octet-stream", payload, LIMITS).splitlines()
+
+
+@pytest.mark.parametrize(
+    ("paragraph_style", "character_style", "direct", "expected"),
+    [
+        # A paragraph style and a character style that both hide cancel out: Word shows it.
+        ("HiddenPara", "HiddenChar", "", _SHOWN),
+        ("HiddenPara", "HiddenCharChild", "", _SHOWN),
+        # Direct formatting is absolute, whatever the styles say.
+        ("HiddenPara", "HiddenChar", "<w:vanish/>", _HIDDEN),
+        ("HiddenPara", "HiddenChar", '<w:vanish w:val="0"/>', _SHOWN),
+        ("", "", "<w:vanish/>", _HIDDEN),
+        # A style setting the toggle off leaves it as the levels before left it.
+        ("HiddenPara", "ShownChar", "", _HIDDEN),
+        ("", "HiddenChar", "", _HIDDEN),
+        ("ShownPara", "HiddenChar", "", _HIDDEN),
+        ("HiddenPara", "", "", _HIDDEN),
+        ("", "", "", _SHOWN),
+    ],
+)
+def test_docx_vanish_toggles_between_paragraph_and_character_styles(
+    paragraph_style: str, character_style: str, direct: str, expected: list[str]
+) -> None:
+    """Vanish is a toggle property (ECMA-376 Part 1, 17.7.3): a paragraph style and a character
+    style that both set it cancel, and Word shows the text; it was left out as hidden."""
+    body = _paragraph(paragraph_style, _run(character_style, direct))
+    assert _rendered(body, _STYLES) == expected
+
+
+@pytest.mark.parametrize(
+    ("table_style", "paragraph_style", "character_style", "direct", "expected"),
+    [
+        ("HiddenTable", "", "", "", _HIDDEN),
+        ("HiddenTableChild", "", "", "", _HIDDEN),
+        # The table style's toggle and a character style's cancel.
+        ("HiddenTable", "", "HiddenChar", "", _SHOWN),
+        ("HiddenTable", "", "", '<w:vanish w:val="0"/>', _SHOWN),
+        # Word sets the toggle to what a paragraph style says rather than toggling it
+        # ([MS-OI29500] 2.1.258, on ECMA-376 Part 1, 17.7.8).
+        ("HiddenTable", "HiddenPara", "", "", _HIDDEN),
+        ("HiddenTable", "ShownPara", "", "", _SHOWN),
+        ("HiddenTable", "HiddenPara", "HiddenChar", "", _SHOWN),
+        ("", "", "", "", _SHOWN),
+    ],
+)
+def test_docx_text_a_table_style_hides_is_left_out(
+    table_style: str, paragraph_style: str, character_style: str, direct: str, expected: list[str]
+) -> None:
+    """A table style's run properties apply to every paragraph in its cells; a table style
+    hiding its text was ignored, and the hidden text was read as the table's."""
+    body = _table(table_style, _paragraph(paragraph_style, _run(character_style, direct)))
+    lines = _rendered(body, _STYLES)
+    assert lines == (_SHOWN_IN_A_TABLE if expected == _SHOWN else expected)
+
+
+def test_docx_the_default_table_style_and_only_the_nearest_tables_style_apply() -> None:
+    """A table naming no style has the document's default table style; a table nested in a
+    cell has its own style, not the outer table's."""
+    styles = (
+        '<w:style w:type="table" w:default="1" w:styleId="Plain"><w:rPr><w:vanish/></w:rPr>'
+        '</w:style><w:style w:type="table" w:styleId="Shown"/>'
+    )
+    inner = _table("Shown", _paragraph("", _run("", "")))
+    body = _table("", _paragraph("", "<w:r><w:t>Outer</w:t></w:r>") + inner)
+    assert _rendered(body, styles) == [
+        *_SHOWN_IN_A_TABLE,
+        "",
+        "[airlock: 5 characters of hidden text left out]",
+    ]
+
+
+def test_docx_a_table_style_does_not_reach_a_text_box_anchored_in_its_cell() -> None:
+    """A text box is a story of its own, outside the table its anchor stands in."""
+    box = "<w:txbxContent><w:p><w:r><w:t>Text.</w:t></w:r></w:p></w:txbxContent>"
+    anchor = f'<w:r><w:rPr><w:vanish w:val="0"/></w:rPr>{box}</w:r>'
+    assert _rendered(_table("HiddenTable", _paragraph("", anchor)), _STYLES) == _SHOWN_IN_A_TABLE
+
+
+@pytest.mark.parametrize(
+    ("table_style", "character_style", "expected"),
+    [
+        # The defaults are where the hierarchy starts: a style that sets vanish toggles them.
+        ("", "HiddenChar", _SHOWN),
+        ("HiddenTable", "", _SHOWN),
+        ("", "ShownChar", _HIDDEN),
+        ("", "", _HIDDEN),
+    ],
+)
+def test_docx_styles_toggle_the_documents_default_vanish(
+    table_style: str, character_style: str, expected: list[str]
+) -> None:
+    """With ``w:docDefaults`` hiding text, a character or table style that sets vanish shows it
+    again; such a run was left out as hidden."""
+    body = _table(table_style, _paragraph("", _run(character_style, "")))
+    lines = _rendered(body, _HIDDEN_BY_DEFAULT + _STYLES)
+    assert lines == (_SHOWN_IN_A_TABLE if expected == _SHOWN else expected)
+
+
+def test_docx_elements_in_an_ignorable_namespace_word_does_not_know_are_not_read() -> None:
+    """Word ignores an element in a namespace ``mc:Ignorable`` names and it does not know, with
+    all it holds, unless ``mc:ProcessContent`` names it (then only the element is ignored): the
+    text inside such an element, which no reader of the document sees, was read."""
+    root = (
+        f'xmlns:mc="{_MC}" xmlns:x="urn:airlock-test:unknown" mc:Ignorable="x" '
+        'mc:ProcessContent="x:wrap"'
+    )
+    body = (
+        "<w:p><w:r><w:t>Shown.</w:t></w:r><x:foo><w:r><w:t>IGNORED</w:t></w:r></x:foo>"
+        "<w:r><x:bar><w:t>IGNORED</w:t></x:bar></w:r>"
+        "<x:wrap><w:r><w:t> Processed.</w:t></w:r></x:wrap></w:p>"
+        "<x:wrap><w:p><w:r><w:t>Block processed.</w:t></w:r></w:p></x:wrap>"
+        "<x:block><w:p><w:r><w:t>IGNORED</w:t></w:r></w:p></x:block>"
+    )
+    assert _rendered(body, "", root) == ["Shown. Processed.", "Block processed."]
+
+
+def test_docx_an_ignorable_declaration_cannot_hide_what_word_knows() -> None:
+    """Word never ignores WordprocessingML itself, whatever ``mc:Ignorable`` names."""
+    root = f'xmlns:mc="{_MC}" mc:Ignorable="w"'
+    body = "<w:p><w:hyperlink><w:r><w:t>Shown.</w:t></w:r></w:hyperlink></w:p>"
+    assert _rendered(body, "", root) == ["Shown."]
+
+
+def _saved(document: WordDocument) -> bytes:
+    buffer = io.BytesIO()
+    document.save(buffer)
+    return buffer.getvalue()
+
+
+def test_docx_a_first_page_header_a_later_section_inherits_is_read() -> None:
+    """A section giving its first page a header of its own (``w:titlePg``) without naming one
+    has the previous section's first-page header; where only the later section showed it, it
+    was left out as a header Word does not show."""
+    document = python_docx.Document()
+    first = document.sections[0]
+    first.different_first_page_header_footer = True
+    first.first_page_header.paragraphs[0].text = "Inherited first-page header"
+    first.different_first_page_header_footer = False
+    document.add_paragraph("Body text.")
+    later = document.add_section()
+    later.different_first_page_header_footer = True
+    document.add_paragraph("More text.")
+    text = rendered_docx("application/octet-stream", _saved(document), LIMITS)
+    assert text.splitlines()[:2] == ["[first-page header]", "Inherited first-page header"]
+    assert "Word does not show" not in text
+
+
+def test_docx_a_tracked_former_section_does_not_show_a_header() -> None:
+    """``w:sectPrChange`` holds a section's properties before a tracked change, which Word no
+    longer applies: its ``w:titlePg`` does not show the first-page header."""
+    document = python_docx.Document()
+    section = document.sections[0]
+    section.different_first_page_header_footer = True
+    section.first_page_header.paragraphs[0].text = "UNSHOWN first-page header"
+    section.different_first_page_header_footer = False
+    document.add_paragraph("Body text.")
+    former = parse_xml(
+        f'<w:sectPrChange xmlns:w="{WORD_NAMESPACE}" w:id="1" w:author="a"><w:sectPr>'
+        "<w:titlePg/></w:sectPr></w:sectPrChange>"
+    )
+    document.element.body.sectPr.append(former)
+    lines = rendered_docx("application/octet-stream", _saved(document), LIMITS).splitlines()
+    assert "UNSHOWN first-page header" not in lines
+    assert lines[-1].startswith("[airlock: a header or footer Word does not show")
