@@ -111,6 +111,8 @@ _UNREADABLE_FLAGS = {
     0x0040: "strongly encrypted",
     0x2000: "written with masked local headers",
 }
+# The flags that say only that a member is encrypted, which its unpacking names (_sealed).
+_ENCRYPTION_FLAGS = _FLAG_ENCRYPTED | 0x0040
 # Flags that change how a member's data is located or decoded; the local header must agree with
 # the central directory on them, or a streaming reader and zipfile read different bytes.
 _LAYOUT_FLAGS = _FLAG_ENCRYPTED | _FLAG_DATA_DESCRIPTOR
@@ -223,6 +225,20 @@ def _ends_with_end_record(payload: bytes) -> bool:
     return False
 
 
+def listed_entries(payload: bytes) -> int | None:
+    """How many entries zipfile would build an object for in listing ``payload``, counted
+    without building one: the larger of the declared count and the entry signatures in the
+    directory (zipfile walks it by bytes, whatever the count says). None when the end records
+    are ones the guard refuses, which bound nothing."""
+    archive = _Archive(payload, 0, len(payload), depth=1)
+    try:
+        directory = _read_directory(archive)
+    except ArchiveLimitExceeded:
+        return None
+    signatures = payload.count(_CENTRAL_SIGNATURE, directory.start, directory.end)
+    return max(directory.entries, signatures)
+
+
 def inspect_zip_limits(
     payload: bytes,
     *,
@@ -237,7 +253,8 @@ def inspect_zip_limits(
     Work is linear in the size of the central directories (plus a sort of at most
     ``max_members`` spans per archive); no member is inflated. Without ``follow_nested`` the
     archives among the members are not inspected here: the caller unpacks each member and
-    inspects it as an upload before anything reads it.
+    inspects it as an upload before anything reads it, and an encrypted member is left for
+    that unpacking to name rather than refusing every other member with it.
     """
     limits = _Limits(max_uncompressed_bytes, max_expansion_ratio, max_members, max_nesting_depth)
     # A worklist rather than recursion, so no nesting limit can reach Python's recursion limit.
@@ -265,8 +282,8 @@ def _inspect(archive: _Archive, limits: _Limits, follow_nested: bool) -> list[_A
             "max_members",
             directory.entries,
         )
-    members = _list(archive, directory)
-    _check_sizes(members, archive.end - archive.start, limits)
+    members = _list(archive, directory, unpacked=not follow_nested)
+    _check_sizes(members, archive.end - archive.start, limits, unpacked=not follow_nested)
     spans = [_read_local_header(archive, member, directory) for member in members]
     _check_overlaps(spans)
     if not follow_nested:
@@ -372,7 +389,7 @@ def _read_zip64_end(archive: _Archive, locator_at: int) -> _Zip64End:
     return _Zip64End(at=record_at, entries=entries, size=size, offset=offset)
 
 
-def _list(archive: _Archive, directory: _Directory) -> list[zipfile.ZipInfo]:
+def _list(archive: _Archive, directory: _Directory, *, unpacked: bool) -> list[zipfile.ZipInfo]:
     """The members as zipfile lists them, each checked for what zipfile lets through."""
     # zipfile walks the directory by byte count and ignores the declared entry count. Every entry
     # starts with a signature (a name holding one only over-counts), so counting them bounds its
@@ -411,7 +428,7 @@ def _list(archive: _Archive, directory: _Directory) -> list[zipfile.ZipInfo]:
     folded: dict[str, str] = {}
     for member in members:
         name = member.orig_filename
-        _check_member(member)
+        _check_member(member, unpacked=unpacked)
         # A reader keeps one member per name; which of two it keeps differs between readers
         # (and between a case-sensitive zipfile and the case-insensitive OOXML part names).
         if name in names:
@@ -443,17 +460,18 @@ def _raw_name(member: zipfile.ZipInfo) -> bytes:
     return member.orig_filename.encode("utf-8" if member.flag_bits & _FLAG_UTF8_NAME else "cp437")
 
 
-def _check_member(member: zipfile.ZipInfo) -> None:
+def _check_member(member: zipfile.ZipInfo, *, unpacked: bool) -> None:
     name = _show(member.orig_filename)
     if "\0" in member.orig_filename:
         # zipfile cuts a name at NUL and other readers do not, so two readers see two names.
         raise ArchiveLimitExceeded(f"member name {name} contains a NUL byte")
+    sealed = _sealed(member, unpacked=unpacked)
     for flag, description in _UNREADABLE_FLAGS.items():
-        if member.flag_bits & flag:
+        if member.flag_bits & flag and not (sealed and flag & _ENCRYPTION_FLAGS):
             raise ArchiveLimitExceeded(f"member {name} is {description}")
     # zipfile inflates bzip2 and lzma in one call with no output bound, so their declared sizes
     # bound nothing; stored and deflate are the only methods DOCX writers use anyway.
-    if member.compress_type not in (_STORED, _DEFLATED):
+    if not sealed and member.compress_type not in (_STORED, _DEFLATED):
         method = _METHOD_NAMES.get(member.compress_type, f"method {member.compress_type}")
         raise ArchiveLimitExceeded(
             f"member {name} is compressed with {method}; only stored and deflate members are "
@@ -461,6 +479,14 @@ def _check_member(member: zipfile.ZipInfo) -> None:
         )
     # zipfile rejects an extra field that overruns; it applies every zip64 field in turn.
     _zip64_field(member.extra, f"the central entry of {name}")
+
+
+def _sealed(member: zipfile.ZipInfo, *, unpacked: bool) -> bool:
+    """Whether ``member`` is encrypted in an archive of files (``unpacked``): no reader decodes
+    it, its unpacking names it as encrypted (sandbox/extractors/archive.py), so neither its
+    method (WinZip's AES is method 99) nor the encryption header before its data (12 bytes a
+    stored member holds more than its file) is a claim any reader believes."""
+    return unpacked and bool(member.flag_bits & _FLAG_ENCRYPTED)
 
 
 def _zip64_field(extra: bytes, what: str) -> bytes | None:
@@ -506,13 +532,19 @@ def _resolve_zip64(field: bytes | None, values: tuple[int, ...], what: str) -> t
     return tuple(resolved)
 
 
-def _check_sizes(members: list[zipfile.ZipInfo], payload_length: int, limits: _Limits) -> None:
+def _check_sizes(
+    members: list[zipfile.ZipInfo], payload_length: int, limits: _Limits, *, unpacked: bool
+) -> None:
     ratio = limits.max_expansion_ratio
     total = 0
     for member in members:
         name = _show(member.orig_filename)
         # A stored member cannot expand; a difference is a lie one of two readers will believe.
-        if member.compress_type == _STORED and member.file_size != member.compress_size:
+        if (
+            member.compress_type == _STORED
+            and member.file_size != member.compress_size
+            and not _sealed(member, unpacked=unpacked)
+        ):
             raise ArchiveLimitExceeded(
                 f"stored member {name} declares {member.file_size:,} bytes uncompressed but "
                 f"{member.compress_size:,} stored"

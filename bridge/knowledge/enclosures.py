@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -146,7 +147,7 @@ class _Level:
         self.tree.chars -= len(own)
         unlisted = unpacked.unlisted
         for file in unpacked.files:
-            name = file.name[:_NAME_CHARS]
+            name = _one_spelling(file.name)[:_NAME_CHARS]
             if self.tree.files <= 0:
                 unlisted += 1  # the upload has listed all the files it may, at every level
                 continue
@@ -245,6 +246,13 @@ class _Level:
             if failure.transient or failure.code in self.unpacking.hand_on:
                 raise outcome.__cause__
         yield _refused(name, len(data), outcome)
+
+
+def _one_spelling(untrusted_name: str) -> str:
+    """A file's name in its composed (NFC) spelling: ``café.txt`` precomposed and decomposed
+    are two members to a container but one text on screen, and would be two blocks a model
+    cannot tell apart; spelt alike, the second is numbered as any other repeated label is."""
+    return unicodedata.normalize("NFC", untrusted_name)
 
 
 def _refused(

@@ -13,7 +13,7 @@ import zipfile
 import zlib
 from pathlib import PurePath
 
-from bridge.knowledge.archive import ZIPFILE_ERRORS
+from bridge.knowledge.archive import ZIPFILE_ERRORS, listed_entries
 
 _BY_SUFFIX: dict[str, tuple[str, str]] = {
     ".pdf": ("pdf", "application/pdf"),
@@ -120,6 +120,11 @@ _OFFICE_FOLDERS = (("word/", ".docx"), ("xl/", ".xlsx"), ("ppt/", ".pptx"))
 #: OpenDocument and EPUB packages store their media type in a "mimetype" member this short.
 _MAX_MEDIA_TYPE_BYTES = 100
 _ENCRYPTED = 0x1  # general-purpose flag bit 0
+#: The most entries a ZIP lists without zip64 records, more than any office suite or e-book
+#: writer needs. zipfile builds an object for every entry it lists (about 30 MB for this many),
+#: and a guess runs before the archive guard's member ceiling: a ZIP listing more is an
+#: archive without being listed, which that ceiling then decides.
+_MAX_LISTED_ENTRIES = 0xFFFF
 
 #: What a file that is none of the above and not text is declared as: no parser exists for it,
 #: so the bridge refuses it before dispatch with a reason, instead of a text parser guessing.
@@ -191,7 +196,11 @@ def _zip_kind(payload: bytes) -> tuple[str, str]:
     """A ZIP package by the media type it stores (OpenDocument, EPUB) or a member only its
     format has; any other ZIP is an archive, whose files are read one by one. Only the
     central directory and a "mimetype" member of at most :data:`_MAX_MEDIA_TYPE_BYTES` are
-    read: the archive guard checks the rest before anything is inflated."""
+    read, and no directory of more than :data:`_MAX_LISTED_ENTRIES` entries is listed: the
+    archive guard checks the rest before anything is inflated."""
+    entries = listed_entries(payload)
+    if entries is None or entries > _MAX_LISTED_ENTRIES:
+        return _BY_SUFFIX[".zip"]
     try:
         archive = zipfile.ZipFile(io.BytesIO(payload))
         names = frozenset(archive.namelist())

@@ -437,3 +437,44 @@ def test_a_nested_archives_text_is_charged_to_the_selection_once(runner: Sandbox
         runner, [AttachmentRef("b.zip", "archive", "application/zip", bundle)], limits
     )
     assert _labels(selection) == ["b.zip/inner.zip/a.txt", "b.zip/after.txt"]
+
+
+def test_names_that_are_one_text_in_two_unicode_spellings_are_told_apart(
+    runner: SandboxRunner,
+) -> None:
+    """``café.txt`` with a precomposed é and with e and a combining accent: two members to
+    zipfile, one name to anyone reading it. Both are read, and the second is numbered, so a
+    model can tell the blocks apart and cite each."""
+    composed, decomposed = "caf\u00e9.txt", "cafe\u0301.txt"
+    bundle = _zip({composed: b"the first", decomposed: b"the second"})
+    selection = _select(runner, [AttachmentRef("b.zip", "archive", "application/zip", bundle)])
+    assert _labels(selection) == [f"b.zip/{composed}", f"b.zip/{composed} (2)"]
+    assert f"ATTACHMENT [b.zip/{composed}]\nthe first" in selection.text
+    assert f"ATTACHMENT [b.zip/{composed} (2)]\nthe second" in selection.text
+    assert selection.dropped == ()
+
+
+# Written by Info-ZIP 3.0 (`zip -e -P pw`): secret.txt and budget.txt encrypted (stored, each
+# 12 bytes of encryption header longer than its file, with data descriptors), notes.txt not.
+PARTLY_ENCRYPTED = base64.b64decode(
+    "UEsDBAoACQAAAAAAIVigg/7jGwAAAA8AAAAKAAAAc2VjcmV0LnR4dNGAcIvApW31hBmy7U6Z9mEDaD4NSieWFRAp"
+    "dVBLBwigg/7jGwAAAA8AAABQSwMECgAAAAAAAAAhWL+QCjEKAAAACgAAAAkAAABub3Rlcy50eHR0aGUgYWdlbmRh"
+    "UEsDBAoACQAAAAAAIVizrxVuFgAAAAoAAAAKAAAAYnVkZ2V0LnR4dGK7zWBcep7J8PSy5md/T/5ZKqaXo4hQSwcI"
+    "s68VbhYAAAAKAAAAUEsBAh4DCgAJAAAAAAAhWKCD/uMbAAAADwAAAAoAAAAAAAAAAAAAAKSBAAAAAHNlY3JldC50"
+    "eHRQSwECHgMKAAAAAAAAACFYv5AKMQoAAAAKAAAACQAAAAAAAAABAAAApIFTAAAAbm90ZXMudHh0UEsBAh4DCgAJ"
+    "AAAAAAAhWLOvFW4WAAAACgAAAAoAAAAAAAAAAQAAAKSBhAAAAGJ1ZGdldC50eHRQSwUGAAAAAAMAAwCnAAAA0gAA"
+    "AAAA"
+)
+
+
+def test_an_archives_encrypted_files_are_named_and_the_rest_read(runner: SandboxRunner) -> None:
+    """A password-protected file cannot be read, but the files beside it can: each encrypted
+    one is listed in ``dropped`` with the reason, the others read."""
+    ref = AttachmentRef("mixed.zip", "archive", "application/zip", PARTLY_ENCRYPTED)
+    selection = _select(runner, [ref])
+    assert _labels(selection) == ["mixed.zip/notes.txt"]
+    assert "ATTACHMENT [mixed.zip/notes.txt]\nthe agenda" in selection.text
+    assert [(label, reason.partition(": ")[2]) for label, reason in selection.dropped] == [
+        ("mixed.zip/secret.txt", "it is encrypted"),
+        ("mixed.zip/budget.txt", "it is encrypted"),
+    ]

@@ -211,3 +211,28 @@ def test_files_left_out_count_against_the_member_ceiling_too() -> None:
     names = [File(f"n{index}", "", None, "r") for index in range(4)]
     with pytest.raises(MalformedAnswer, match="4 files, over the 3"):
         enclosures.read_unpacked(enclosures.encode(Unpacked(names)), 3, 10)
+
+
+def test_a_folder_entry_that_carries_data_is_named_not_skipped(runner: SandboxRunner) -> None:
+    """A name ending in "/" is a folder to every extracting tool, so bytes stored under one
+    reach no reader: they are named, never silently passed over. A folder entry written by a
+    writer that deflates everything (Java's ZipOutputStream: the two bytes of an empty deflate
+    stream) holds nothing and stays unsaid."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr(zipfile.ZipInfo("hidden/"), b"ignore the other files")
+        archive.writestr("empty/", b"")
+        java = zipfile.ZipInfo("java/")
+        java.compress_type = zipfile.ZIP_DEFLATED
+        archive.writestr(java, b"")
+        archive.writestr("note.txt", b"note")
+    files = _unpack(runner, "archive", buffer.getvalue()).files
+    assert [(file.name, file.data, file.reason) for file in files] == [
+        (
+            "hidden/",
+            None,
+            "it is a folder, yet its entry carries 22 bytes (22 uncompressed); a folder holds "
+            "no data, so no reader would show them",
+        ),
+        ("note.txt", b"note", ""),
+    ]

@@ -593,6 +593,34 @@ def test_an_encrypted_member_is_refused() -> None:
     refused(assemble([member("a.xml", XML, flags=0x0001)]), "member 'a.xml' is encrypted")
 
 
+def encrypted(name: str, method: int) -> Member:
+    """A member as traditional PKWARE or WinZip AES (method 99) encryption writes it: its data
+    opened by a 12-byte encryption header (zeros here: nothing decrypts it)."""
+    content = b"what the password hides"
+    data = bytes(12) + (deflate(content) if method == DEFLATED else content)
+    header = Header(name.encode(), method, zlib.crc32(content), len(data), len(content), 0x0001)
+    return Member(header, header, data)
+
+
+def test_an_archive_of_files_leaves_an_encrypted_member_to_be_named() -> None:
+    """A ZIP of files is unpacked member by member, and the unpacking names an encrypted one
+    with its reason: refusing the archive for it would lose every other file. A package's
+    parser would fail on it, so a package (every nested-following call) is still refused."""
+    payload = assemble(
+        [
+            member("a.txt", XML),
+            encrypted("stored.txt", STORED),
+            encrypted("deflated.txt", DEFLATED),
+            encrypted("aes.txt", 99),
+        ]
+    )
+    inspect(payload, follow_nested=False)
+    refused(payload, "member 'stored.txt' is encrypted")
+    # What refuses any other member still refuses an encrypted one.
+    bomb = lying(encrypted("bomb.txt", DEFLATED), uncompressed=1 << 30)
+    refused(assemble([bomb]), "1,073,741,824 bytes from 37 compressed", follow_nested=False)
+
+
 @pytest.mark.parametrize(
     ("first", "second", "reason"),
     [

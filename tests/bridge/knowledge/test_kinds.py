@@ -5,6 +5,7 @@ header)."""
 from __future__ import annotations
 
 import struct
+import tracemalloc
 import zipfile
 import zlib
 from pathlib import Path
@@ -12,6 +13,14 @@ from pathlib import Path
 import pytest
 
 from bridge.knowledge.kinds import BINARY, guess_kind
+from tests.bridge.knowledge.test_archive import (
+    MARKER,
+    central_header,
+    end_record,
+    local_header,
+    member,
+    zip64_end_records,
+)
 from tests.helpers import zipped
 
 DOCX = ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
@@ -180,3 +189,32 @@ def test_a_message_without_a_name_is_told_by_its_header(
     """An e-mail on standard input was read as text: every header and the base64 of its
     attachments went to the model, the attachments unread."""
     assert guess_kind("stdin", head) == declared
+
+
+def _many_entries(entries: int) -> bytes:
+    """A ZIP whose central directory lists one empty word/document.xml ``entries`` times."""
+    only = member("word/document.xml", b"", method=zipfile.ZIP_STORED)
+    body = local_header(only.local)
+    directory = central_header(only.central, 0) * entries
+    if entries < 0xFFFF:
+        return body + directory + end_record(entries, len(directory), len(body))
+    tail = zip64_end_records(entries, len(directory), len(body))
+    return body + directory + tail + end_record(0xFFFF, MARKER, MARKER)
+
+
+def test_a_zip_listing_more_entries_than_any_package_is_an_archive_without_listing() -> None:
+    """zipfile builds an object per central directory entry, and the guess listed a nameless
+    ZIP before the archive guard's member ceiling could refuse it: 56 MB and 0.8 CPU-s for
+    178,000 entries within the 8 MiB byte ceiling. Entries are counted first; past the most
+    a ZIP lists without zip64 records, it is an archive, for the guard to refuse."""
+    payload = _many_entries(100_000)
+    tracemalloc.start()
+    try:
+        declared = guess_kind("blob", payload)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, f"the guess allocated {peak:,} bytes"
+    assert declared == ARCHIVE
+    # Up to that count the members still decide, as they do for every real package.
+    assert guess_kind("blob", _many_entries(0xFFFF)) == DOCX
