@@ -21,6 +21,7 @@ import email.policy
 import re
 from collections.abc import Sequence
 from email.message import EmailMessage, Message
+from typing import Any
 
 from sandbox import codes, enclosures
 from sandbox.document import Document
@@ -45,6 +46,31 @@ _MESSAGES = ("message/rfc822", "message/global")
 _AS_WRITTEN = email.policy.default.clone(refold_source="none")
 
 
+class _Part(EmailMessage):
+    """A part that parses each of its header lines once. ``policy.default`` parses a header
+    anew on every read, and the parser and this reader read a part's Content-Type eight times:
+    a message of 10,000 one-line attachments (:data:`MAX_PARTS`) took 10 CPU-s of its job's
+    20 s wall, 13 of every 17 in header parsing."""
+
+    def __init__(self, policy: email.policy.Policy | None = None) -> None:
+        super().__init__(policy)
+        # By the line as written (name and value), so no edit of the headers can go unseen.
+        self._read: dict[tuple[str, str], Any] = {}
+
+    def get(self, name: str, failobj: Any = None) -> Any:
+        wanted = name.lower()
+        for written, value in self.raw_items():
+            if written.lower() == wanted:
+                line = (written, value)
+                if line not in self._read:
+                    self._read[line] = self.policy.header_fetch_parse(written, value)
+                return self._read[line]
+        return failobj
+
+
+_POLICY = email.policy.default.clone(message_factory=_Part)
+
+
 @extractor("email")
 def extract_email(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
     return messages.read(_parsed(payload), TextBudget(limits))
@@ -67,7 +93,7 @@ def _parsed(payload: bytes) -> messages.Message:
 def _parse(payload: bytes) -> EmailMessage:
     """An RFC 822 message parsed, refused past the parser's recursion or :data:`MAX_PARTS`."""
     try:
-        parsed = email.message_from_bytes(payload, policy=email.policy.default)
+        parsed = email.message_from_bytes(payload, policy=_POLICY)
     except RecursionError as exc:
         raise Refusal(codes.CEILING, "the message nests its parts too deep to parse") from exc
     _bound_parts(parsed)
