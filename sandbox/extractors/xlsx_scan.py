@@ -6,19 +6,23 @@ calamine reads hidden rows like the others (hidden text is where a planted instr
 as in a hidden sheet), and lays out every cell between the first and the last before anyone
 can count them (two cells at A1 and XFD1048576 ask it for 512 GB, and it aborts). Tags are
 found by pattern in the part's bytes: linear, and no second XML parser over the sheet. A tag's
-attributes are read up to the next "<", which no attribute value may hold: reading to the next
-">" went quadratic over a comment of unclosed tags (140 KB of sheet, 18 CPU-s). A tag whose
-attribute value holds a ">" hides the attributes after it from the pattern; the child's
-memory limit still bounds what calamine then allocates. XLSX and XLSM only; XLSB, XLS and ODS
-keep calamine's view. See docs/sandbox.md, "Parsers".
+attributes are read up to the next "<", which no attribute value may hold, quotes and all (a
+">" in a value ended the tag before its ``hidden``): reading to the next ">" went quadratic
+over a comment of unclosed tags (140 KB of sheet, 18 CPU-s). Comments, CDATA sections and
+processing instructions are passed over, as calamine's reader passes over them. Each cell is
+placed as calamine places it (by its own reference, or after the cell before it), so a cell of
+a hidden row is hidden wherever it lands. XLSX and XLSM only; XLSB, XLS and ODS keep
+calamine's view. See docs/sandbox.md, "Parsers".
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import posixpath
 import re
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lxml import etree
@@ -40,21 +44,38 @@ _MAX_SHEETS = 100_000
 #: The workbook and its relationships are a few KB, but leftover defined names make some
 #: workbooks megabytes (90,000 names: 5.2 MB): a part past this is refused.
 _MAX_WORKBOOK_PART = 64 << 20
-_ROW = re.compile(rb"<(?:[\w.-]+:)?row\b([^<>]*)>")
-_COLUMN = re.compile(rb"<(?:[\w.-]+:)?col\b([^<>]*)>")
-_CELL = re.compile(rb"<(?:[\w.-]+:)?c\b([^<>]*?)(/?)>")
-#: calamine reads a column of any number of letters (ZZZZ1 is past Excel's last, XFD).
-_REFERENCE = re.compile(rb"\sr\s*=\s*[\"']([A-Za-z]{1,7})(\d{1,7})[\"']")
-_ERROR = re.compile(rb"\st\s*=\s*[\"']e[\"']")
+#: A row, column, cell or sheetData tag, or a row's or a cell's end, its attributes read to the
+#: first ">" outside quotes; possessive, so a tag that never closes costs one pass to the next
+#: "<".
+_TAG = re.compile(
+    rb"""<(?:(/)(?:[\w.-]+:)?(row|c)|(?:[\w.-]+:)?(row|col|c|sheetData))(?=[\s/>])"""
+    rb"""((?:[^<>"']++|"[^"<]*+"|'[^'<]*+')*+)>"""
+)
+#: Markup whose content calamine's reader passes over: a row tag written in a comment or a
+#: CDATA section renumbered the rows after it, and a "</row>" in one would end a hidden row
+#: before its cells. A document type is refused, not passed over: an entity's value may hold
+#: any tag, a "]>" too, and no writer of sheets declares one.
+_OPAQUE = re.compile(rb"<!--|<!\[CDATA\[|<\?|<!DOCTYPE")
+_OPAQUE_ENDS = {b"<!--": b"-->", b"<![CDATA[": b"]]>", b"<?": b"?>"}
 #: An attribute; its name starts where no name character precedes it, so a long run of name
 #: characters with no "=" after it is tried once, not from each of its characters (a comment
 #: of 20 KB of letters cost 3.5 CPU-s).
 _ATTRIBUTE = re.compile(rb"""(?<![\w.:-])([\w.:-]+)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+#: The attributes before the one sought, each stepped over whole from the tag's start: a
+#: search found ``r="A2"`` inside another attribute's value.
+_BEFORE = rb"""(?:\s+[\w.:-]+\s*=\s*(?:"[^"]*"|'[^']*'))*?\s+"""
+#: A cell's or a row's ``r`` as calamine reads it, undecoded: any number of letters (ZZZZ1 is
+#: past Excel's last column, XFD; a row's "B5" is row 5), then the row. One pattern, as cheap
+#: as a search: a million rows and cells are scanned in seconds.
+_REFERENCE = re.compile(_BEFORE + rb"""r\s*=\s*["']([A-Za-z]*)(\d+)["']""")
+_TYPE = re.compile(_BEFORE + rb"""t\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 #: XML's character references and predefined entities, which calamine decodes in attribute
 #: values: hidden="&#49;" hid a row from a pattern looking for "1".
 _REFERENCES = re.compile(rb"&(?:#x([0-9a-fA-F]{1,6})|#([0-9]{1,7})|(lt|gt|amp|quot|apos));")
 _ENTITIES = {b"lt": b"<", b"gt": b">", b"amp": b"&", b"quot": b'"', b"apos": b"'"}
-_TRUE = frozenset({b"1", b"true"})
+#: The only values of ``hidden`` that show a row or column: xs:boolean's false. A reader
+#: lenient about the rest may hide what the scan read as shown ("True" was shown).
+_FALSE = frozenset({b"0", b"false"})
 #: Excel's last column (XFD) and a bound above its last row.
 _MAX_COLUMN = 16_384
 _MAX_ROW = 10_000_000
@@ -147,39 +168,158 @@ def _read(archive: zipfile.ZipFile, member: str, ceiling: int | None) -> bytes:
 
 
 def _scanned(sheet: bytes) -> SheetScan:
-    return SheetScan(_hidden_rows(sheet), _hidden_columns(sheet), *_extent_and_errors(sheet))
+    walk = _Walk()
+    for start, end in _tagged(sheet):
+        for tag in _TAG.finditer(sheet, start, end):
+            _, ended, name, inside = tag.groups()
+            if name == b"c":
+                walk.cell(inside, valued=not inside.endswith(b"/"))
+            elif ended == b"c":
+                walk.cell_ended()
+            elif walk.cell_depth:
+                continue  # calamine reads what a cell holds as the cell's: a row tag is no row
+            elif name == b"sheetData":
+                walk.data_started()
+            elif name == b"col":
+                walk.column_span(_attributes(inside))
+            elif ended:
+                walk.row_ended()
+            elif inside.endswith(b"/"):
+                walk.row_ended(inside)
+            else:
+                walk.row_started(inside)
+    return walk.scanned()
 
 
-def _hidden_rows(sheet: bytes) -> frozenset[int]:
-    """Hidden rows by index; a row without ``r`` follows the one before it, as calamine
-    numbers it (the schema makes ``r`` optional)."""
-    hidden = set()
-    number = 0
-    for tag in _ROW.finditer(sheet):
-        attributes = _attributes(tag[1])
-        stated = attributes.get(b"r", b"")
-        number = int(stated) if stated.isdigit() and len(stated) <= 7 else number + 1
-        if attributes.get(b"hidden", b"").strip() in _TRUE:
-            hidden.add(number - 1)
-    return frozenset(hidden)
+def _tagged(sheet: bytes) -> Iterator[tuple[int, int]]:
+    """The spans of a part outside its comments, CDATA sections and processing instructions;
+    one left open hides the rest (calamine refuses the part)."""
+    position = 0
+    while (opaque := _OPAQUE.search(sheet, position)) is not None:
+        if opaque[0] == b"<!DOCTYPE":
+            raise ValueError("a sheet declares a document type")
+        yield position, opaque.start()
+        closed = sheet.find(_OPAQUE_ENDS[opaque[0]], opaque.end())
+        if closed < 0:
+            return
+        position = closed + len(_OPAQUE_ENDS[opaque[0]])
+    yield position, len(sheet)
 
 
-def _hidden_columns(sheet: bytes) -> frozenset[int]:
-    """Hidden columns by index, from each ``col`` span's ``min`` and ``max`` in either order.
-    The spans are merged before any index is listed: a span of every column costs 16,384
-    entries once, not once per tag (0.45 ms a tag)."""
-    spans = []
-    for tag in _COLUMN.finditer(sheet):
-        attributes = _attributes(tag[1])
-        low, high = _column(attributes.get(b"min", b"")), _column(attributes.get(b"max", b""))
-        if attributes.get(b"hidden", b"").strip() in _TRUE and low and high:
-            spans.append((low - 1, high))
+class _Walk:
+    """A sheet's tags in order, each cell placed as calamine places it: by its reference, or
+    else on the row calamine is at (the last row's ``r``, one more for each row closed since)
+    and one column after the cell before it. A cell inside a hidden row hides the row it is
+    placed on: ``<row r="2" hidden="1">`` holding ``<c r="A5">`` showed its text on row 5."""
+
+    def __init__(self) -> None:
+        self.hidden_rows: set[int] = set()
+        self.hidden_spans: list[tuple[int, int]] = []
+        #: Whether each row element now open is hidden (rows nest in a hostile sheet), and how
+        #: many of them are.
+        self.open_rows: list[bool] = []
+        self.hidden_open = 0
+        self.row = self.column = 0
+        self.top = self.left = _MAX_ROW
+        self.bottom = self.right = -1
+        self.errors = 0
+        self.in_data = False
+        #: The cells now open: calamine ends a cell at its own end tag, and reads the rows and
+        #: cells written inside it as its content.
+        self.cell_depth = 0
+
+    def data_started(self) -> None:
+        """calamine numbers rows from 0 at the first ``sheetData`` and reads no other: a row
+        tag before it (in ``sheetPr``) renumbered the rows without ``r`` after it."""
+        if not self.in_data:
+            self.in_data = True
+            self.row = self.column = 0
+            self.open_rows.clear()
+            self.hidden_open = 0
+
+    def row_started(self, tag: bytes) -> None:
+        number = _REFERENCE.match(tag)
+        if number is not None:
+            self.row = _position(number)[0]
+        hidden = (b"hidden" in tag or b"ht" in tag) and _concealing(_attributes(tag), b"ht")
+        self.open_rows.append(hidden)
+        if hidden:
+            self.hidden_open += 1
+            self.hidden_rows.add(self.row)
+
+    def row_ended(self, empty: bytes | None = None) -> None:
+        """A row's end, or the whole of an empty row ``<row .../>`` given its tag."""
+        if empty is not None:
+            self.row_started(empty)
+        if self.open_rows:
+            self.hidden_open -= self.open_rows.pop()
+        self.row += 1
+        self.column = 0
+
+    def column_span(self, attributes: dict[bytes, bytes]) -> None:
+        """A ``col`` span's ``min`` and ``max`` in either order, listed when it is hidden."""
+        low = _column(attributes.get(b"min", b""))
+        high = _column(attributes.get(b"max", b""))
+        if _concealing(attributes, b"width") and low and high:
+            self.hidden_spans.append((low - 1, high))
+
+    def cell(self, tag: bytes, *, valued: bool) -> None:
+        if self.cell_depth:
+            self.cell_depth += int(valued)
+            return
+        self.cell_depth = int(valued)
+        self.errors += (b"e" in tag or b"&" in tag) and _type(tag) == b"e"
+        reference = _REFERENCE.match(tag)
+        row = self.row
+        if reference is not None and reference[1]:
+            row, self.column = _position(reference)
+        if self.hidden_open:
+            self.hidden_rows.add(row)
+        if valued:  # a cell without a value (formatting alone) calamine does not lay out
+            self.top, self.bottom = min(self.top, row), max(self.bottom, row)
+            self.left, self.right = min(self.left, self.column), max(self.right, self.column)
+        self.column += 1
+
+    def cell_ended(self) -> None:
+        self.cell_depth = max(self.cell_depth - 1, 0)
+
+    def scanned(self) -> SheetScan:
+        height = self.bottom - self.top + 1 if self.bottom >= 0 else 0
+        width = self.right - self.left + 1 if self.right >= 0 else 0
+        return SheetScan(
+            frozenset(self.hidden_rows), _merged(self.hidden_spans), height, width, self.errors
+        )
+
+
+def _merged(spans: list[tuple[int, int]]) -> frozenset[int]:
+    """The columns of the hidden spans, merged before any index is listed: a span of every
+    column costs 16,384 entries once, not once per tag (0.45 ms a tag)."""
     hidden: set[int] = set()
     reached = -1
     for first, last in sorted(spans):
         hidden.update(range(max(first, reached), last))
         reached = max(reached, last)
     return frozenset(hidden)
+
+
+def _concealing(attributes: dict[bytes, bytes], size: bytes) -> bool:
+    """Whether a row or column is hidden as some reader may take it: any ``hidden`` of any
+    prefix not plainly false (a prefixed "0" after "1" overrode the one Excel reads), or a
+    height or width that is no number above zero (``ht="0"`` hides a row as surely)."""
+    return any(
+        (local == b"hidden" and value.strip() not in _FALSE)
+        or (local == size and not _positive(value))
+        for local, value in (
+            (name.rpartition(b":")[2], value) for name, value in attributes.items()
+        )
+    )
+
+
+def _positive(number: bytes) -> bool:
+    try:
+        return float(number) > 0
+    except ValueError:
+        return False
 
 
 def _column(number: bytes) -> int | None:
@@ -190,31 +330,31 @@ def _column(number: bytes) -> int | None:
     return min(int(digits or b"0"), _MAX_COLUMN) if len(digits) <= 6 else _MAX_COLUMN
 
 
-def _extent_and_errors(sheet: bytes) -> tuple[int, int, int]:
-    """The rows and columns from the first valued cell to the last, and the error cells."""
-    top = left = _MAX_ROW
-    bottom = right = -1
-    errors = 0
-    for cell in _CELL.finditer(sheet):
-        inside = cell[1] if b"&" not in cell[1] else _unescaped(cell[1])
-        errors += _ERROR.search(inside) is not None
-        reference = _REFERENCE.search(inside)
-        if cell[2] or reference is None:
-            continue  # a cell without a value (formatting alone) calamine does not lay out
-        row, column = int(reference[2]) - 1, _column_index(reference[1])
-        top, bottom = min(top, row), max(bottom, row)
-        left, right = min(left, column), max(right, column)
-    height = bottom - top + 1 if bottom >= 0 else 0
-    width = right - left + 1 if right >= 0 else 0
-    return height, width, errors
+def _position(reference: re.Match[bytes]) -> tuple[int, int]:
+    """A reference's row and column, 0-based (column -1 without letters). One past any sheet
+    is refused: calamine's 32-bit arithmetic wraps where Python's does not, so the scan would
+    put a long ``r`` ("00000003") on another row than calamine."""
+    letters, digits = reference.groups()
+    if len(letters) > 7 or len(digits) > 7:
+        raise ValueError("a row or cell reference is past any sheet's last")
+    return int(digits) - 1, _column_index(letters)
+
+
+def _type(tag: bytes) -> bytes:
+    """A cell's ``t``, decoded."""
+    found = _TYPE.match(tag)
+    if found is None:
+        return b""
+    return _unescaped(found[1] if found[1] is not None else found[2])
 
 
 def _attributes(tag: bytes) -> dict[bytes, bytes]:
-    """A tag's attributes by local name, their values decoded as calamine decodes them."""
-    return {
-        name.rpartition(b":")[2]: _unescaped(double or single)
-        for name, double, single in _ATTRIBUTE.findall(tag)
-    }
+    """A tag's attributes by their whole name (``x:r`` is not ``r``), the first of a name
+    winning as calamine looks one up, their values decoded as calamine decodes them."""
+    found = reversed(_ATTRIBUTE.findall(tag))
+    if b"&" not in tag:
+        return {name: double or single for name, double, single in found}
+    return {name: _unescaped(double or single) for name, double, single in found}
 
 
 def _unescaped(value: bytes) -> bytes:
@@ -231,6 +371,7 @@ def _referenced(reference: re.Match[bytes]) -> bytes:
     return chr(code).encode("utf-8", "replace") if code <= _LAST_CODE_POINT else b""
 
 
+@functools.lru_cache(maxsize=4096)
 def _column_index(letters: bytes) -> int:
     index = 0
     for letter in letters.upper():

@@ -398,16 +398,18 @@ def test_a_sheet_repeating_an_earlier_name_is_left_out(runner: SandboxRunner) ->
     assert blocks[-1] == Notice('[airlock: sheet "S" repeats an earlier name; left out]')
 
 
-def test_the_scan_of_a_comment_of_unclosed_tags_is_linear() -> None:
+@pytest.mark.parametrize(("opening", "closing"), [(b"<!-- ", b" -->"), (b"", b"")])
+def test_the_scan_of_unclosed_tags_is_linear(opening: bytes, closing: bytes) -> None:
     """Attributes were read up to the next ">": a comment of "<c " with none cost every
     attempt the rest of the comment (140 KB of sheet, 18 CPU-s). Eight times the sheet must
-    cost about eight times as much, never the sixty-four a quadratic scan would."""
+    cost about eight times as much, never the sixty-four a quadratic scan would; in a comment
+    or out of one, and with quotes that never close."""
 
     def cost(repeats: int) -> float:
         # Unclosed tags, then a run of name characters with no "=" after it.
         part = (
-            b"<worksheet><!-- " + b"<c xyz " * repeats + b"<row " + b"a" * (2 * repeats)
-            + b" --><sheetData/></worksheet>"
+            b"<worksheet>" + opening + b"<c xyz " * repeats + b'<row a="' * repeats + b"<row "
+            + b"a" * (2 * repeats) + closing + b"<sheetData/></worksheet>"
         )  # fmt: skip
         least = float("inf")
         for _ in range(3):
@@ -538,3 +540,166 @@ def test_an_external_entity_in_any_part_is_never_fetched(
     for url in (canary.url, secret.as_uri()):
         _refused_or_left_out(runner, _with_entity(external("ROOT", url))[part])
     assert canary.hits == []
+
+
+# --- hidden rows and columns however their markup is bent ------------------------------------
+
+
+def _cell(reference: str, text: str) -> str:
+    """An inline-string cell; without a reference when ``reference`` is empty."""
+    placed = f' r="{reference}"' if reference else ""
+    return f'<c{placed} t="inlineStr"><is><t>{text}</t></is></c>'
+
+
+def _shown_of(runner: SandboxRunner, rows: str, before: str = "", first: str = "") -> list[Block]:
+    """The blocks of a one-sheet workbook: ``rows`` after ``first`` (a row 1 holding "shown"
+    when empty), under ``before``, the elements before ``sheetData`` (its ``cols``)."""
+    first = first or f'<row r="1">{_cell("A1", "shown")}</row>'
+    part = sheet(first + rows)
+    blocks = _read(runner, xlsx({"S": part.replace("<sheetData>", f"{before}<sheetData>")}))
+    assert "HIDDEN" not in str(blocks)
+    return blocks
+
+
+HIDDEN_NOTICE = Notice('[airlock: the hidden rows and columns of sheet "S" are left out]')
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        # calamine places a cell by its own reference: row 5, which nothing hides.
+        f'<row r="2" hidden="1">{_cell("A5", "HIDDEN")}</row>',
+        # A row nested in a hidden one ends before the cell after it; calamine's row moves on.
+        f'<row r="2" hidden="1"><row>{_cell("", "x")}</row>{_cell("", "HIDDEN")}</row>',
+    ],
+    ids=["reference outside its row", "after a nested row"],
+)
+def test_a_cell_of_a_hidden_row_is_left_out_wherever_calamine_places_it(
+    runner: SandboxRunner, rows: str
+) -> None:
+    blocks = _shown_of(runner, rows)
+    assert _sheets(blocks) == {"S": [["shown"]]}
+    assert blocks[-1] == HIDDEN_NOTICE
+
+
+@pytest.mark.parametrize("value", ["True", "TRUE", "yes", "on", "2", "-1", "01", "", "&#xa0;1"])
+def test_any_hidden_value_not_clearly_false_hides_its_row_and_column(
+    runner: SandboxRunner, value: str
+) -> None:
+    """xs:boolean is "1", "0", "true" or "false": a reader lenient about the rest may hide a row
+    the scan read as shown ("True" was shown)."""
+    columns = f'<cols><col min="2" max="2" hidden="{value}"/></cols>'
+    rows = f'<row r="2" hidden="{value}">{_cell("A2", "HIDDEN")}</row>'
+    blocks = _shown_of(runner, rows + f'<row r="3">{_cell("B3", "HIDDEN")}</row>', columns)
+    assert _sheets(blocks) == {"S": [["shown"]]}
+    assert blocks[-1] == HIDDEN_NOTICE
+
+
+@pytest.mark.parametrize("value", ["0", "false", " false ", "&#32;0"])
+def test_a_hidden_value_that_is_false_shows_its_row_and_column(
+    runner: SandboxRunner, value: str
+) -> None:
+    columns = f'<cols><col min="2" max="2" hidden="{value}"/></cols>'
+    rows = f'<row r="2" hidden="{value}">{_cell("A2", "row")}{_cell("B2", "column")}</row>'
+    blocks = _shown_of(runner, rows, columns)
+    assert _sheets(blocks) == {"S": [["shown", ""], ["row", "column"]]}
+
+
+@pytest.mark.parametrize(
+    ("rows", "columns"),
+    [
+        # A ">" in an attribute value ended the scan's tag before the hidden attribute.
+        (f'<row r="2" note=">" hidden="1">{_cell("A2", "HIDDEN")}</row>', ""),
+        (
+            f'<row r="2">{_cell("A2", "a")}{_cell("B2", "HIDDEN")}</row>',
+            '<cols><col min="2" note=">" max="2" hidden="1"/></cols>',
+        ),
+        # A prefixed attribute of the same local name overrode the one Excel reads.
+        (f'<row r="2" hidden="1" x:hidden="0" xmlns:x="urn:x">{_cell("A2", "HIDDEN")}</row>', ""),
+        # Markup calamine passes over as text: a row tag in it renumbered the rows after it.
+        (f'<!-- <row r="50"/> --><row hidden="1">{_cell("", "HIDDEN")}</row>', ""),
+        ('<row r="2" hidden="1"><!-- </row> --><c t="str"><v>HIDDEN</v></c></row>', ""),
+        (f'<row r="2" hidden="1"><?pi <row r="9"> ?>{_cell("", "HIDDEN")}</row>', ""),
+        (
+            '<row r="2" hidden="1"><c r="A2" t="inlineStr"><is><t><![CDATA[<row r="9">]]></t>'
+            f"</is></c>{_cell('', 'HIDDEN')}</row>",
+            "",
+        ),
+        # calamine reads a cell's content as the cell's: a row tag in it is no row.
+        (
+            '<row r="2"><c r="A2" t="inlineStr"><is><row r="9"/><t>a</t></is></c></row>'
+            f'<row hidden="1">{_cell("", "HIDDEN")}</row>',
+            "",
+        ),
+        # Zero height or width hides a row or a column as surely as "hidden".
+        (f'<row r="2" ht="0" customHeight="1">{_cell("A2", "HIDDEN")}</row>', ""),
+        (
+            f'<row r="2">{_cell("A2", "a")}{_cell("B2", "HIDDEN")}</row>',
+            '<cols><col min="2" max="2" width="0" customWidth="1"/></cols>',
+        ),
+    ],
+    ids=[
+        "row >",
+        "column >",
+        "prefixed",
+        "comment row",
+        "comment end",
+        "instruction",
+        "cdata",
+        "row in a cell",
+        "zero height",
+        "zero width",
+    ],
+)
+def test_hidden_rows_and_columns_are_found_however_their_tags_are_written(
+    runner: SandboxRunner, rows: str, columns: str
+) -> None:
+    assert _shown_of(runner, rows, columns)[-1] == HIDDEN_NOTICE
+
+
+def test_cells_without_a_reference_count_in_the_extent() -> None:
+    """calamine places such a cell on its row element's row: the scan passed it over, and a
+    sheet of two cells reached calamine's layout of 20 million."""
+    rows = '<row r="1"><c r="AMJ1"><v>1</v></c></row><row r="20000"><c><v>1</v></c></row>'
+    scans = xlsx_scan.scan(xlsx({"S": sheet(rows)}))
+    assert scans is not None and scans[0] is not None
+    assert (scans[0].height, scans[0].width) == (20_000, 1_024)
+
+
+def test_rows_are_numbered_from_the_sheets_data_as_calamine_numbers_them(
+    runner: SandboxRunner,
+) -> None:
+    """A row tag before ``sheetData`` (which calamine never reads) numbered the first row
+    without ``r`` 51: calamine put its cells on row 1, shown."""
+    hidden = f'<row hidden="1">{_cell("", "HIDDEN")}</row>'
+    blocks = _shown_of(
+        runner, f"<row>{_cell('', 'shown')}</row>", '<sheetPr><row r="50"/></sheetPr>', hidden
+    )
+    assert _sheets(blocks) == {"S": [["shown"]]}
+    assert blocks[-1] == HIDDEN_NOTICE
+
+
+@pytest.mark.parametrize(
+    ("part", "reason"),
+    [
+        # calamine reads the eight digits as row 3; the scan took the row after the last.
+        (
+            sheet(f'<row r="00000003" hidden="1">{_cell("", "HIDDEN")}</row>'),
+            "a row or cell reference is past any sheet's last",
+        ),
+        # An entity's value may open a sheetData and a row that calamine never reads.
+        (
+            sheet(
+                f'<row hidden="1">{_cell("", "HIDDEN")}</row>',
+                "<!DOCTYPE worksheet [<!ENTITY a \"<sheetData><row r='50'>\">]>",
+            ),
+            "a sheet declares a document type",
+        ),
+    ],
+    ids=["long reference", "document type"],
+)
+def test_a_sheet_the_scan_cannot_number_as_calamine_does_is_refused(
+    runner: SandboxRunner, part: str, reason: str
+) -> None:
+    with pytest.raises(UnreadableInput, match=reason):
+        _read(runner, xlsx({"S": part}))
