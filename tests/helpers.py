@@ -10,6 +10,7 @@ import subprocess
 import zipfile
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, TypeVar
 
 from bridge.knowledge.contracts import IngestSelection
@@ -79,3 +80,12 @@ def zipped(members: Mapping[str, bytes], method: int = zipfile.ZIP_DEFLATED) -> 
         for name, data in members.items():
             archive.writestr(name, data)
     return buffer.getvalue()
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` is alive: a zombie has ended, only its parent has not reaped it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

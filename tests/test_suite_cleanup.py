@@ -10,17 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import running
 from tests.integration.load import wait_until
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 @pytest.mark.integration
@@ -39,12 +32,12 @@ def test_a_run_stopped_by_sigterm_stops_its_redis_server(tmp_path: Path) -> None
         wait_until(pid_file.exists, 120, "the inner run's redis-server")
         wait_until(lambda: pid_file.read_text() != "", 10, "the server's pid")
         redis_pid = int(pid_file.read_text())
-        assert _running(redis_pid)
+        assert running(redis_pid)
         run.send_signal(signal.SIGTERM)
         assert run.wait(60) != 0
-        wait_until(lambda: not _running(redis_pid), 30, "the inner run's redis-server to stop")
+        wait_until(lambda: not running(redis_pid), 30, "the inner run's redis-server to stop")
     finally:
         run.kill()
         run.wait()
-        if redis_pid and _running(redis_pid):  # the failure's leftover, not the next run's
+        if redis_pid and running(redis_pid):  # the failure's leftover, not the next run's
             os.kill(redis_pid, signal.SIGKILL)

@@ -195,16 +195,23 @@ def _saved(document: WordDocument) -> bytes:
     return buffer.getvalue()
 
 
+def _first_page_header_unshown(text: str) -> WordDocument:
+    """A document whose one section names a first-page header holding ``text`` but does not
+    give its first page one (no ``w:titlePg``), with a paragraph of body."""
+    document = python_docx.Document()
+    section = document.sections[0]
+    section.different_first_page_header_footer = True
+    section.first_page_header.paragraphs[0].text = text
+    section.different_first_page_header_footer = False
+    document.add_paragraph("Body text.")
+    return document
+
+
 def test_docx_a_first_page_header_a_later_section_inherits_is_read() -> None:
     """A section giving its first page a header of its own (``w:titlePg``) without naming one
     has the previous section's first-page header; where only the later section showed it, it
     was left out as a header Word does not show."""
-    document = python_docx.Document()
-    first = document.sections[0]
-    first.different_first_page_header_footer = True
-    first.first_page_header.paragraphs[0].text = "Inherited first-page header"
-    first.different_first_page_header_footer = False
-    document.add_paragraph("Body text.")
+    document = _first_page_header_unshown("Inherited first-page header")
     later = document.add_section()
     later.different_first_page_header_footer = True
     document.add_paragraph("More text.")
@@ -216,12 +223,7 @@ def test_docx_a_first_page_header_a_later_section_inherits_is_read() -> None:
 def test_docx_a_tracked_former_section_does_not_show_a_header() -> None:
     """``w:sectPrChange`` holds a section's properties before a tracked change, which Word no
     longer applies: its ``w:titlePg`` does not show the first-page header."""
-    document = python_docx.Document()
-    section = document.sections[0]
-    section.different_first_page_header_footer = True
-    section.first_page_header.paragraphs[0].text = "UNSHOWN first-page header"
-    section.different_first_page_header_footer = False
-    document.add_paragraph("Body text.")
+    document = _first_page_header_unshown("UNSHOWN first-page header")
     former = parse_xml(
         f'<w:sectPrChange xmlns:w="{WORD_NAMESPACE}" w:id="1" w:author="a"><w:sectPr>'
         "<w:titlePg/></w:sectPr></w:sectPrChange>"

@@ -35,6 +35,7 @@ from sandbox.extractor import SandboxExtractor
 from sandbox.jail import DEFAULT_UID_BASE, MECHANISMS
 from sandbox.limits import MIB, ParseLimits, SandboxLimits
 from sandbox.runner import ExtractionResult, SandboxRunner
+from tests.helpers import running
 from tests.pdf_builders import slow_text_pdf
 from tests.sandbox.probes import PROBE_MODULES
 
@@ -90,14 +91,6 @@ def _started_zygote(start: Callable[[], object]) -> int:
     start()
     (zygote,) = _zygotes() - before
     return zygote
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _scratch_root(zygote: int) -> Path:
@@ -274,7 +267,7 @@ def test_a_fork_server_killed_between_jobs_is_replaced_for_the_next_job(noticed:
         for _ in range(3):
             os.kill(zygote, signal.SIGKILL)
             if noticed:
-                assert _eventually(lambda: not _running(zygote))  # noqa: B023 - awaited here
+                assert _eventually(lambda: not running(zygote))  # noqa: B023 - awaited here
             # Two jobs may still be answered by the dying server's warm children; the
             # third needs a child the dead server cannot fork.
             for text in ("next", "again", "third"):
@@ -331,7 +324,7 @@ def test_a_child_that_answered_is_not_run_again_when_its_fork_server_dies() -> N
         def answer_then_kill(done: int, total: int) -> None:
             heard.append(done)
             # No warm children: the job's is the only one. It answers, then exits.
-            assert _eventually(lambda: not any(map(_running, _descendants(zygote))))
+            assert _eventually(lambda: not any(map(running, _descendants(zygote))))
             os.kill(zygote, signal.SIGKILL)
 
         with pytest.raises(ParserError, match="ValueError: own verdict"):
@@ -359,7 +352,7 @@ def test_close_removes_any_scratch_tree_and_tolerates_a_dead_fork_server() -> No
         level = below
     os.close(level)
     os.kill(zygote, signal.SIGKILL)
-    assert _eventually(lambda: not _running(zygote))
+    assert _eventually(lambda: not running(zygote))
     sandbox.close()
     sandbox.close()
     assert not scratch.exists()
@@ -500,7 +493,7 @@ def test_nothing_outlives_a_killed_worker() -> None:
     doomed = _descendants(zygote) | {zygote}
     worker.kill()
     worker.wait()
-    assert _eventually(lambda: not any(_running(pid) for pid in doomed))
+    assert _eventually(lambda: not any(running(pid) for pid in doomed))
     assert _eventually(lambda: not scratch.exists())
 
 
