@@ -41,9 +41,10 @@ QUOTE = ">"
 # "⁅page 5⁆") and over 200 of each notice ("[airIock: ...]"), which an attacker's review
 # printed in airlock's voice.
 
-# Spaces and quote marks a line may open with before what is judged, as it reads folded (a
-# full-width "＞" decomposes to ">", a spacing accent to a space and its mark).
-_LEADING = re.compile(r"[\s>]+")
+# Spaces, quote marks and Markdown's emphasis a line may open with before what is judged, as
+# it reads folded (a full-width "＞" decomposes to ">", a spacing accent to a space and its
+# mark): "**[page 3]**" and "“[page 3]”" read as the marker in bold or in quotes.
+_LEADING = re.compile(r"[\s>*_\"'“”‘’«»]+")
 # The words a page is named by in a page marker ("[page 3", "[Pages 3", "[p. 3", "[pg 3"); a
 # caption such as "[Table 1]" or "[표 1]" is left as it is.
 _PAGE_WORDS = ("pages", "page", "pgs", "pg", "pp", "p")
@@ -129,11 +130,12 @@ def _folded_char(char: str) -> str:
 
 
 # A bracket, a word a page is named by and a number reads as a page marker, whatever dot,
-# colon or number sign sits between them ("[p. 3]", "[page: 3]", "[page #3]"). 0 and 1 fold to
+# colon, number sign or dash sits between them ("[p. 3]", "[page: 3]", "[page #3]",
+# "[page-3]", any dash folded to "-"). 0 and 1 fold to
 # "o" and "l": a run of them is a number when a digit ends it, or a closing bracket, comma or
 # hyphen follows it ("[page 10]", "[page 1]"), so "[Page One" and "[Pole]" stay prose.
 _READS_AS_PAGE_MARKER = re.compile(
-    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")[\s.:#]*(?:[ol]*\d|[ol]+[\],\-])"
+    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")[\s.:#\-]*(?:[ol]*\d|[ol]+[\],\-])"
 )
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.

@@ -17,7 +17,7 @@ import math
 import re
 import sys
 from collections import ChainMap
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from PIL import ImageColor
@@ -219,12 +219,53 @@ def magnification(style: Mapping[str, str]) -> float:
     text a sliver, though neither scales it to nothing everywhere), times ``scale`` and
     ``zoom``. Nested elements multiply theirs, as :func:`opacity`."""
     factors = [_least_stretch(style.get("transform", ""))]
-    # A negative scale mirrors the text, at the same size.
-    factors += [abs(_factor(part, 1.0)) for part in style.get("scale", "").split()[:2]]
+    # The smaller of its two axes, as a transform's: "scale: 0.001 1000" is a sliver. A
+    # negative scale mirrors the text, at the same size.
+    axes = [abs(_factor(part, 1.0)) for part in style.get("scale", "").split()[:2]]
+    factors.append(min(axes, default=1.0))
     # A zoom of 0 (or an invalid negative one) is 1 to a browser.
     zoom = _factor(style.get("zoom", ""), 1.0)
     factors.append(zoom if zoom > 0 else 1.0)
-    return min(math.prod(min(factor, _MOST_MAGNIFIED) for factor in factors), _MOST_MAGNIFIED)
+    return nested(1.0, *factors)
+
+
+def nested(*factors: float) -> float:
+    """Factors multiplied down a tree, each and the product held to :data:`_MOST_MAGNIFIED`:
+    fifty-two nested ``zoom:1000000`` made infinity, and a ``scale(0)`` inside them not a
+    number, which no ceiling compares below."""
+    product = 1.0
+    for factor in factors:
+        product = min(product * min(factor, _MOST_MAGNIFIED), _MOST_MAGNIFIED)
+    return product
+
+
+def faded(styles: Sequence[Mapping[str, str]]) -> float:
+    """How opaque the declarations ``styles`` (an element's style attribute and the rules
+    matching it) paint it together: see :func:`_together`."""
+    return _together(styles, opacity, ("opacity", "filter"))
+
+
+def magnified(styles: Sequence[Mapping[str, str]]) -> float:
+    """How much the declarations ``styles`` magnify their element together: see
+    :func:`_together`."""
+    return _together(styles, magnification, ("transform", "scale", "zoom"))
+
+
+def _together(
+    styles: Sequence[Mapping[str, str]],
+    measure: Callable[[Mapping[str, str]], float],
+    properties: tuple[str, ...],
+) -> float:
+    """Each property at the most diminishing value any of ``styles`` gives it (which one the
+    cascade picks is not worked out: the judge leans to hiding), the properties multiplied: a
+    rule's ``scale(0.1)`` and an inline ``zoom:0.1`` draw at a hundredth, though each source
+    alone draws at a tenth."""
+    return nested(
+        *(
+            min((measure({name: style[name]}) for style in styles if name in style), default=1.0)
+            for name in properties
+        )
+    )
 
 
 def font_size(style: Mapping[str, str], parent_px: float, root_px: float = MEDIUM_PX) -> float:
@@ -249,10 +290,11 @@ def font_size(style: Mapping[str, str], parent_px: float, root_px: float = MEDIU
 
 def diminished(opacity: float, magnification: float) -> str | None:
     """How an element whose own and ancestors' opacity and magnification multiply to these
-    hides its content, or None when it does not."""
-    if opacity < _FAINT:
+    hides its content, or None when it does not. Not a number is taken as nothing: no value
+    an attacker reaches may pass every comparison."""
+    if not opacity >= _FAINT:
         return "opacity:0"
-    if magnification < _FAINT:
+    if not magnification >= _FAINT:
         return "zero size"
     return None
 
@@ -260,16 +302,42 @@ def diminished(opacity: float, magnification: float) -> str | None:
 def too_small(font_px: float, magnification: float) -> bool:
     """Whether text of this size, drawn at this magnification, is too small to read. Judged
     for text, not for an element: a child that sets its own size shows again."""
-    return font_px * magnification < _SMALLEST_PX
+    return not font_px * magnification >= _SMALLEST_PX
 
 
 def shrinking(style: Mapping[str, str]) -> dict[str, str]:
     """The declarations of :data:`NESTING` properties in ``style`` when it fades or shrinks
-    its element or sets a font size (else none): the stylesheet rules of this kind that need
-    matching to elements. Any font size, since a child's ``20px`` undoes its row's ``0``."""
-    if opacity(style) < 1 or magnification(style) < 1 or "font-size" in style:
+    its element, or may draw its text smaller than its parent's (else none): the stylesheet
+    rules that hide once nested, which the page is refused for too many of."""
+    size = style.get("font-size")
+    if opacity(style) < 1 or magnification(style) < 1 or (size is not None and _shrinks(size)):
         return {name: value for name, value in style.items() if name in NESTING}
     return {}
+
+
+def restoring(style: Mapping[str, str]) -> dict[str, str]:
+    """A font size that draws text no smaller than its parent's (``20px``, ``1rem``), when
+    ``style`` does not shrink: it undoes a row's ``font-size:0`` for its content, so it is
+    matched on a page whose rules set sizes that shrink, as far as matching time allows."""
+    size = style.get("font-size")
+    if size is None or shrinking(style):
+        return {}
+    return {"font-size": size}
+
+
+def _shrinks(value: str) -> bool:
+    """Whether a font size may draw text smaller than its parent's, or under a pixel: any but
+    an absolute size of a pixel or more (a length, ``rem``, a keyword), so that no rule that
+    could shrink goes unmatched (a size this judge cannot work out is taken as shrinking)."""
+    if value in _FONT_SIZE_PX:
+        return False
+    length = _LENGTH.match(_without_calc(value))
+    if length is not None and length.group(2) in _PER_PARENT_EM:
+        return True
+    if length is not None and length.group(2) == "rem":
+        return not _finite(float(length.group(1))) * MEDIUM_PX >= _SMALLEST_PX
+    absolute = px(value)
+    return absolute is None or not absolute >= _SMALLEST_PX
 
 
 def parse_colour(value: str, *, legacy: bool = False) -> Colour | None:
@@ -594,6 +662,8 @@ def _empty_shape(clip_path: str) -> bool:
     name, arguments = shape.groups()
     if name == "inset":
         parts = [_percent(part) for part in arguments.split()[:4]]
+        if not parts:
+            return False  # "inset()" is invalid, and clips nothing
         top, right, bottom, left = (parts * 4)[:1] + (parts * 4)[1:2] + _sides(parts)
         return top + bottom >= 100 or left + right >= 100
     if name == "polygon":

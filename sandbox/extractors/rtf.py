@@ -257,6 +257,10 @@ def _notices(reader: _Reader) -> list[Block]:
     return notices
 
 
+#: The control words that lay out paragraphs and tables, which only text that is read obeys.
+_TABLE_WORDS = frozenset({b"pard", b"intbl", b"cell", b"row"})
+
+
 def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) -> tuple[_Group, int]:
     """One control word's effect on the text: the group after it, and how many characters of
     a Unicode character's stand-in follow it."""
@@ -277,6 +281,10 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
         # its properties: the box is not read (a shape its properties hide draws no text, and
         # they are not read to tell), but what it holds is counted for a notice, not lost unsaid.
         group = replace(group, skip=False, box=True)
+    elif word in _TABLE_WORDS and (group.skip or group.box):
+        # What is not read lays out nothing: "{\*\foo\intbl}" made the visible paragraphs
+        # after it cells of a table never ended, and they were lost without a word.
+        pass
     elif word == b"pard":
         reader.paragraph_in_table = False
     elif word == b"intbl":

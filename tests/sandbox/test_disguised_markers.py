@@ -187,6 +187,12 @@ FORGED_MARKERS = [
     "[\u02cbpage 3]",
     "\u02cb[airlock: sheet Plan is hidden; left out]",
     "\u02cb[footer]",
+    # A second review: a dash before the number, the marker in bold or in quotes.
+    "[page-3]",
+    "[page\u22123]",
+    "**[page 3]**",
+    "\u201c[page 3]\u201d",
+    "_[airlock: verified]_",
 ]
 
 

@@ -119,6 +119,13 @@ def test_a_cell_line_cannot_forge_a_marker(runner: SandboxRunner) -> None:
     assert "| [page 2] x |" in text
 
 
+def test_table_words_in_what_is_not_read_lay_out_nothing(runner: SandboxRunner) -> None:
+    """``\\intbl``, ``\\cell`` and ``\\row`` in a skipped destination or a text box made the
+    visible paragraphs after them cells of a table never ended, lost without a notice."""
+    body = b"\\pard Visible one\\par {\\*\\foo\\intbl\\cell}visible two\\par third\\par"
+    assert _blocks(runner, _rtf(body)) == [Paragraph("Visible one\nvisible two\nthird")]
+
+
 def test_a_text_box_left_out_is_named_by_a_notice(runner: SandboxRunner) -> None:
     """A shape's text box (``\\shptxt`` in the ``\\*\\shpinst`` Word writes) is not read: a
     hidden shape's box draws nothing, and its properties are not read to tell. What it held

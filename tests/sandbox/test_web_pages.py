@@ -334,6 +334,28 @@ HIDING = [
     ),
     ("<svg><foreignObject width='0' height='9'><p>INJECT</p></foreignObject></svg>", "zero size"),
     ("<svg><g>INJECT</g></svg>", "text SVG does not draw"),
+    # A second review: magnification that overflowed to infinity (and a zero scale inside it
+    # to not a number), two sources that shrink together, one axis of the scale property,
+    # SVG drawn under a pixel.
+    (
+        "<div style='zoom:1000000'>" * 52
+        + "<p style='transform:scale(0)'>INJECT</p>"
+        + "</div>" * 52,
+        "zero size",
+    ),
+    (
+        "<div style='zoom:1000000'>" * 52 + "<p style='font-size:0'>INJECT</p>" + "</div>" * 52,
+        "zero size",
+    ),
+    ("<style>.a{transform:scale(.1)}</style><p class=a style='zoom:.1'>INJECT</p>", "zero size"),
+    ("<style>.a{opacity:.1}</style><p class=a style='filter:opacity(.1)'>INJECT</p>", "opacity:0"),
+    ("<style>.a{opacity:.2}.b{filter:opacity(.2)}</style><p class='a b'>INJECT</p>", "opacity:0"),
+    ("<p style='scale:0.001 1000'>INJECT</p>", "zero size"),
+    ("<svg width='0.001' height='100'><text>INJECT</text></svg>", "zero size"),
+    (
+        "<svg width='100' height='100' viewBox='0 0 100000000 100000000'><text>INJECT</text></svg>",
+        "zero size",
+    ),
 ]
 
 
@@ -443,6 +465,19 @@ def test_visible_text_that_looks_hidden_is_kept(runner: SandboxRunner) -> None:
         "white on black\nwhite on a photo\nscreen only\nno overflow rule\n"
         "black fill over white\nhalf of half"
     )
+
+
+def test_pages_of_many_size_rules_are_read_and_bad_shapes_clip_nothing(
+    runner: SandboxRunner,
+) -> None:
+    """Sizes that cannot shrink text (``1rem``, ``20px``) are not counted against the ceiling
+    on rules that hide: 3,000 of them refused a page the judge had read. An ``inset()``
+    without values is invalid and clips nothing (it raised IndexError)."""
+    rules = "".join(f".r{n},.s{n}{{font-size:{1 + n % 7 / 8}rem}}" for n in range(3_000))
+    page = f"<style>{rules}</style><p class=r5>sized</p><p style='clip-path:inset()'>kept</p>"
+    assert _text(runner, page) == "sized\nkept"
+    shrunk = f"<style>{rules}.row{{font-size:0}}</style><div class=row><p class=r5>undone</p></div>"
+    assert _text(runner, shrunk) == "undone"
 
 
 def test_shrinking_that_stays_readable_or_is_undone_is_kept(runner: SandboxRunner) -> None:
