@@ -734,10 +734,17 @@ def _linear(name: str, arguments: list[str]) -> tuple[float, float, float, float
         if name == "matrix" and len(numbers) == 6:
             return numbers[0], numbers[1], numbers[2], numbers[3]
         if name == "matrix3d" and len(numbers) == 16:
-            return numbers[0], numbers[1], numbers[4], numbers[5]
+            # The last entry divides every point drawn (its homogeneous w): 1000 there draws
+            # the text at a thousandth; 0 sends it to infinity, where nothing is drawn.
+            w = numbers[15]
+            if not w:
+                return 0.0, 0.0, 0.0, 0.0
+            return numbers[0] / w, numbers[1] / w, numbers[4] / w, numbers[5] / w
         x, y = numbers[0], numbers[1] if len(numbers) > 1 else numbers[0]
         x, y = {"scalex": (x, 1.0), "scaley": (1.0, x), "scalez": (1.0, 1.0)}.get(name, (x, y))
         return (x, 0.0, 0.0, y) if name.startswith("scale") else _IDENTITY
+    if name == "rotate3d":
+        return _turned(arguments)
     angles = [_degrees(argument) for argument in arguments]
     if not angles or None in angles:
         return _IDENTITY
@@ -755,6 +762,28 @@ def _linear(name: str, arguments: list[str]) -> tuple[float, float, float, float
     if name == "skew":
         return 1.0, math.tan(second), math.tan(first), 1.0
     return _IDENTITY
+
+
+def _turned(arguments: list[str]) -> tuple[float, float, float, float]:
+    """The plane's part of ``rotate3d(x, y, z, angle)`` (Rodrigues' rotation about the axis):
+    turned a right angle about the horizontal axis, text is seen edge-on."""
+    axis = [_number(argument) for argument in arguments[:3]]
+    angle = _degrees(arguments[3]) if len(arguments) == 4 else None
+    if angle is None or len(axis) != 3 or None in axis:
+        return _IDENTITY
+    x, y, z = (_finite(value or 0.0) for value in axis)
+    length = math.hypot(x, y, z)
+    if not 0 < length < math.inf:
+        return _IDENTITY
+    x, y, z = x / length, y / length, z / length
+    cosine, sine = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    turn = 1 - cosine
+    return (
+        cosine + x * x * turn,
+        y * x * turn + z * sine,
+        x * y * turn - z * sine,
+        cosine + y * y * turn,
+    )
 
 
 def _bounded(number: float) -> float:
