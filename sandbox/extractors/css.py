@@ -29,6 +29,8 @@ _MAX_VALUE_CHARS = 4_096
 _FAINT = 0.05
 #: Text drawn smaller than this many pixels is not read by anyone.
 _SMALLEST_PX = 1.0
+#: An ``inset()`` clip of this many percent of a box, or more, leaves nothing to read.
+_CLIPPED_PERCENT = 99.9
 #: The browser's default font size, which ``rem`` and the keywords are measured by.
 MEDIUM_PX = 16.0
 #: Offsets past these are off-screen (the viewport is taken as 1,280 by 1,024).
@@ -665,7 +667,8 @@ def _empty_shape(clip_path: str) -> bool:
         if not parts:
             return False  # "inset()" is invalid, and clips nothing
         top, right, bottom, left = (parts * 4)[:1] + (parts * 4)[1:2] + _sides(parts)
-        return top + bottom >= 100 or left + right >= 100
+        # What a clip of 99.9 % leaves is under a pixel of all but a thousand-pixel box.
+        return top + bottom >= _CLIPPED_PERCENT or left + right >= _CLIPPED_PERCENT
     if name == "polygon":
         return _flat_polygon(arguments)
     radii = arguments.split(" at ")[0].split()
@@ -681,12 +684,20 @@ def _flat_polygon(arguments: str) -> bool:
     if any(len(point) != 2 for point in points) or None in coordinates:
         return False
     found = [match for match in coordinates if match is not None]
-    if len({match.group(2) for match in found if float(match.group(1)) != 0}) > 1:
+    # Points on one horizontal or vertical line enclose nothing in any units ("0 0, 100% 0,
+    # 50px 0" gave up on its two units).
+    for axis in (found[0::2], found[1::2]):
+        if len({(float(match.group(1)), match.group(2) or "px") for match in axis}) == 1:
+            return True
+    units = {match.group(2) or "px" for match in found if float(match.group(1)) != 0}
+    if len(units) > 1:
         return False
     numbers = [_finite(float(match.group(1))) for match in found]
     xs, ys = numbers[0::2], numbers[1::2]
     area = sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs)))
-    return abs(area) < 1e-9
+    # Under a square pixel shows no letter ("1000px 0, 1000px 0.0000001px"); in another
+    # unit the box's size is not known, and only no area at all is judged.
+    return abs(area) / 2 < (1 if units <= {"px"} else 1e-9)
 
 
 def _sides(parts: list[float]) -> list[float]:

@@ -640,8 +640,8 @@ class _Reader:
             return "a closed dialog"
         if tag in _VIEWPORTS and _empty_viewport(attributes, style):
             return "zero size"
-        if any(extension not in _EXTENSIONS for extension in _extensions(attributes)):
-            return "an extension no browser has"
+        if _unmet(attributes):
+            return "an SVG condition no browser meets"
         if any(
             child.tag == "template" and "shadowrootmode" in child.attributes
             for child in node.iter()
@@ -847,8 +847,15 @@ def _inherited(parents: ChainMap[str, str], own: dict[str, str]) -> ChainMap[str
     return parents.new_child(own) if own else parents
 
 
-def _extensions(attributes: dict[str, str | None]) -> list[str]:
-    return (attributes.get("requiredExtensions") or "").split()
+def _unmet(attributes: dict[str, str | None]) -> bool:
+    """Whether an SVG condition no browser meets: ``requiredExtensions`` naming other than
+    HTML or MathML, or it or ``systemLanguage`` given empty, which SVG says is false."""
+    if any(
+        not (attributes.get(name) or "").strip() for name in _CONDITIONS[:2] if name in attributes
+    ):
+        return True
+    extensions = (attributes.get("requiredExtensions") or "").split()
+    return any(extension not in _EXTENSIONS for extension in extensions)
 
 
 def _draws_text(tag: str, parent: _Frame) -> bool:

@@ -331,7 +331,7 @@ HIDING = [
     ("<svg><switch><desc>d</desc><text>INJECT</text></switch></svg>", "a switch's unchosen child"),
     (
         "<svg><text requiredExtensions='http://example.org/x'>INJECT</text></svg>",
-        "an extension no browser has",
+        "an SVG condition no browser meets",
     ),
     ("<svg><foreignObject width='0' height='9'><p>INJECT</p></foreignObject></svg>", "zero size"),
     ("<svg><g>INJECT</g></svg>", "text SVG does not draw"),
@@ -354,6 +354,11 @@ HIDING = [
     ("<p style='scale:0.001 1000'>INJECT</p>", "zero size"),
     ("<p style='transform:matrix3d(1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1000)'>INJECT</p>", "zero size"),
     ("<p style='transform:rotate3d(1,0,0,90deg)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0 0, 100% 0, 50px 0)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0px 0px,1000px 0px,1000px 0.0000001px)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:inset(0 0 99.95% 0)'>INJECT</p>", "zero size"),
+    ("<svg><text requiredExtensions=''>INJECT</text></svg>", "an SVG condition no browser meets"),
+    ("<svg><text systemLanguage=' '>INJECT</text></svg>", "an SVG condition no browser meets"),
     ("<svg width='0.001' height='100'><text>INJECT</text></svg>", "zero size"),
     (
         "<svg width='100' height='100' viewBox='0 0 100000000 100000000'><text>INJECT</text></svg>",
