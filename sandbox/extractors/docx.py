@@ -650,6 +650,8 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
             continue
         toggle = style.find(f"{_W}rPr/{_W}vanish")
         own[style_id] = None if toggle is None else _on(toggle)
+        if style.get(_W + "type") == "table" and _conditionally_hidden(style):
+            own[style_id] = True
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
@@ -667,6 +669,15 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
                 break
             current = parent.get(current)
     return _Vanish(by_style, defaults is not None and _on(defaults), default_styles)
+
+
+def _conditionally_hidden(table_style: etree._Element) -> bool:
+    """Whether a part of a table style's conditional formatting (``w:tblStylePr``: the whole
+    table, the first row, a band, a corner cell) hides text. Which cells each part reaches
+    (``w:tblLook``, band sizes, their precedence) is not worked out: the style is taken to
+    hide all its table, since text hidden that way was read and no real document hides text
+    with a table's banding."""
+    return any(_on(toggle) for toggle in table_style.iterfind(f"{_W}tblStylePr/{_W}rPr/{_W}vanish"))
 
 
 def _on_attribute(value: str | None) -> bool:

@@ -137,6 +137,18 @@ def test_docx_the_default_table_style_and_only_the_nearest_tables_style_apply() 
     ]
 
 
+@pytest.mark.parametrize("part", ["wholeTable", "firstRow", "band1Horz", "nwCell"])
+def test_docx_a_table_styles_conditional_formatting_that_hides_hides_the_table(part: str) -> None:
+    """A part of a table style's conditional formatting (``w:tblStylePr``) that hides text
+    hides the table's text: which cells each part reaches is not worked out, and text hidden
+    by one was read."""
+    styles = (
+        f'<w:style w:type="table" w:styleId="Banded"><w:tblStylePr w:type="{part}"><w:rPr>'
+        "<w:vanish/></w:rPr></w:tblStylePr></w:style>"
+    )
+    assert _rendered(_table("Banded", _paragraph("", _run("", ""))), styles) == _HIDDEN
+
+
 def test_docx_a_table_style_does_not_reach_a_text_box_anchored_in_its_cell() -> None:
     """A text box is a story of its own, outside the table its anchor stands in."""
     box = "<w:txbxContent><w:p><w:r><w:t>Text.</w:t></w:r></w:p></w:txbxContent>"
