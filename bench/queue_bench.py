@@ -15,7 +15,8 @@ queues) against it, and stops both: it never touches a Redis it did not start.
    Target (issue 25): >= 0.9x.
 4. The floor under both: the same sandbox behind a bare Celery task (bench/bare_worker.py: the
    same pool, acknowledgement and prefetch, none of airlock's own work), its round trip and
-   throughput, so that what Celery's prefork path costs is told from what airlock adds.
+   throughput, so that what Celery's prefork path costs is told from what airlock adds; and
+   the same floor in Celery's threads pool, which dispatches without a pipe to a process.
 
 Everything shares two cores with whatever else runs: read ratios, not absolutes, and rerun
 when a figure looks off.
@@ -99,9 +100,9 @@ def queued_throughput(client: CeleryQueue) -> float:
     return BATCH / elapsed
 
 
-def bare_floor() -> tuple[list[float], float]:
-    """Round trips and throughput of the bare Celery task (bench/bare_worker.py)."""
-    worker = start_worker(URL, app_module="bare_worker")
+def bare_floor(pool: str) -> tuple[list[float], float]:
+    """Round trips and throughput of the bare Celery task (bench/bare_worker.py) in ``pool``."""
+    worker = start_worker(URL, app_module="bare_worker", pool=pool)
     app = Celery("bench-bare", broker=URL, backend=URL, set_as_current=False)
     app.conf.update(task_serializer="json", result_serializer="json", accept_content=["json"])
     try:
@@ -166,7 +167,8 @@ def measure() -> None:
         stop_worker(worker)
     Redis.from_url(URL).flushall()  # the bench's own server: payloads, counters, cache
     local = local_throughput()
-    bare_timings, bare = bare_floor()
+    bare_timings, bare = bare_floor("prefork")
+    threads_timings, threads = bare_floor("threads")
     print(f"throughput, {BATCH} small texts: queue (2 worker processes) {queued:.0f}/s, "
           f"local sandbox (2 threads) {local:.0f}/s, ratio {queued / local:.2f}x "
           "(target >= 0.9x)")  # fmt: skip
@@ -175,6 +177,9 @@ def measure() -> None:
           f"throughput {bare:.0f}/s, {bare / local:.2f}x the local sandbox; airlock's queue "
           f"{queued / bare:.2f}x the floor's throughput, its p50 "
           f"+{statistics.median(fresh) - statistics.median(bare_timings):.1f} ms")  # fmt: skip
+    print(f"the same floor in Celery's threads pool: round trip p50 "
+          f"{statistics.median(threads_timings):.1f} ms; throughput {threads:.0f}/s, "
+          f"{threads / local:.2f}x the local sandbox")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -24,9 +24,11 @@ def start_worker(
     concurrency: int = 2,
     env: Mapping[str, str] | None = None,
     app_module: str = "worker",
+    pool: str = "prefork",
 ) -> subprocess.Popen[bytes]:
     """``celery -A worker worker`` on both queues of ``url``, answering a ping on return;
-    ``app_module="bare_worker"`` runs the bench's bare Celery app instead (bench/)."""
+    ``app_module="bare_worker"`` runs the bench's bare Celery app instead (bench/), and
+    ``pool`` another of Celery's pools."""
     nodename = f"bench{uuid.uuid4().hex[:8]}@{socket.gethostname()}"
     environment = {k: v for k, v in os.environ.items() if not k.startswith("AIRLOCK_")}
     # The cache's MAC secret: without one a worker caches nothing (docs/queue.md#result-cache).
@@ -38,7 +40,7 @@ def start_worker(
     )
     environment.update(env or {})
     command = [
-        str(REPO / ".venv/bin/celery"), "-A", app_module, "worker", "--pool", "prefork",
+        str(REPO / ".venv/bin/celery"), "-A", app_module, "worker", "--pool", pool,
         "-c", str(concurrency), "--without-gossip", "--without-mingle", "--without-heartbeat",
         "-n", nodename, "-l", "warning",
     ]  # fmt: skip
