@@ -222,8 +222,10 @@ class _Walker:
         self._numbering = numbering
         self._heading_levels = heading_levels
         self._vanish = vanish
-        #: Whether the style of the table whose cell is being read turns hidden text around.
+        #: Whether the style of the table whose cell is being read turns hidden text around,
+        #: and whether its conditional formatting hides it all (:func:`_conditionally_hidden`).
         self._table_hides = False
+        self._table_forced = False
         self.note_numbers: dict[tuple[str, str], int] = {}
         #: Characters Word does not show (hidden text), left out; and whether a header or
         #: footer part Word does not show was.
@@ -281,19 +283,21 @@ class _Walker:
         for box in boxes:
             # A text box is a story of its own: the style of a table it is anchored in does
             # not reach its text.
-            with self._in_table(hides=False):
+            with self._in_table(hides=False, forced=False):
                 blocks += self.blocks(box)
         return blocks
 
     @contextmanager
-    def _in_table(self, *, hides: bool) -> Iterator[None]:
-        """Reads in a table whose style ``hides`` text, or not, and then as before: a nested
-        table's cells have their own table's style, not the outer one's."""
-        outer, self._table_hides = self._table_hides, hides
+    def _in_table(self, *, hides: bool, forced: bool) -> Iterator[None]:
+        """Reads in a table whose style ``hides`` text (a toggle) or is ``forced`` to hide it
+        all, or neither, and then as before: a nested table's cells have their own table's
+        style, not the outer one's."""
+        outer = self._table_hides, self._table_forced
+        self._table_hides, self._table_forced = hides, forced
         try:
             yield
         finally:
-            self._table_hides = outer
+            self._table_hides, self._table_forced = outer
 
     def _heading_level(self, paragraph: etree._Element) -> int | None:
         """The paragraph's heading level by its own outline level, else by its style's."""
@@ -349,6 +353,8 @@ class _Walker:
         direct formatting sets the toggle absolutely; else a character style that sets vanish
         turns what it inherits from its paragraph around (a toggle property: ECMA-376 Part 1,
         17.7.3), so a hidden character style in a hidden paragraph shows its text."""
+        if self._table_forced:
+            return True
         properties = run.find(_W + "rPr")
         if properties is None:
             return inherited
@@ -377,7 +383,10 @@ class _Walker:
         every continued cell.
         """
         style = table.find(f"{_W}tblPr/{_W}tblStyle")
-        with self._in_table(hides=self._vanish.table_hides(style)):
+        style_id = self._vanish.table_style(style)
+        with self._in_table(
+            hides=self._vanish.toggles(style_id), forced=style_id in self._vanish.forced
+        ):
             return self._rows(table)
 
     def _rows(self, table: etree._Element) -> list[Block]:
@@ -614,6 +623,10 @@ class _Vanish:
     #: The default style of each type (``paragraph``, ``table``): what an element naming none
     #: has.
     default_styles: dict[str, str]
+    #: The table styles whose conditional formatting hides text (:func:`_conditionally_hidden`),
+    #: and the styles based on them: their tables are hidden whatever the toggles say, since a
+    #: part that reaches some rows only, read as a toggle, turned hidden text in the others on.
+    forced: frozenset[str] = frozenset()
 
     def paragraph_hidden(self, style_id: str | None, table_hides: bool) -> bool:
         """Whether a paragraph's runs are hidden before their own properties: its style's
@@ -624,11 +637,10 @@ class _Vanish:
         own = self.by_style.get(style_id)
         return own if own is not None else self.by_default != table_hides
 
-    def table_hides(self, style: etree._Element | None) -> bool:
-        """Whether a table's style (the default table style if it names none) turns hidden
-        text around for the paragraphs in its cells."""
+    def table_style(self, style: etree._Element | None) -> str:
+        """A table's style id: its ``w:tblStyle``, else the default table style."""
         style_id = self.default_styles.get("table") if style is None else style.get(_W + "val")
-        return self.toggles(style_id)
+        return style_id or ""
 
     def toggles(self, style_id: str | None) -> bool:
         """Whether the style turns hidden text around; one setting it off leaves it as is."""
@@ -644,6 +656,7 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
     own: dict[str, bool | None] = {}
     parent: dict[str, str] = {}
     default_styles: dict[str, str] = {}
+    conditional: set[str] = set()
     for style in styles.iterchildren(_W + "style"):
         style_id = style.get(_W + "styleId")
         if style_id is None:
@@ -651,24 +664,34 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
         toggle = style.find(f"{_W}rPr/{_W}vanish")
         own[style_id] = None if toggle is None else _on(toggle)
         if style.get(_W + "type") == "table" and _conditionally_hidden(style):
-            own[style_id] = True
+            conditional.add(style_id)
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
         if _on_attribute(style.get(_W + "default")):
             default_styles[style.get(_W + "type", "paragraph")] = style_id
     by_style: dict[str, bool] = {}
+    forced: set[str] = set()
     for style_id in own:
-        current: str | None = style_id
-        for _ in range(_MAX_BASED_ON):
-            if current is None or current not in own:
-                break
-            value = own[current]
-            if value is not None:
-                by_style[style_id] = value
-                break
-            current = parent.get(current)
-    return _Vanish(by_style, defaults is not None and _on(defaults), default_styles)
+        chain = _based_on_chain(style_id, parent)
+        decided = next((own[link] for link in chain if own.get(link) is not None), None)
+        if decided is not None:
+            by_style[style_id] = decided
+        if conditional.intersection(chain):
+            forced.add(style_id)
+    hidden_by_default = defaults is not None and _on(defaults)
+    return _Vanish(by_style, hidden_by_default, default_styles, frozenset(forced))
+
+
+def _based_on_chain(style_id: str, parent: dict[str, str]) -> list[str]:
+    """A style and those it is based on, nearest first, at most :data:`_MAX_BASED_ON` (so a
+    cycle ends)."""
+    chain: list[str] = []
+    current: str | None = style_id
+    while current is not None and len(chain) < _MAX_BASED_ON:
+        chain.append(current)
+        current = parent.get(current)
+    return chain
 
 
 def _conditionally_hidden(table_style: etree._Element) -> bool:

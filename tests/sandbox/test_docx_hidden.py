@@ -149,6 +149,23 @@ def test_docx_a_table_styles_conditional_formatting_that_hides_hides_the_table(p
     assert _rendered(_table("Banded", _paragraph("", _run("", ""))), styles) == _HIDDEN
 
 
+@pytest.mark.parametrize(
+    ("character_style", "defaults"), [("HiddenChar", ""), ("", _HIDDEN_BY_DEFAULT)]
+)
+def test_docx_conditional_formatting_never_turns_hidden_text_on(
+    character_style: str, defaults: str
+) -> None:
+    """A table style's conditional part that hides is not a toggle: read as one, it turned
+    on the text a character style or the defaults hide (a third review's finding)."""
+    styles = (
+        defaults + _STYLES + '<w:style w:type="table" w:styleId="Banded"><w:tblStylePr '
+        'w:type="firstRow"><w:rPr><w:vanish/></w:rPr></w:tblStylePr></w:style>'
+    )
+    assert _rendered(_table("Banded", _paragraph("", _run(character_style, ""))), styles) == (
+        _HIDDEN
+    )
+
+
 def test_docx_a_table_style_does_not_reach_a_text_box_anchored_in_its_cell() -> None:
     """A text box is a story of its own, outside the table its anchor stands in."""
     box = "<w:txbxContent><w:p><w:r><w:t>Text.</w:t></w:r></w:p></w:txbxContent>"
