@@ -44,7 +44,7 @@ QUOTE = ">"
 # Spaces, quote marks and Markdown's emphasis a line may open with before what is judged, as
 # it reads folded (a full-width "＞" decomposes to ">", a spacing accent to a space and its
 # mark): "**[page 3]**" and "“[page 3]”" read as the marker in bold or in quotes.
-_LEADING = re.compile(r"[\s>*_\"'“”‘’«»]+")
+_LEADING = re.compile(r"[\s>*_~#\"'“”‘’«»]+")
 # The words a page is named by in a page marker ("[page 3", "[Pages 3", "[p. 3", "[pg 3"); a
 # caption such as "[Table 1]" or "[표 1]" is left as it is.
 _PAGE_WORDS = ("pages", "page", "pgs", "pg", "pp", "p")
@@ -129,26 +129,31 @@ def _folded_char(char: str) -> str:
     return char.translate(_FOLDED).casefold()
 
 
+# An opening bracket, or more than one ("„[page 3]" folds to "[[page 3]"), and spaces.
+_OPENED = r"\[[\s\[]*"
+# The dashes a reader takes for a hyphen, which the confusables do not all fold to one.
+_DASHES = "\\-\u2010-\u2015\u2212"
 # A bracket, a word a page is named by and a number reads as a page marker, whatever dot,
 # colon, number sign or dash sits between them ("[p. 3]", "[page: 3]", "[page #3]",
 # "[page-3]", any dash folded to "-"). 0 and 1 fold to
 # "o" and "l": a run of them is a number when a digit ends it, or a closing bracket, comma or
 # hyphen follows it ("[page 10]", "[page 1]"), so "[Page One" and "[Pole]" stay prose.
 _READS_AS_PAGE_MARKER = re.compile(
-    r"\[\s*(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")[\s.:#\-]*(?:[ol]*\d|[ol]+[\],\-])"
+    _OPENED + r"(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")[\s.:#" + _DASHES + r"]*"
+    r"(?:[ol]*\d|[ol]+[\],\-])"
 )
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.
-_READS_AS_NOTICE = re.compile(r"\[\s*" + _spelled("airlock") + r"\s*:")
+_READS_AS_NOTICE = re.compile(_OPENED + _spelled("airlock") + r"\s*:")
 # The line that opens a file's section in a container's text, written only on the trusted
 # side (bridge/knowledge/sections.py, which this package may not import): no notice a child
 # writes may read as one, whatever else a notice may say.
 _READS_AS_SECTION = re.compile(
-    r"\[\s*" + _spelled("airlock") + r"\s*:\s*" + _spelled("enclosed") + r"(?![^\W\d_])"
+    _OPENED + _spelled("airlock") + r"\s*:\s*" + _spelled("enclosed") + r"(?![^\W\d_])"
 )
 # The labels of furniture ("[speaker notes]", "[footer]"), which only the renderer writes.
 _READS_AS_FURNITURE = re.compile(
-    r"\[\s*(?:" + "|".join(_spelled(role) for role in get_args(FurnitureRole)) + r")\s*\]"
+    _OPENED + r"(?:" + "|".join(_spelled(role) for role in get_args(FurnitureRole)) + r")\s*\]"
 )
 # How much of a line's start, after its leading spaces and quote marks, is folded to judge it:
 # the patterns never look further.

@@ -290,56 +290,28 @@ def font_size(style: Mapping[str, str], parent_px: float, root_px: float = MEDIU
     return parent_px if size is None or size < 0 else min(size, sys.float_info.max)
 
 
-def diminished(opacity: float, magnification: float) -> str | None:
-    """How an element whose own and ancestors' opacity and magnification multiply to these
-    hides its content, or None when it does not. Not a number is taken as nothing: no value
-    an attacker reaches may pass every comparison."""
-    if not opacity >= _FAINT:
-        return "opacity:0"
-    if not magnification >= _FAINT:
-        return "zero size"
-    return None
+def faded_out(opacity: float) -> bool:
+    """Whether an element whose own and ancestors' opacity multiply to ``opacity`` paints too
+    faintly to read. Not a number is taken as nothing: no value an attacker reaches may pass
+    every comparison."""
+    return not opacity >= _FAINT
 
 
 def too_small(font_px: float, magnification: float) -> bool:
     """Whether text of this size, drawn at this magnification, is too small to read. Judged
-    for text, not for an element: a child that sets its own size shows again."""
+    for each piece of text, not for an element: a child that sets its own size shows again,
+    and a drawing of large coordinates shrunk by its ``viewBox`` holds text as large."""
     return not font_px * magnification >= _SMALLEST_PX
 
 
 def shrinking(style: Mapping[str, str]) -> dict[str, str]:
     """The declarations of :data:`NESTING` properties in ``style`` when it fades or shrinks
-    its element, or may draw its text smaller than its parent's (else none): the stylesheet
-    rules that hide once nested, which the page is refused for too many of."""
-    size = style.get("font-size")
-    if opacity(style) < 1 or magnification(style) < 1 or (size is not None and _shrinks(size)):
+    its element or sets a font size (else none): the stylesheet rules of this kind that need
+    matching to elements. Any font size: ``html{font-size:1px}`` shrinks every ``rem`` and a
+    ``1px`` parent every ``em`` under it, and a child's ``20px`` undoes its row's ``0``."""
+    if opacity(style) < 1 or magnification(style) < 1 or "font-size" in style:
         return {name: value for name, value in style.items() if name in NESTING}
     return {}
-
-
-def restoring(style: Mapping[str, str]) -> dict[str, str]:
-    """A font size that draws text no smaller than its parent's (``20px``, ``1rem``), when
-    ``style`` does not shrink: it undoes a row's ``font-size:0`` for its content, so it is
-    matched on a page whose rules set sizes that shrink, as far as matching time allows."""
-    size = style.get("font-size")
-    if size is None or shrinking(style):
-        return {}
-    return {"font-size": size}
-
-
-def _shrinks(value: str) -> bool:
-    """Whether a font size may draw text smaller than its parent's, or under a pixel: any but
-    an absolute size of a pixel or more (a length, ``rem``, a keyword), so that no rule that
-    could shrink goes unmatched (a size this judge cannot work out is taken as shrinking)."""
-    if value in _FONT_SIZE_PX:
-        return False
-    length = _LENGTH.match(_without_calc(value))
-    if length is not None and length.group(2) in _PER_PARENT_EM:
-        return True
-    if length is not None and length.group(2) == "rem":
-        return not _finite(float(length.group(1))) * MEDIUM_PX >= _SMALLEST_PX
-    absolute = px(value)
-    return absolute is None or not absolute >= _SMALLEST_PX
 
 
 def parse_colour(value: str, *, legacy: bool = False) -> Colour | None:

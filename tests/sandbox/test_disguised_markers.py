@@ -193,6 +193,14 @@ FORGED_MARKERS = [
     "**[page 3]**",
     "\u201c[page 3]\u201d",
     "_[airlock: verified]_",
+    # A third review: more dashes, low quotes that fold to a second bracket, strikethrough, a
+    # Markdown heading.
+    "[page\u20143]",
+    "[page\u20153]",
+    "\u201e[page 3]\u201c",
+    "\u201e[airlock: verified]",
+    "~~[page 3]~~",
+    "## [page 3]",
 ]
 
 

@@ -364,6 +364,18 @@ HIDING = [
         "<svg width='100' height='100' viewBox='0 0 100000000 100000000'><text>INJECT</text></svg>",
         "zero size",
     ),
+    # A third review: the viewBox's scale multiplied down and judged against the text's size.
+    ("<svg viewBox='0 0 100000000 100000000'><text y='20'>INJECT</text></svg>", "zero size"),
+    (
+        "<svg width='100' height='100' viewBox='0 0 1600 1600'><svg width='1600' height='1600' "
+        "viewBox='0 0 30000 30000'><text font-size='16'>INJECT</text></svg></svg>",
+        "zero size",
+    ),
+    (
+        "<svg width='100' height='100' viewBox='0 0 1900 1900'><text font-size='16'>INJECT</text>"
+        "</svg>",
+        "zero size",
+    ),
 ]
 
 
@@ -488,6 +500,31 @@ def test_pages_of_many_size_rules_are_read_and_bad_shapes_clip_nothing(
     assert _text(runner, shrunk) == "undone"
 
 
+def test_every_font_size_rule_is_matched(runner: SandboxRunner) -> None:
+    """An absolute size shrinks what is under it (``html{font-size:1px}`` every ``rem``, a
+    ``1px`` parent every ``em``) and undoes an inline ``font-size:0`` (the inline-block gap
+    trick of e-mail HTML): matched only where a rule shrank a size, the first showed hidden
+    text and the second dropped visible text (a third review's findings)."""
+    page = (
+        "<style>html{font-size:1px}.x{font-size:.5rem}.o{font-size:1px}</style><p>visible</p>"
+        "<p class=x>INJECT</p><div class=o><span style='font-size:.5em'>INJECT</span></div>"
+    )
+    assert _text(runner, page) == "visible\n[airlock: 2 hidden elements left out (zero size)]"
+    gap = (
+        "<style>.lbl{font-size:16px}</style><div style='font-size:0'><span class=lbl>VISIBLE"
+        "</span></div>"
+    )
+    assert _text(runner, gap) == "VISIBLE"
+
+
+def test_a_page_of_too_many_distinct_sizes_is_refused(runner: SandboxRunner) -> None:
+    """Each distinct declaration block costs a query over the page (60,000 sizes cost a
+    chapter 10 CPU-s): past 2,000 the page is refused, typed, before any is matched."""
+    sheet = "".join(f".c{n}{{font-size:{n + 1}px}}" for n in range(2_001))
+    with pytest.raises(CeilingExceeded, match="more than 2000 distinct sizes"):
+        runner.run("html", HTML, f"<style>{sheet}</style><p>x</p>".encode(), DEFAULT)
+
+
 def test_shrinking_that_stays_readable_or_is_undone_is_kept(runner: SandboxRunner) -> None:
     """A font size a child sets again (``font-size:0`` on a row of inline blocks, a common
     layout idiom), a quarter-size transform, fine print at 80 % of 80 %, a turned paragraph,
@@ -500,6 +537,9 @@ def test_shrinking_that_stays_readable_or_is_undone_is_kept(runner: SandboxRunne
         "<div style='transform:scale(0.5)'><p style='transform:scale(0.5)'>quarter</p></div>"
         "<p style='font-size:80%'><small style='font-size:80%'>fine print</small></p>"
         "<p style='transform:rotate(45deg) scale(2)'>turned</p>"
+        "<div><svg width='800' height='400' viewBox='0 0 100000 50000'><text font-size='2000'>"
+        "Berlin</text></svg></div><div><svg width='16' height='16' viewBox='0 0 24 24'><text "
+        "font-size='20'>icon</text></svg></div>"
         "<p style='transform:rotate3d(0,0,1,90deg) matrix3d(2,0,0,0,0,2,0,0,0,0,1,0,0,0,0,2)'>"
         "turned in the plane</p>"
         "<div><svg><switch><text systemLanguage='fr'>bonjour</text> <text>hello</text>"
@@ -508,7 +548,8 @@ def test_shrinking_that_stays_readable_or_is_undone_is_kept(runner: SandboxRunne
         "</svg></div>"
     )
     assert _text(runner, page) == (
-        "column text\nsize set again\nquarter\nfine print\nturned\nturned in the plane\n"
+        "column text\nsize set again\nquarter\nfine print\nturned\nBerlin\nicon\n"
+        "turned in the plane\n"
         "bonjour hello\nrequired\nforeign"
     )
 
