@@ -829,11 +829,7 @@ def _off_screen(style: Mapping[str, str]) -> bool:
 
 def _fraction(value: str) -> float:
     """An opacity (a number or a percentage) from 0 to 1; 1 when ``value`` is none."""
-    value = _without_calc(value.strip())
-    number = _number(value.rstrip("%"))
-    if number is None:
-        return 1.0
-    return min(max(number / 100 if value.endswith("%") else number, 0.0), 1.0)
+    return min(max(_factor(value, 1.0), 0.0), 1.0)
 
 
 def _at_most(value: str, limit: float) -> bool:
