@@ -41,17 +41,14 @@ from sandbox.document import (
 )
 from sandbox.extractors import css
 from sandbox.extractors import xhtml as xhtml_reading
-from sandbox.extractors.markup import FOREIGN, HEADINGS, RAW_TEXT, VOID, without_internal_subset
+from sandbox.extractors.markup import FOREIGN, HEADINGS, without_internal_subset
+from sandbox.extractors.nesting import bound_nesting
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget, decode_text
 from sandbox.limits import ParseLimits
 
 _XHTML = "application/xhtml+xml"
 
-#: Elements open at once, as counted before parsing. Chromium's parser stops nesting at 512;
-#: lexbor's tree builder walks the open elements on many start tags, so 100,000 nested
-#: ``<div>`` cost it 23 s of CPU, and 2,048 cost nothing measurable.
-MAX_NESTING = 2048
 #: Selectors of hiding stylesheet rules a page may carry; past this it is refused, since a
 #: rule left unapplied is text shown that a browser hides.
 MAX_HIDING_SELECTORS = 5_000
@@ -81,9 +78,6 @@ _NOT_SHOWN = frozenset(
     | {"pattern", "marker", "lineargradient", "radialgradient", "filter", "mphantom"}
     | {"annotation", "annotation-xml"}
 )
-#: Elements a sibling closes by itself wherever they are: they do not deepen the tree for
-#: long, so the nesting count leaves them out (as it does void elements).
-_SIBLING_CLOSED = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})
 _BLOCKS = frozenset(
     {"address", "article", "aside", "blockquote", "body", "center", "dd", "details", "dialog"}
     | {"div", "dl", "dt", "fieldset", "figcaption", "figure", "footer", "form", "header"}
@@ -120,10 +114,6 @@ _VIEWPORT_WIDTH = 1_280.0
 _COLOUR_ATTRIBUTES = ("color", "mathcolor", "text")
 
 _WHITESPACE = re.compile(r"[ \t\n\r\f]+")
-_TAG_START = re.compile(r"<(/?)([A-Za-z][^\s/><]*)|<!--")
-#: The end of a tag's attributes: a quoted value runs to its closing quote.
-_TAG_END = re.compile(r"""(?:[^>"']|"[^"]*"|'[^']*')*>""")
-_COMMENT_END = re.compile(r"--!?>")
 #: A charset named in the first bytes, as a browser's pre-scan finds it.
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
 _PRESCAN_BYTES = 1024
@@ -233,7 +223,7 @@ def read_page(
     if "\x00" in markup:
         raise Refusal(codes.UNREADABLE, "the page holds NUL characters: it is binary, not HTML")
     markup = xhtml_reading.as_read(markup) if xhtml else without_internal_subset(markup)
-    _bound_nesting(markup)
+    bound_nesting(markup)
     # Parsed as a browser running scripts parses it: ``noscript`` is raw text, shown as
     # nothing. With scripts off its content is markup, and a ``</div>`` inside would close it
     # and show what follows.
@@ -252,51 +242,6 @@ def hidden_notice(hidden: Counter[str]) -> list[Block]:
     how = ", ".join(method for method, _ in hidden.most_common())
     noun = "element" if count == 1 else "elements"
     return [Notice(f"[airlock: {count} hidden {noun} left out ({how})]")]
-
-
-def _bound_nesting(markup: str) -> None:
-    """Refuse a page whose elements nest deeper than :data:`MAX_NESTING`, counted by a scan
-    that reads tags as the tokenizer does (attributes to their quote-aware end, comments to
-    ``-->`` or their abrupt ``<!-->``, raw text outside SVG and MathML skipped) in one pass.
-
-    The count over-estimates: an end tag only closes a start tag of its own name, and only
-    elements a sibling closes wherever they stand (``<p>``, ``<li>``, ``<td>``) go uncounted.
-    """
-    open_by_name: Counter[str] = Counter()
-    depth = 0
-    position = 0
-    lowered = markup.lower()
-    while (tag := _TAG_START.search(markup, position)) is not None:
-        position = tag.end()
-        if tag.group(0) == "<!--":
-            if markup.startswith(">", position) or markup.startswith("->", position):
-                continue  # "<!-->" and "<!--->" end where they start
-            end = _COMMENT_END.search(markup, position)
-            position = len(markup) if end is None else end.end()
-            continue
-        attributes_end = _TAG_END.match(markup, position)
-        if attributes_end is None:
-            return  # a tag left open runs to the end of the page: nothing after it is a tag
-        position = attributes_end.end()
-        name = tag.group(2).lower()
-        if tag.group(1):
-            if open_by_name[name]:
-                open_by_name[name] -= 1
-                depth -= 1
-            continue
-        if name in RAW_TEXT and not (open_by_name["svg"] or open_by_name["math"]):
-            raw_end = lowered.find(f"</{name}", position)
-            position = len(markup) if raw_end < 0 else raw_end
-            continue
-        if name in VOID or name in _SIBLING_CLOSED:
-            continue
-        open_by_name[name] += 1
-        depth += 1
-        if depth > MAX_NESTING:
-            raise Refusal(
-                codes.CEILING,
-                f"the page nests elements more than {MAX_NESTING} deep",
-            )
 
 
 @dataclass(frozen=True)
