@@ -356,14 +356,13 @@ class _Walker:
         if self._table_forced:
             return True
         properties = run.find(_W + "rPr")
-        if properties is None:
-            return inherited
-        for tag in (_W + "vanish", _W + "specVanish"):
-            toggle = properties.find(tag)
-            if toggle is not None:
-                return _on(toggle)
-        style = properties.find(_W + "rStyle")
-        if style is not None and self._vanish.toggles(style.get(_W + "val")):
+        if properties is not None:
+            for tag in (_W + "vanish", _W + "specVanish"):
+                toggle = properties.find(tag)
+                if toggle is not None:
+                    return _on(toggle)
+        style = None if properties is None else properties.find(_W + "rStyle")
+        if self._vanish.toggles(self._vanish.style_of("character", style)):
             return not inherited
         return inherited
 
@@ -383,7 +382,7 @@ class _Walker:
         every continued cell.
         """
         style = table.find(f"{_W}tblPr/{_W}tblStyle")
-        style_id = self._vanish.table_style(style)
+        style_id = self._vanish.style_of("table", style)
         with self._in_table(
             hides=self._vanish.toggles(style_id), forced=style_id in self._vanish.forced
         ):
@@ -620,8 +619,8 @@ class _Vanish:
     #: The first value each style's ``w:basedOn`` chain sets, for the styles whose chain does.
     by_style: dict[str, bool]
     by_default: bool
-    #: The default style of each type (``paragraph``, ``table``): what an element naming none
-    #: has.
+    #: The default style of each type (``paragraph``, ``table``, ``character``): what an
+    #: element naming none has.
     default_styles: dict[str, str]
     #: The table styles whose conditional formatting hides text (:func:`_conditionally_hidden`),
     #: and the styles based on them: their tables are hidden whatever the toggles say, since a
@@ -637,9 +636,11 @@ class _Vanish:
         own = self.by_style.get(style_id)
         return own if own is not None else self.by_default != table_hides
 
-    def table_style(self, style: etree._Element | None) -> str:
-        """A table's style id: its ``w:tblStyle``, else the default table style."""
-        style_id = self.default_styles.get("table") if style is None else style.get(_W + "val")
+    def style_of(self, kind: str, style: etree._Element | None) -> str:
+        """A table's or a run's style id: its ``w:tblStyle`` or ``w:rStyle``, else the default
+        style of its ``kind`` (``table``, ``character``), which Word applies to one naming none:
+        a hidden default character style hid runs whose text was read."""
+        style_id = self.default_styles.get(kind) if style is None else style.get(_W + "val")
         return style_id or ""
 
     def toggles(self, style_id: str | None) -> bool:

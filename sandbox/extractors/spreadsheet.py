@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import io
 import math
+from collections.abc import Sequence
 
 import python_calamine
 
@@ -127,24 +128,20 @@ def _sheet(
     except (python_calamine.CalamineError, ValueError, OverflowError) as exc:
         reason = notice_reason(exc)  # calamine's words quote the file
         return [Notice(f'[airlock: sheet "{_named(name)}" cannot be read ({reason}); left out]')]
-    start = loaded.start or (0, 0)
-    hidden_rows = scan.hidden_rows if scan else frozenset()
-    hidden_columns = scan.hidden_columns if scan else frozenset()
-    kept: list[list[str]] = []
-    hid_a_value = False
-    for number, row in enumerate(rows, start=start[0]):
-        shown = [(column, _shown(value)) for column, value in enumerate(row, start=start[1])]
-        hidden = [
-            text for column, text in shown if number in hidden_rows or column in hidden_columns
-        ]
-        hid_a_value = hid_a_value or any(hidden)
-        visible = [text for column, text in shown if column not in hidden_columns]
-        if number not in hidden_rows and any(visible):
-            kept.append([budget.spend(text) for text in visible])
+    shown = _Shown(scan or _UNSCANNED)
+    kept = shown.rows(rows, loaded.start or (0, 0), budget)
     blocks: list[Block] = [Table(trimmed(kept), header=False)] if kept else []
-    if hid_a_value:
+    if shown.hid_a_value:
         blocks.append(
             Notice(f'[airlock: the hidden rows and columns of sheet "{_named(name)}" are left out]')
+        )
+    if shown.unshown:
+        counted = "1 cell" if shown.unshown == 1 else f"{shown.unshown} cells"
+        blocks.append(
+            Notice(
+                f'[airlock: sheet "{_named(name)}" has {counted} its number format shows '
+                "nothing of; left out]"
+            )
         )
     if scan is not None and scan.errors:
         counted = "1 cell" if scan.errors == 1 else f"{scan.errors} cells"
@@ -155,6 +152,64 @@ def _sheet(
             )
         )
     return blocks
+
+
+#: What a sheet without a scan (XLSB, XLS, ODS) hides: nothing calamine does not know.
+_UNSCANNED = xlsx_scan.SheetScan(frozenset(), frozenset(), 0, 0, 0)
+
+
+class _Shown:
+    """A sheet's rows as a reader of it sees them: without its hidden rows and columns, and
+    without the values their number format shows nothing of (``;;;``), each counted for the
+    notices that say so."""
+
+    def __init__(self, scan: xlsx_scan.SheetScan) -> None:
+        self._scan = scan
+        self.hid_a_value = False
+        self.unshown = 0
+
+    def rows(
+        self, rows: Sequence[Sequence[object]], start: tuple[int, int], budget: TextBudget
+    ) -> list[list[str]]:
+        kept: list[list[str]] = []
+        for number, row in enumerate(rows, start=start[0]):
+            shown = [
+                (column, self._text(number, column, value))
+                for column, value in enumerate(row, start=start[1])
+            ]
+            hidden_row = number in self._scan.hidden_rows
+            self.hid_a_value = self.hid_a_value or any(
+                text for column, text in shown if hidden_row or self._scan.hides_column(column)
+            )
+            visible = [text for column, text in shown if not self._scan.hides_column(column)]
+            if not hidden_row and any(visible):
+                kept.append([budget.spend(text) for text in visible])
+        return kept
+
+    def _text(self, row: int, column: int, value: object) -> str:
+        """A cell's value as text, or nothing when its number format shows nothing of it."""
+        text = _shown(value)
+        unshown = self._scan.unshown_values
+        if text and unshown and _kind(value) in unshown.get((row, column), ()):
+            self.unshown += 1
+            return ""
+        return text
+
+
+def _kind(value: object) -> str:
+    """Which section of a number format shows a value: text (and TRUE or FALSE), or a
+    number's by its sign; a date is a positive number of days, a time of day one from zero."""
+    if isinstance(value, str | bool):
+        return "text"
+    if isinstance(value, datetime.timedelta):
+        number = value.total_seconds()
+    elif isinstance(value, datetime.time):
+        number = int(value != datetime.time.min)
+    elif isinstance(value, int | float):
+        number = value
+    else:
+        number = 1  # a date
+    return "positive" if number > 0 else "negative" if number < 0 else "zero"
 
 
 def _reach(name: str, height: int, width: int) -> str:

@@ -1,6 +1,7 @@
 """What calamine does not say about an XLSX sheet, read from its XML before calamine loads it:
-which rows and columns are hidden, how far apart its outermost cells lie, and how many cells
-hold an error value (calamine gives those as empty).
+which rows and columns are hidden (by their own sizes or the sheet's defaults), which cells'
+number formats show nothing of their values, how far apart its outermost cells lie, and how
+many cells hold an error value (calamine gives those as empty).
 
 calamine reads hidden rows like the others (hidden text is where a planted instruction sits,
 as in a hidden sheet), and lays out every cell between the first and the last before anyone
@@ -23,7 +24,7 @@ import posixpath
 import re
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lxml import etree
 
@@ -32,6 +33,7 @@ from sandbox.extractors.registry import Refusal
 
 _WORKBOOK = "xl/workbook.xml"
 _WORKBOOK_RELATIONSHIPS = "xl/_rels/workbook.xml.rels"
+_STYLES_RELATIONSHIP = "/styles"
 _PARSER_OPTIONS = {
     "resolve_entities": False,
     "load_dtd": False,
@@ -44,11 +46,12 @@ _MAX_SHEETS = 100_000
 #: The workbook and its relationships are a few KB, but leftover defined names make some
 #: workbooks megabytes (90,000 names: 5.2 MB): a part past this is refused.
 _MAX_WORKBOOK_PART = 64 << 20
-#: A row, column, cell or sheetData tag, or a row's or a cell's end, its attributes read to the
-#: first ">" outside quotes; possessive, so a tag that never closes costs one pass to the next
-#: "<".
+#: A row, column, cell, sheetData or sheetFormatPr tag, or a row's or a cell's end, its
+#: attributes read to the first ">" outside quotes; possessive, so a tag that never closes costs
+#: one pass to the next "<".
 _TAG = re.compile(
-    rb"""<(?:(/)(?:[\w.-]+:)?(row|c)|(?:[\w.-]+:)?(row|col|c|sheetData))(?=[\s/>])"""
+    rb"""<(?:(/)(?:[\w.-]+:)?(row|c)|"""
+    rb"""(?:[\w.-]+:)?(row|col|c|sheetData|sheetFormatPr))(?=[\s/>])"""
     rb"""((?:[^<>"']++|"[^"<]*+"|'[^'<]*+')*+)>"""
 )
 #: Markup whose content calamine's reader passes over: a row tag written in a comment or a
@@ -69,6 +72,7 @@ _BEFORE = rb"""(?:\s+[\w.:-]+\s*=\s*(?:"[^"]*"|'[^']*'))*?\s+"""
 #: as a search: a million rows and cells are scanned in seconds.
 _REFERENCE = re.compile(_BEFORE + rb"""r\s*=\s*["']([A-Za-z]*)(\d+)["']""")
 _TYPE = re.compile(_BEFORE + rb"""t\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_STYLE = re.compile(_BEFORE + rb"""s\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 #: XML's character references and predefined entities, which calamine decodes in attribute
 #: values: hidden="&#49;" hid a row from a pattern looking for "1".
 _REFERENCES = re.compile(rb"&(?:#x([0-9a-fA-F]{1,6})|#([0-9]{1,7})|(lt|gt|amp|quot|apos));")
@@ -80,6 +84,16 @@ _FALSE = frozenset({b"0", b"false"})
 _MAX_COLUMN = 16_384
 _MAX_ROW = 10_000_000
 _LAST_CODE_POINT = 0x10FFFF
+#: A number format's pieces: a quoted literal, an escaped character, a bracketed colour or
+#: condition, or one character. A ";" of a literal or after a "\\" separates no sections.
+_FORMAT_PIECE = re.compile(r'"[^"]*"?|\\.?|\[[^\]]*\]?|.', re.DOTALL)
+#: What each section of a number format shows, in order (ECMA-376 Part 1, 18.8.31): with two
+#: sections, zero takes the first; with one, every number does; text only the fourth.
+_SECTION_VALUES = {
+    1: (("positive", "negative", "zero"),),
+    2: (("positive", "zero"), ("negative",)),
+    3: (("positive",), ("negative",), ("zero",)),
+}
 
 
 @dataclass(frozen=True)
@@ -93,6 +107,18 @@ class SheetScan:
     width: int
     #: Cells holding an error value (#DIV/0!, #N/A), which calamine gives as empty.
     errors: int
+    #: Whether a column no shown ``col`` span lists is hidden (the sheet's default width is
+    #: zero), and the columns such spans list.
+    unlisted_columns_hidden: bool = False
+    listed_columns: frozenset[int] = frozenset()
+    #: By (row, column), the values (``positive``, ``negative``, ``zero``, ``text``) of which a
+    #: cell's number format shows nothing: ``;;;`` shows no value at all.
+    unshown_values: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
+
+    def hides_column(self, column: int) -> bool:
+        return column in self.hidden_columns or (
+            self.unlisted_columns_hidden and column not in self.listed_columns
+        )
 
 
 def scan(payload: bytes) -> list[SheetScan | None] | None:
@@ -111,9 +137,11 @@ def scan(payload: bytes) -> list[SheetScan | None] | None:
         members = {name.lower(): name for name in archive.namelist()}
         if _WORKBOOK not in members:
             return None
+        relations = _elements(archive, members.get(_WORKBOOK_RELATIONSHIPS), "Relationship")
+        unshown = _unshown_by_style(archive, _styles_part(members, relations))
         return [
-            None if part is None else _scanned(_read(archive, part, None))
-            for part in _sheet_parts(archive, members)
+            None if part is None else _scanned(_read(archive, part, None), unshown)
+            for part in _sheet_parts(archive, members, relations)
         ]
     except (zipfile.BadZipFile, EOFError, OSError):
         return None
@@ -124,21 +152,92 @@ def scan(payload: bytes) -> list[SheetScan | None] | None:
         ) from exc
 
 
-def _sheet_parts(archive: zipfile.ZipFile, members: dict[str, str]) -> list[str | None]:
+def _sheet_parts(
+    archive: zipfile.ZipFile, members: dict[str, str], relations: list[etree._Element]
+) -> list[str | None]:
     """The member holding each sheet of the workbook, in order (None when it has none), by
     the workbook's relationships."""
-    rels = members.get(_WORKBOOK_RELATIONSHIPS)
-    targets = {
-        relation.get("Id"): relation.get("Target", "")
-        for relation in _elements(archive, rels, "Relationship")
-    }
+    targets = {relation.get("Id"): relation.get("Target", "") for relation in relations}
     parts: list[str | None] = []
     for sheet in _elements(archive, members[_WORKBOOK], "sheet"):
         relation = next((value for key, value in sheet.items() if key.endswith("}id")), None)
-        target = targets.get(relation, "")
-        path = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
-        parts.append(members.get(posixpath.normpath(path).lower()) if target else None)
+        parts.append(_member(members, targets.get(relation, "")))
     return parts
+
+
+def _member(members: dict[str, str], target: str) -> str | None:
+    """The member a workbook relationship's target names, relative to ``xl/`` or absolute."""
+    if not target:
+        return None
+    path = target.lstrip("/") if target.startswith("/") else posixpath.join("xl", target)
+    return members.get(posixpath.normpath(path).lower())
+
+
+def _styles_part(members: dict[str, str], relations: list[etree._Element]) -> str | None:
+    """The workbook's styles part, found as Excel finds it: by its relationship's type."""
+    return next(
+        (
+            _member(members, relation.get("Target", ""))
+            for relation in relations
+            if relation.get("Type", "").endswith(_STYLES_RELATIONSHIP)
+        ),
+        None,
+    )
+
+
+def _unshown_by_style(archive: zipfile.ZipFile, member: str | None) -> dict[int, frozenset[str]]:
+    """For each cell style (a cell's ``s``, its index in ``cellXfs``) whose number format shows
+    nothing of some values, those values (:func:`_unshown`). Custom formats are looked up by
+    their id whatever it is; a built-in format shows every value."""
+    codes = {
+        number_format.get("numFmtId"): number_format.get("formatCode") or ""
+        for number_format in _children(archive, member, "numFmts", "numFmt")
+    }
+    unshown: dict[int, frozenset[str]] = {}
+    for index, style in enumerate(_children(archive, member, "cellXfs", "xf")):
+        values = _unshown(codes.get(style.get("numFmtId"), ""))
+        if values:
+            unshown[index] = values
+    return unshown
+
+
+def _children(
+    archive: zipfile.ZipFile, member: str | None, parent: str, local_name: str
+) -> list[etree._Element]:
+    """The children of that local name of the part's first ``parent`` element: the styles'
+    ``cellXfs``, not the ``xf`` of its cell styles; its ``numFmts``, not a conditional
+    format's ``numFmt``, whose id may repeat a cell format's."""
+    return [
+        child
+        for element in _elements(archive, member, parent)[:1]
+        for child in element.iterchildren(f"{{*}}{local_name}")
+    ]
+
+
+def _unshown(code: str) -> frozenset[str]:
+    """The values (``positive``, ``negative``, ``zero``, ``text``) a number format shows nothing
+    of: a number's section by its sign shows nothing when it holds nothing but colours,
+    conditions and spaces (``;;;`` hides every number), and text shows only where a fourth
+    section places it with ``@``. An instruction under ``;;;`` is read by no one in Excel.
+    Conditions (``[>100]``) are taken as the sign's sections: leaning to hiding costs only
+    hostile files."""
+    if not code.strip():
+        return frozenset()  # no format at all: General
+    sections: list[list[str]] = [[]]
+    for piece in _FORMAT_PIECE.findall(code):
+        if piece == ";":
+            sections.append([])
+        else:
+            sections[-1].append(piece)
+    unshown = {
+        value
+        for section, values in zip(sections, _SECTION_VALUES[min(len(sections), 3)], strict=False)
+        if all(piece.isspace() or piece.startswith("[") for piece in section)
+        for value in values
+    }
+    if len(sections) > 3 and "@" not in sections[3]:
+        unshown.add("text")
+    return frozenset(unshown)
 
 
 def _elements(
@@ -167,8 +266,8 @@ def _read(archive: zipfile.ZipFile, member: str, ceiling: int | None) -> bytes:
     return data
 
 
-def _scanned(sheet: bytes) -> SheetScan:
-    walk = _Walk()
+def _scanned(sheet: bytes, unshown: dict[int, frozenset[str]]) -> SheetScan:
+    walk = _Walk(unshown)
     for start, end in _tagged(sheet):
         for tag in _TAG.finditer(sheet, start, end):
             _, ended, name, inside = tag.groups()
@@ -180,6 +279,8 @@ def _scanned(sheet: bytes) -> SheetScan:
                 continue  # calamine reads what a cell holds as the cell's: a row tag is no row
             elif name == b"sheetData":
                 walk.data_started()
+            elif name == b"sheetFormatPr":
+                walk.sheet_format(_attributes(inside))
             elif name == b"col":
                 walk.column_span(_attributes(inside))
             elif ended:
@@ -212,12 +313,23 @@ class _Walk:
     and one column after the cell before it. A cell inside a hidden row hides the row it is
     placed on: ``<row r="2" hidden="1">`` holding ``<c r="A5">`` showed its text on row 5."""
 
-    def __init__(self) -> None:
+    def __init__(self, unshown: dict[int, frozenset[str]]) -> None:
         self.hidden_rows: set[int] = set()
         self.hidden_spans: list[tuple[int, int]] = []
-        #: Whether each row element now open is hidden (rows nest in a hostile sheet), and how
-        #: many of them are.
-        self.open_rows: list[bool] = []
+        self.shown_spans: list[tuple[int, int]] = []
+        #: The sheet's defaults (``sheetFormatPr``): whether a row it does not write is hidden
+        #: (``zeroHeight``, or a zero default height), and the height and width of a row and a
+        #: column that set none, when those hide them.
+        self.unwritten_rows_hidden = False
+        self.row_defaults: dict[bytes, bytes] = {}
+        self.column_defaults: dict[bytes, bytes] = {}
+        #: The values of which each cell style's number format shows nothing, and the cells
+        #: having such a style.
+        self.unshown = unshown
+        self.unshown_values: dict[tuple[int, int], frozenset[str]] = {}
+        #: Whether each row element now open is hidden, and its row (rows nest in a hostile
+        #: sheet); and how many of them are hidden.
+        self.open_rows: list[tuple[bool, int]] = []
         self.hidden_open = 0
         self.row = self.column = 0
         self.top = self.left = _MAX_ROW
@@ -237,12 +349,34 @@ class _Walk:
             self.open_rows.clear()
             self.hidden_open = 0
 
+    def sheet_format(self, attributes: dict[bytes, bytes]) -> None:
+        """The sheet's default row height and column width (ECMA-376 Part 1, 18.3.1.81):
+        ``zeroHeight`` hides the rows the sheet does not write (Excel and XlsxWriter write each
+        row they show, at the default height, under it), a zero default height each row
+        without a height of its own, a zero default width (``defaultColWidth``, else
+        ``baseColWidth``) each column no ``col`` span gives a width. Any of them hid no text
+        calamine read. Excel reads them before the sheet's columns and cells, and read after
+        they would hide rows already judged shown: refused."""
+        if self.in_data or self.hidden_spans or self.shown_spans:
+            raise ValueError("a sheet's format properties follow its columns or cells")
+        height = _concealing(attributes, b"defaultRowHeight", flag=None)
+        self.unwritten_rows_hidden |= height or _concealing(
+            attributes, b"defaultRowHeight", flag=b"zeroHeight"
+        )
+        if height:
+            self.row_defaults = {b"ht": b"0"}
+        width = b"defaultColWidth" if _has(attributes, b"defaultColWidth") else b"baseColWidth"
+        if _concealing(attributes, width, flag=None):
+            self.column_defaults = {b"width": b"0"}
+
     def row_started(self, tag: bytes) -> None:
         number = _REFERENCE.match(tag)
         if number is not None:
             self.row = _position(number)[0]
-        hidden = (b"hidden" in tag or b"ht" in tag) and _concealing(_attributes(tag), b"ht")
-        self.open_rows.append(hidden)
+        hidden = (self.row_defaults or b"hidden" in tag or b"ht" in tag) and _concealing(
+            self.row_defaults | _attributes(tag), b"ht"
+        )
+        self.open_rows.append((hidden, self.row))
         if hidden:
             self.hidden_open += 1
             self.hidden_rows.add(self.row)
@@ -252,7 +386,7 @@ class _Walk:
         if empty is not None:
             self.row_started(empty)
         if self.open_rows:
-            self.hidden_open -= self.open_rows.pop()
+            self.hidden_open -= self.open_rows.pop()[0]
         self.row += 1
         self.column = 0
 
@@ -260,8 +394,12 @@ class _Walk:
         """A ``col`` span's ``min`` and ``max`` in either order, listed when it is hidden."""
         low = _column(attributes.get(b"min", b""))
         high = _column(attributes.get(b"max", b""))
-        if _concealing(attributes, b"width") and low and high:
+        if not (low and high):
+            return
+        if _concealing(self.column_defaults | attributes, b"width"):
             self.hidden_spans.append((low - 1, high))
+        else:
+            self.shown_spans.append((low - 1, high))
 
     def cell(self, tag: bytes, *, valued: bool) -> None:
         if self.cell_depth:
@@ -273,12 +411,28 @@ class _Walk:
         row = self.row
         if reference is not None and reference[1]:
             row, self.column = _position(reference)
-        if self.hidden_open:
+        if self.hidden_open or (self.unwritten_rows_hidden and not self._on_its_row(row)):
             self.hidden_rows.add(row)
         if valued:  # a cell without a value (formatting alone) calamine does not lay out
             self.top, self.bottom = min(self.top, row), max(self.bottom, row)
             self.left, self.right = min(self.left, self.column), max(self.right, self.column)
+            self._formatted(tag, row)
         self.column += 1
+
+    def _on_its_row(self, row: int) -> bool:
+        """Whether a cell placed on ``row`` is inside that row's element: elsewhere (outside
+        any row, or by a reference to another) it is on a row the sheet does not write."""
+        return bool(self.open_rows) and row == self.open_rows[-1][1]
+
+    def _formatted(self, tag: bytes, row: int) -> None:
+        """Notes the cell when its style's number format shows nothing of some values."""
+        if self.unshown and b"s" in tag:
+            style = _attribute(_STYLE, tag).strip()
+            # No sheet has a billion styles: a longer index is no style's, and never converted.
+            known = style.isdigit() and len(style.lstrip(b"0")) < 10
+            values = self.unshown.get(int(style)) if known else None
+            if values:
+                self.unshown_values[(row, self.column)] = values
 
     def cell_ended(self) -> None:
         self.cell_depth = max(self.cell_depth - 1, 0)
@@ -287,7 +441,14 @@ class _Walk:
         height = self.bottom - self.top + 1 if self.bottom >= 0 else 0
         width = self.right - self.left + 1 if self.right >= 0 else 0
         return SheetScan(
-            frozenset(self.hidden_rows), _merged(self.hidden_spans), height, width, self.errors
+            frozenset(self.hidden_rows),
+            _merged(self.hidden_spans),
+            height,
+            width,
+            self.errors,
+            unlisted_columns_hidden=bool(self.column_defaults),
+            listed_columns=_merged(self.shown_spans) if self.column_defaults else frozenset(),
+            unshown_values=self.unshown_values,
         )
 
 
@@ -302,17 +463,26 @@ def _merged(spans: list[tuple[int, int]]) -> frozenset[int]:
     return frozenset(hidden)
 
 
-def _concealing(attributes: dict[bytes, bytes], size: bytes) -> bool:
-    """Whether a row or column is hidden as some reader may take it: any ``hidden`` of any
-    prefix not plainly false (a prefixed "0" after "1" overrode the one Excel reads), or a
-    height or width that is no number above zero (``ht="0"`` hides a row as surely)."""
+def _concealing(
+    attributes: dict[bytes, bytes], size: bytes, flag: bytes | None = b"hidden"
+) -> bool:
+    """Whether a row or column is hidden as some reader may take it: any ``flag`` (``hidden``)
+    of any prefix not plainly false (a prefixed "0" after "1" overrode the one Excel reads),
+    or a ``size`` (height or width) that is no number above zero (``ht="0"`` hides a row as
+    surely)."""
     return any(
-        (local == b"hidden" and value.strip() not in _FALSE)
-        or (local == size and not _positive(value))
-        for local, value in (
-            (name.rpartition(b":")[2], value) for name, value in attributes.items()
-        )
+        (local == flag and value.strip() not in _FALSE) or (local == size and not _positive(value))
+        for local, value in _local(attributes)
     )
+
+
+def _has(attributes: dict[bytes, bytes], local_name: bytes) -> bool:
+    return any(local == local_name for local, _ in _local(attributes))
+
+
+def _local(attributes: dict[bytes, bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """Attributes by their local names, any prefix dropped."""
+    return ((name.rpartition(b":")[2], value) for name, value in attributes.items())
 
 
 def _positive(number: bytes) -> bool:
@@ -342,7 +512,12 @@ def _position(reference: re.Match[bytes]) -> tuple[int, int]:
 
 def _type(tag: bytes) -> bytes:
     """A cell's ``t``, decoded."""
-    found = _TYPE.match(tag)
+    return _attribute(_TYPE, tag)
+
+
+def _attribute(pattern: re.Pattern[bytes], tag: bytes) -> bytes:
+    """A cell's attribute that ``pattern`` finds (``t``, ``s``), decoded; empty when absent."""
+    found = pattern.match(tag)
     if found is None:
         return b""
     return _unescaped(found[1] if found[1] is not None else found[2])

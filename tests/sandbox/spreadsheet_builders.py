@@ -170,3 +170,39 @@ def laughs(root: str) -> str:
 def external(root: str, url: str) -> str:
     """A DOCTYPE whose entity ``&bomb;`` is the document at ``url``."""
     return f'<!DOCTYPE {root} [<!ENTITY bomb SYSTEM "{url}">]>'
+
+
+_STYLES_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.styles+xml"
+
+
+def number_formats(*codes: str) -> str:
+    """A styles part whose cell style ``s="N"`` (N from 1) has the Nth custom number format of
+    ``codes``; style 0 is General."""
+    formats = "".join(
+        f'<numFmt numFmtId="{164 + index}" formatCode="{code}"/>'
+        for index, code in enumerate(codes)
+    )
+    styles = "".join(
+        f'<xf numFmtId="{164 + index}" applyNumberFormat="1"/>' for index in range(len(codes))
+    )
+    return (
+        f'<?xml version="1.0"?><styleSheet xmlns="{MAIN}"><numFmts count="{len(codes)}">'
+        f'{formats}</numFmts><cellXfs count="{len(codes) + 1}"><xf numFmtId="0"/>{styles}'
+        "</cellXfs></styleSheet>"
+    )
+
+
+def styled(workbook: bytes, styles: str) -> bytes:
+    """``workbook`` (from :func:`xlsx`) with ``styles`` as its styles part, related from the
+    workbook as Excel relates it."""
+    source = zipfile.ZipFile(io.BytesIO(workbook))
+    parts = {name: source.read(name).decode() for name in source.namelist()}
+    parts["xl/_rels/workbook.xml.rels"] = parts["xl/_rels/workbook.xml.rels"].replace(
+        "</Relationships>",
+        f'<Relationship Id="rIdT" Type="{_OFFICE}/styles" Target="styles.xml"/></Relationships>',
+    )
+    parts["[Content_Types].xml"] = parts["[Content_Types].xml"].replace(
+        "</Types>", f'<Override PartName="/xl/styles.xml" ContentType="{_STYLES_TYPE}"/></Types>'
+    )
+    parts["xl/styles.xml"] = styles
+    return package(parts)

@@ -261,3 +261,31 @@ def test_docx_a_tracked_former_section_does_not_show_a_header() -> None:
     lines = rendered_docx("application/octet-stream", _saved(document), LIMITS).splitlines()
     assert "UNSHOWN first-page header" not in lines
     assert lines[-1].startswith("[airlock: a header or footer Word does not show")
+
+
+_HIDDEN_DEFAULT_CHARACTER_STYLE = (
+    '<w:style w:type="character" w:default="1" w:styleId="DefaultParagraphFont">'
+    "<w:rPr><w:vanish/></w:rPr></w:style>"
+)
+
+
+@pytest.mark.parametrize(
+    ("paragraph_style", "run", "expected"),
+    [
+        ("", "<w:r><w:t>Text.</w:t></w:r>", _HIDDEN),
+        ("", _run("", "<w:b/>"), _HIDDEN),
+        # The default character style is a character style: it toggles what it inherits, and
+        # a run naming another style has that one instead.
+        ("HiddenPara", _run("", ""), _SHOWN),
+        ("", _run("ShownChar", ""), _SHOWN),
+        ("", _run("", '<w:vanish w:val="0"/>'), _SHOWN),
+    ],
+)
+def test_docx_the_default_character_style_hides_runs_naming_none(
+    paragraph_style: str, run: str, expected: list[str]
+) -> None:
+    """A run naming no character style has the document's default one (``w:default="1"``),
+    as a paragraph has the default paragraph style: its ``w:vanish`` was not read, and the
+    text it hides was."""
+    body = _paragraph(paragraph_style, run)
+    assert _rendered(body, _STYLES + _HIDDEN_DEFAULT_CHARACTER_STYLE) == expected

@@ -25,10 +25,12 @@ from tests.sandbox.spreadsheet_builders import (
     external,
     inline_row,
     laughs,
+    number_formats,
     ods,
     ods_row,
     package,
     sheet,
+    styled,
     xlsx,
 )
 
@@ -703,3 +705,123 @@ def test_a_sheet_the_scan_cannot_number_as_calamine_does_is_refused(
 ) -> None:
     with pytest.raises(UnreadableInput, match=reason):
         _read(runner, xlsx({"S": part}))
+
+
+# --- what a sheet's default sizes and its cells' number formats hide ---------------------------
+
+_ZERO_HEIGHT = '<sheetFormatPr defaultRowHeight="15" zeroHeight="1"/>'
+_SIZED_FIRST = f'<row r="1" ht="15">{_cell("A1", "shown")}</row>'
+_COLUMN_A = '<cols><col min="1" max="1" width="9"/></cols>'
+
+
+@pytest.mark.parametrize(
+    ("before", "first", "rows"),
+    [
+        # zeroHeight hides every row the sheet does not write (ECMA-376 Part 1, 18.3.1.81):
+        # a cell placed on such a row, by its reference or outside any row, is hidden.
+        (_ZERO_HEIGHT, "", f'<row r="2">{_cell("A5", "HIDDEN")}</row>'),
+        (_ZERO_HEIGHT, "", _cell("A3", "HIDDEN")),
+        (_ZERO_HEIGHT, "", f'<row r="2"><row r="3"/>{_cell("", "HIDDEN")}</row>'),
+        ('<sheetFormatPr defaultRowHeight="15" zeroHeight="True"/>', "", _cell("A3", "HIDDEN")),
+        # A zero default height or width hides each row or column that sets none of its own.
+        (
+            '<sheetFormatPr defaultRowHeight="0"/>',
+            _SIZED_FIRST,
+            f"<row>{_cell('', 'HIDDEN')}</row>",
+        ),
+        (
+            '<sheetFormatPr defaultRowHeight="15" defaultColWidth="0"/>' + _COLUMN_A,
+            "",
+            f'<row r="2">{_cell("A2", "a")}{_cell("B2", "HIDDEN")}</row>',
+        ),
+        (
+            '<sheetFormatPr defaultRowHeight="15" baseColWidth="0"/>'
+            '<cols><col min="1" max="1" width="9"/><col min="2" max="2" style="1"/></cols>',
+            "",
+            f'<row r="2">{_cell("A2", "a")}{_cell("B2", "HIDDEN")}</row>',
+        ),
+    ],
+    ids=[
+        "zeroHeight elsewhere",
+        "zeroHeight no row",
+        "zeroHeight after a nested row",
+        "zeroHeight True",
+        "zero height",
+        "zero width",
+        "zero base width",
+    ],
+)
+def test_rows_and_columns_a_sheets_default_size_hides_are_left_out(
+    runner: SandboxRunner, before: str, first: str, rows: str
+) -> None:
+    blocks = _shown_of(runner, rows, before, first)
+    assert _sheets(blocks)["S"][0][0] == "shown"
+    assert blocks[-1] == HIDDEN_NOTICE
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        # LibreOffice writes zeroHeight="false"; Excel (and XlsxWriter's hide_unused_rows)
+        # shows every row it writes under zeroHeight="1", at the default height.
+        '<sheetFormatPr defaultRowHeight="12.8" zeroHeight="false"/>',
+        _ZERO_HEIGHT,
+        '<sheetFormatPr defaultRowHeight="15" defaultColWidth="8" baseColWidth="0"/>',
+    ],
+    ids=["libreoffice", "excel hiding unused rows", "default width set"],
+)
+def test_a_sheets_default_sizes_that_show_rows_keep_them(
+    runner: SandboxRunner, before: str
+) -> None:
+    rows = f'<row r="2">{_cell("A2", "row")}{_cell("B2", "column")}</row>'
+    blocks = _shown_of(runner, rows, before)
+    assert blocks[1:] == [Table([["shown", ""], ["row", "column"]], header=False)]
+
+
+def test_a_sheets_format_properties_after_its_cells_are_refused(runner: SandboxRunner) -> None:
+    """Excel reads them before any row: placed after, they would hide rows already read."""
+    part = sheet(f'<row r="1">{_cell("A1", "HIDDEN")}</row>').replace(
+        "</sheetData>", f"</sheetData>{_ZERO_HEIGHT}"
+    )
+    with pytest.raises(UnreadableInput, match="format properties follow"):
+        _read(runner, xlsx({"S": part}))
+
+
+_VALUES = ("<v>1</v>", "<v>-1</v>", "<v>0</v>", ' t="inlineStr"><is><t>text</t></is>')
+
+
+def _formatted(runner: SandboxRunner, code: str) -> list[Block]:
+    """A sheet of 1, -1, 0 and "text" in column A under the number format ``code``, "shown"
+    in column B."""
+    rows = "".join(
+        f'<row r="{row}"><c r="A{row}" s="1"{value if value[0] == " " else ">" + value}</c>'
+        f"{_cell(f'B{row}', 'shown')}</row>"
+        for row, value in enumerate(_VALUES, start=1)
+    )
+    return _read(runner, styled(xlsx({"S": sheet(rows)}), number_formats(code)))
+
+
+@pytest.mark.parametrize(
+    ("code", "shown"),
+    [
+        (";;;", ["", "", "", ""]),
+        (";;;@", ["", "", "", "text"]),
+        ("0;-0;;@", ["1", "-1", "", "text"]),
+        ("0;;", ["1", "", "", "text"]),
+        ("[Red];[Blue]-0;0", ["", "-1", "0", "text"]),
+        ("0;-0", ["1", "-1", "0", "text"]),
+        ("General", ["1", "-1", "0", "text"]),
+    ],
+)
+def test_a_value_its_number_format_shows_nothing_of_is_left_out(
+    runner: SandboxRunner, code: str, shown: list[str]
+) -> None:
+    """A format's sections show positive, negative and zero numbers and text (ECMA-376 Part 1,
+    18.8.31); an empty section shows nothing, and a value under ``;;;`` was read though Excel
+    draws none of it."""
+    blocks = _formatted(runner, code)
+    assert [row[0] for row in _sheets(blocks)["S"]] == shown
+    hidden = shown.count("")
+    counted = "1 cell" if hidden == 1 else f"{hidden} cells"
+    notice = f'[airlock: sheet "S" has {counted} its number format shows nothing of; left out]'
+    assert (blocks[-1] == Notice(notice)) == bool(hidden)
