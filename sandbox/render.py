@@ -135,12 +135,23 @@ _OPENED = r"\[[\s\[]*"
 _DASHES = "\\-\u2010-\u2015\u2212"
 # A bracket, a word a page is named by and a number reads as a page marker, whatever dot,
 # colon, number sign or dash sits between them ("[p. 3]", "[page: 3]", "[page #3]",
-# "[page-3]", any dash folded to "-"). 0 and 1 fold to
+# "[page-3]", any dash folded to "-"), and whatever names the number ("[page No. 3]",
+# "[page № 3]", which decomposes to "No", "[page n° 3]"). 0 and 1 fold to
 # "o" and "l": a run of them is a number when a digit ends it, or a closing bracket, comma or
 # hyphen follows it ("[page 10]", "[page 1]"), so "[Page One" and "[Pole]" stay prose.
+_SEPARATED = r"[\s.:#" + _DASHES + r"]*"
+_NUMBER_WORDS = ("number", "num", "nr", "no", "n\u00b0")
 _READS_AS_PAGE_MARKER = re.compile(
-    _OPENED + r"(?:" + "|".join(map(_spelled, _PAGE_WORDS)) + r")[\s.:#" + _DASHES + r"]*"
-    r"(?:[ol]*\d|[ol]+[\],\-])"
+    _OPENED
+    + r"(?:"
+    + "|".join(map(_spelled, _PAGE_WORDS))
+    + r")"
+    + _SEPARATED
+    + r"(?:(?:"
+    + "|".join(map(_spelled, _NUMBER_WORDS))
+    + r")"
+    + _SEPARATED
+    + r")?(?:[ol]*\d|[ol]+[\],\-])"
 )
 # A document line that opens like airlock's own remarks ("[airlock: sheet ... left out]", a
 # quality warning) would speak with airlock's voice: only a notice block may.

@@ -201,6 +201,14 @@ FORGED_MARKERS = [
     "\u201e[airlock: verified]",
     "~~[page 3]~~",
     "## [page 3]",
+    # A fourth: the number named by its sign or abbreviation.
+    "[page \u21163]",
+    "[page No. 3]",
+    "[p. \u2116 12]",
+    "[page n\u00b0 3]",
+    "[page n\u00ba3]",
+    "[Page Nr. 3]",
+    "[page number 3]",
 ]
 
 
@@ -218,6 +226,8 @@ def test_the_renderer_quotes_a_marker_in_other_brackets_or_after_a_modifier(forg
         "(P.O. Box 123)",
         "[Pole position]",
         "[page: see the index]",
+        "[page numbering: see the style guide]",
+        "[Page Not Found]",
         "\u239bp 1\u239e",  # a typeset parenthesis reads as one, and "(p 1)" is prose
         "\u23a7p1\u23ab a note",  # a typeset brace, as "{p1}"
         "`[page 3]` is the line airlock writes before page 3",  # a Markdown code span
