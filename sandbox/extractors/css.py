@@ -13,12 +13,14 @@ is applied unless the query is for print or speech only. See docs/sandbox.md, "P
 from __future__ import annotations
 
 import colorsys
+import functools
 import math
 import re
 import sys
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from PIL import ImageColor
 
@@ -31,6 +33,9 @@ _FAINT = 0.05
 _SMALLEST_PX = 1.0
 #: An ``inset()`` clip of this many percent of a box, or more, leaves nothing to read.
 _CLIPPED_PERCENT = 99.9
+#: The thinnest band a clip may leave and show a letter, in pixels and in percent of the box
+#: (what an ``inset()`` of :data:`_CLIPPED_PERCENT` leaves).
+_THINNEST = {"px": _SMALLEST_PX, "%": 100 - _CLIPPED_PERCENT}
 #: The browser's default font size, which ``rem`` and the keywords are measured by.
 MEDIUM_PX = 16.0
 #: Offsets past these are off-screen (the viewport is taken as 1,280 by 1,024).
@@ -49,8 +54,16 @@ _VARIABLE = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)
 _TOKENS = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|[{}]""")
 _COMMENT_OR_STRING = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|/\*|<!--|-->""")
 _IMPORTANT = re.compile(r"!\s*important", re.IGNORECASE)
+#: Possessive, so that a long name that fails at its end is not tried split every way.
+_SIMPLE_SELECTOR = re.compile(r"(?:[a-z][\w-]*+|\*|[#.]-?[a-z_][\w-]*+|[\s>+~])+", re.I)
+#: A name that is not an id's or a class's: a type, or (counted too) anything else.
+_TYPE_NAME = re.compile(r"(?<![#.\w\\-])[a-z_][\w-]*", re.I)
 _FUNCTION = re.compile(r"^(rgba?|hsla?|hwb|lab|lch|oklab|oklch|color|color-mix)\((.*)\)$")
 _CALC_INSIDE = re.compile(r"calc\(([^()]*)\)")
+#: A list of functions (a ``transform``'s, a ``filter``'s), one bracket deep inside each,
+#: commas between them as SVG's ``transform`` attribute allows; possessive, so that a long
+#: list that fails at its end is not retried.
+_FUNCTION_LIST = re.compile(r"(?:[\s,]*+[a-z][\w-]*+\((?:[^()]++|\([^()]*+\))*+\))++[\s,]*+")
 #: Keywords a length, colour or display value may also be.
 _WIDE = frozenset({"inherit", "initial", "unset", "revert", "revert-layer"})
 _DISPLAY_WORDS = frozenset(
@@ -86,9 +99,12 @@ _PER_PARENT_EM = {"em": 1.0, "ex": 0.5, "ch": 0.5, "%": 0.01}
 #: Properties whose effect multiplies down the tree (or, for ``font-size``, is measured by the
 #: parent's): no one value hides, but several nested do, so each element's is carried to its
 #: content rather than judged alone.
-NESTING = frozenset({"opacity", "filter", "font-size", "transform", "scale", "zoom"})
-_IDENTITY = (1.0, 0.0, 0.0, 1.0)
+NESTING = frozenset({"opacity", "filter", "font-size", "transform", "rotate", "scale", "zoom"})
+#: A transform's 4x4 matrix, row by row, acting on column vectors ``(x, y, z, 1)``.
+_Matrix = tuple[float, ...]
+_IDENTITY: _Matrix = tuple(float(row == column) for row in range(4) for column in range(4))
 _TRANSFORM_FUNCTION = re.compile(r"([a-z0-9]+)\(([^()]*)\)")
+_ANGLE = re.compile(rf"{_NUMBER}(?:deg|grad|rad|turn)")
 #: A magnification past this is taken as this, so that factors multiplied down a deep tree
 #: stay finite (infinity times a zero scale is not a number).
 _MOST_MAGNIFIED = 1e6
@@ -145,31 +161,46 @@ BLACK = Colour(0, 0, 0)
 _SYSTEM = {"canvas": WHITE, "window": WHITE, "canvastext": BLACK, "windowtext": BLACK}
 
 
-def declarations(style: str, variables: MutableMapping[str, str] | None = None) -> dict[str, str]:
+def declarations(
+    style: str,
+    variables: MutableMapping[str, str] | None = None,
+    important: set[str] | None = None,
+) -> dict[str, str]:
     """A style's declarations as a browser keeps them: comments and escapes read, ``;``
     inside quotes and brackets not a separator, custom properties and ``var()`` resolved
-    (``variables``: those the element inherits), ``!important`` dropped, and a value that is
-    not valid for its property ignored, so the earlier valid one stands."""
+    (``variables``: those the element inherits), a value that is not valid for its property
+    ignored, so the earlier valid one stands, and shorthands expanded where they stand (a
+    later ``font:0/0 a`` resets an earlier ``font-size:16px``). ``!important`` is dropped once
+    weighed: a later declaration without it does not undo one with it
+    (``display:none !important; display:block`` hides). ``important`` is given the names of
+    the properties whose declaration kept has it."""
     found: dict[str, str] = {}
     if not style or style.isspace():
         return found
     # A new map in front of the inherited ones: nothing is copied, whatever the depth.
     known = ChainMap({}) if variables is None else ChainMap({}, variables)
+    important = set() if important is None else important
     for declaration in _split(_without_comments(style), ";"):
         name, colon, value = declaration.partition(":")
         if not colon:
             continue
         name = _unescaped(name).strip()
-        value = _IMPORTANT.sub("", _unescaped(value)).strip()
+        value = _unescaped(value)
+        weighty = _IMPORTANT.search(value) is not None
+        value = _IMPORTANT.sub("", value).strip()
         if name.startswith("--"):  # custom property names are case-sensitive
-            known[name] = value
-            found[name] = value
-            continue
-        name = name.lower()
-        value = _substituted(value, known).lower()
-        if _valid(name, value):
-            found[name] = value
-    _expand_shorthands(found)
+            set_here = {name: value}
+        else:
+            name = name.lower()
+            value = _substituted(value, known).lower()
+            set_here = _longhands(name, value) if _valid(name, value) else {}
+        for longhand, setting in set_here.items():
+            if weighty or longhand not in important:
+                found[longhand] = setting
+                if weighty:
+                    important.add(longhand)
+        if name.startswith("--"):
+            known[name] = found[name]
     return found
 
 
@@ -219,8 +250,10 @@ def magnification(style: Mapping[str, str]) -> float:
     """How much ``style`` enlarges what it draws in the direction it shrinks it most: the
     smaller stretch of its ``transform`` (``scale(0.1, 1)`` and a singular ``matrix()`` leave
     text a sliver, though neither scales it to nothing everywhere), times ``scale`` and
-    ``zoom``. Nested elements multiply theirs, as :func:`opacity`."""
+    ``zoom``, and the turn of its ``rotate`` (``rotate: x 90deg`` shows text edge-on, as
+    ``rotateX(90deg)`` does). Nested elements multiply theirs, as :func:`opacity`."""
     factors = [_least_stretch(style.get("transform", ""))]
+    factors.append(_least_stretch(_rotation(style.get("rotate", ""))))
     # The smaller of its two axes, as a transform's: "scale: 0.001 1000" is a sliver. A
     # negative scale mirrors the text, at the same size.
     axes = [abs(_factor(part, 1.0)) for part in style.get("scale", "").split()[:2]]
@@ -250,7 +283,7 @@ def faded(styles: Sequence[Mapping[str, str]]) -> float:
 def magnified(styles: Sequence[Mapping[str, str]]) -> float:
     """How much the declarations ``styles`` magnify their element together: see
     :func:`_together`."""
-    return _together(styles, magnification, ("transform", "scale", "zoom"))
+    return _together(styles, magnification, ("transform", "rotate", "scale", "zoom"))
 
 
 def _together(
@@ -277,17 +310,16 @@ def font_size(style: Mapping[str, str], parent_px: float, root_px: float = MEDIU
     value = style.get("font-size", "")
     if value in _FONT_SIZE_PX:
         return _FONT_SIZE_PX[value]
+    if value == "initial":  # medium, not the parent's size: it restores a zeroed row
+        return MEDIUM_PX
     if value in ("smaller", "larger"):
         return parent_px / 1.2 if value == "smaller" else parent_px * 1.2
-    size: float | None = None
-    length = _LENGTH.match(_without_calc(value))
-    if length is not None and length.group(2) in (*_PER_PARENT_EM, "rem"):
-        number, unit = _finite(float(length.group(1))), length.group(2)
-        size = number * (root_px if unit == "rem" else parent_px * _PER_PARENT_EM[unit])
-    elif value:
-        size = px(value)
-    # A negative size is invalid, so the parent's stands.
-    return parent_px if size is None or size < 0 else min(size, sys.float_info.max)
+    # Measured by the parent inside min(), max() and clamp() too: min(1em, 20px) under a
+    # 1-pixel parent is a pixel, not the 16 an em is elsewhere.
+    relative = {unit: parent_px * share for unit, share in _PER_PARENT_EM.items()}
+    size = px(value, _PX_PER_UNIT | relative | {"rem": root_px}) if value else None
+    # Only a function's size is negative here (a negative length is invalid): drawn at 0.
+    return parent_px if size is None else min(max(size, 0.0), sys.float_info.max)
 
 
 def faded_out(opacity: float) -> bool:
@@ -353,17 +385,27 @@ def background_of(style: Mapping[str, str], bgcolor: str | None) -> Colour | boo
     return parse_colour(bgcolor or "", legacy=True)
 
 
-def rules(sheet: str) -> Iterator[tuple[str, str]]:
+class Rule(NamedTuple):
+    """One selector's rule: ``top_level`` when no at-rule or other rule holds it, so that its
+    selector alone decides where it applies and nothing but specificity and order outweighs
+    it (a ``@layer``'s rule loses to any other, an ``@media`` rule may not apply)."""
+
+    selector: str
+    body: str
+    top_level: bool
+
+
+def rules(sheet: str) -> Iterator[Rule]:
     """Every ``selector { declarations }`` rule a screen applies: top-level rules, rules in
     ``@media`` (unless for print or speech only), ``@supports``, ``@layer``, ``@container``
     and ``@scope`` blocks, and nested rules (``&`` standing for the parent's selector), one
     selector of a list at a time. Raises :class:`TooComplex` for rules nested past
     :data:`MAX_RULE_DEPTH` or a nested selector past :data:`MAX_SELECTOR_CHARS` (a list of two
     nested 22 deep is four million selectors)."""
-    for selector, body in _rules(_without_comments(sheet), "", 0):
+    for selector, body, top_level in _rules(_without_comments(sheet), "", 0):
         for one in _split(selector, ","):
             if one.strip():
-                yield one.strip(), body
+                yield Rule(one.strip(), body, top_level)
 
 
 class TooComplex(ValueError):
@@ -380,7 +422,26 @@ def imports(sheet: str) -> list[str]:
     return re.findall(r"""@import\s+(?:url\()?\s*["']?([^"')\s;]+)""", _without_comments(sheet))
 
 
-def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str]]:
+def specificity(selector: str) -> tuple[int, int, int]:
+    """A selector's specificity (ids, classes, types), exact for a :func:`simple` one, and no
+    smaller for any other (every ``#`` an id, every ``.``, ``[`` and ``:`` a class, every
+    name a type: ``:where()`` and the most specific of ``:is()``'s list are not worked out):
+    enough to tell that a rule is not outweighed, never that it outweighs."""
+    return (
+        selector.count("#"),
+        sum(map(selector.count, ".[:")),
+        len(_TYPE_NAME.findall(selector)),
+    )
+
+
+def simple(selector: str) -> bool:
+    """Whether a selector is only types, ``*``, ids, classes and combinators: one whose
+    specificity is exact, and which lexbor matches as a browser does (a pseudo-class lexbor
+    cannot parse is dropped, which matches more)."""
+    return _SIMPLE_SELECTOR.fullmatch(selector) is not None
+
+
+def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str, bool]]:
     if depth > MAX_RULE_DEPTH:
         raise TooComplex(f"rules nested more than {MAX_RULE_DEPTH} deep")
     for prelude, body in _blocks(sheet):
@@ -391,13 +452,13 @@ def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str]]:
                 continue
             if keyword in ("media", "supports", "layer", "container", "scope", "document"):
                 if parent:  # a condition inside a rule holds the rule's own declarations
-                    yield parent, _own_declarations(body)
+                    yield parent, _own_declarations(body), False
                 yield from _rules(body, parent, depth + 1)
             continue
         selector = _nested(prelude, parent)
         if len(selector) > MAX_SELECTOR_CHARS:
             raise TooComplex(f"a nested selector longer than {MAX_SELECTOR_CHARS} characters")
-        yield selector, _own_declarations(body)
+        yield selector, _own_declarations(body), depth == 0
         if "{" in body:
             yield from _rules(body, selector, depth + 1)
 
@@ -553,43 +614,50 @@ def _valid(name: str, value: str) -> bool:
         return value in ("currentcolor", "none") or parse_colour(value) is not None
     if name == "font-size":
         return _is_font_size(value)
+    if name == "rotate":
+        return value == "none" or bool(_rotation(value))
+    if name in ("transform", "filter"):
+        return value == "none" or _FUNCTION_LIST.fullmatch(value) is not None
+    if name == "scale":
+        parts = value.split()
+        factors = [_factor(part, math.nan) for part in parts]
+        return value == "none" or (0 < len(parts) <= 3 and not any(map(math.isnan, factors)))
+    if name == "zoom":
+        return value in ("normal", "reset") or _factor(value, -1.0) >= 0
     if name in _LENGTH_PROPERTIES:
         return value == "auto" or px(value) is not None
     return True
 
 
 def _is_font_size(value: str) -> bool:
-    """A keyword, a length or a percentage (of the parent's size, which ``px`` cannot
-    judge)."""
-    percentage = value.endswith("%") and _factor(value, -1.0) >= 0
-    return value in _FONT_SIZE_WORDS or px(value) is not None or percentage
+    """A keyword, or a length or percentage (of the parent's size: a pixel a percent, for its
+    sign) that is not negative; ``calc()``, ``min()``, ``max()`` and ``clamp()`` may be, and
+    are drawn at 0 (a negative ``min(-1px, 1em)`` left the parent's size standing)."""
+    if value in _FONT_SIZE_WORDS:
+        return True
+    size = px(value, _PX_PER_UNIT | {"%": 1.0})
+    return size is not None and (size >= 0 or _MATH.match(value) is not None)
 
 
-def _expand_shorthands(style: dict[str, str]) -> None:
-    """The longhands this module judges, from the shorthands that set them: ``font``'s size,
-    ``margin``'s left and top, ``overflow``'s axes, ``inset``."""
-    if "font" in style:
-        for token in style["font"].split():
-            size = token.split("/")[0]
-            if _is_font_size(size):
-                style.setdefault("font-size", size)
-                break
-    for shorthand, (first, fourth) in (
-        ("margin", ("margin-top", "margin-left")),
-        ("inset", ("top", "left")),
-    ):
-        values = style.get(shorthand, "").split()
-        if values:
-            style.setdefault(first, values[0])
-            style.setdefault(fourth, values[{1: 0, 2: 1, 3: 1}.get(len(values), 3)])
-    for logical, physical in _LOGICAL.items():
-        if logical in style:
-            style.setdefault(physical, style[logical])
-    for axis in ("overflow-x", "overflow-y"):
-        if style.get(axis) in ("hidden", "clip"):
-            style.setdefault("overflow", style[axis])
-    if style.get("overflow", "").split()[:1] == ["clip"]:
-        style["overflow"] = "hidden"
+def _longhands(name: str, value: str) -> dict[str, str]:
+    """What one declaration sets among the properties this module judges: itself, and the
+    longhands of a shorthand (``font``'s size, ``margin``'s and ``inset``'s left and top,
+    ``overflow`` from either axis's, its ``clip`` read as ``hidden``) or the physical property
+    of a logical one."""
+    found = {name: value}
+    if name == "font":
+        sizes = [token.split("/")[0] for token in value.split()]
+        found |= next(({"font-size": size} for size in sizes if _is_font_size(size)), {})
+    if name in ("margin", "inset") and (values := value.split()):
+        first, fourth = ("margin-top", "margin-left") if name == "margin" else ("top", "left")
+        found[first] = values[0]
+        found[fourth] = values[{1: 0, 2: 1, 3: 1}.get(len(values), 3)]
+    if name in _LOGICAL:
+        found[_LOGICAL[name]] = value
+    clipping = value.split()[:1] in (["hidden"], ["clip"])
+    if name == "overflow" or (name in ("overflow-x", "overflow-y") and clipping):
+        found["overflow"] = "hidden" if clipping else value
+    return found
 
 
 def _zero_size(style: Mapping[str, str]) -> bool:
@@ -642,34 +710,63 @@ def _empty_shape(clip_path: str) -> bool:
         # What a clip of 99.9 % leaves is under a pixel of all but a thousand-pixel box.
         return top + bottom >= _CLIPPED_PERCENT or left + right >= _CLIPPED_PERCENT
     if name == "polygon":
-        return _flat_polygon(arguments)
+        return _thin_polygon(arguments)
     radii = arguments.split(" at ")[0].split()
     return any(_at_most(radius, _SMALLEST_PX / 2) for radius in radii)
 
 
-def _flat_polygon(arguments: str) -> bool:
-    """Whether a ``polygon()``'s points (in one unit, ``0`` fitting any) enclose no area."""
-    points = [point.split() for point in _split(arguments, ",")]
-    if points and points[0][:1] in (["nonzero"], ["evenodd"]):
+def _thin_polygon(arguments: str) -> bool:
+    """Whether a ``polygon()`` leaves too thin a band to read a letter through: its points
+    span under :data:`_THINNEST` across, in either axis (in that axis's one unit, ``0``
+    fitting any: ``0 0, 100% 0, 100% 0.5px, 0 0.5px``), or, all in one unit, enclose too
+    little area for their extent (the area over the bounding box's diagonal, about a band's
+    thickness at any slant). Exactly flat polygons enclosed nothing; a band of 0.01 % of the
+    box, of some area, showed nothing either."""
+    spaced = " ".join(arguments.split())  # a newline or a tab separates as a space does
+    points = [[part for part in _split(point, " ") if part] for point in _split(spaced, ",")]
+    if points[0][:1] in (["nonzero"], ["evenodd"]):
         points[0] = points[0][1:]
-    coordinates = [_LENGTH.match(coordinate) for point in points for coordinate in point]
-    if any(len(point) != 2 for point in points) or None in coordinates:
+    if not points[0]:  # the fill rule has a comma of its own
+        points = points[1:]
+    coordinates = [_coordinate(part) for point in points for part in point]
+    if not points or any(len(point) != 2 for point in points) or None in coordinates:
         return False
-    found = [match for match in coordinates if match is not None]
-    # Points on one horizontal or vertical line enclose nothing in any units ("0 0, 100% 0,
-    # 50px 0" gave up on its two units).
-    for axis in (found[0::2], found[1::2]):
-        if len({(float(match.group(1)), match.group(2) or "px") for match in axis}) == 1:
-            return True
-    units = {match.group(2) or "px" for match in found if float(match.group(1)) != 0}
-    if len(units) > 1:
+    found = [coordinate for coordinate in coordinates if coordinate is not None]
+    extents = [_extent(axis) for axis in (found[0::2], found[1::2])]
+    if any(extent is not None and extent[0] < _THINNEST[extent[1]] for extent in extents):
+        return True
+    units = {unit for _, unit in found if unit}
+    if len(units) > 1 or None in extents:
         return False
-    numbers = [_finite(float(match.group(1))) for match in found]
-    xs, ys = numbers[0::2], numbers[1::2]
+    unit = units.pop() if units else "px"
+    xs, ys = [number for number, _ in found[0::2]], [number for number, _ in found[1::2]]
     area = sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs)))
-    # Under a square pixel shows no letter ("1000px 0, 1000px 0.0000001px"); in another
-    # unit the box's size is not known, and only no area at all is judged.
-    return abs(area) / 2 < (1 if units <= {"px"} else 1e-9)
+    diagonal = math.hypot(*(extent[0] for extent in extents if extent is not None))
+    return abs(area) / 2 < _THINNEST[unit] * diagonal
+
+
+def _coordinate(value: str) -> tuple[float, str] | None:
+    """A polygon's coordinate as pixels (``px``) or a percentage of the box (``%``); ``0``
+    (unit "") fits either; None when it is neither."""
+    match = _LENGTH.match(_without_calc(value))
+    if match is None:
+        return None
+    number = _finite(float(match.group(1)))
+    if number == 0:
+        return 0.0, ""
+    if match.group(2) == "%":
+        return number, "%"
+    pixels = px(value)
+    return None if pixels is None else (pixels, "px")
+
+
+def _extent(axis: list[tuple[float, str]]) -> tuple[float, str] | None:
+    """How far one axis's coordinates span, and in what unit; None when they mix units."""
+    units = {unit for _, unit in axis if unit}
+    if len(units) > 1:
+        return None
+    numbers = [number for number, _ in axis]
+    return max(numbers) - min(numbers), units.pop() if units else "px"
 
 
 def _sides(parts: list[float]) -> list[float]:
@@ -688,68 +785,141 @@ def _percent(value: str) -> float:
     return 0.0 if number is None else number
 
 
+# Kept per transform: a page repeats its few transforms over thousands of elements, and the
+# 4x4 products cost a page of 20,000 styled elements 1.4-1.7x its time before them.
+@functools.lru_cache(maxsize=4096)
 def _least_stretch(transform: str) -> float:
-    """How much a transform list scales the text in the direction it squashes it most: the
-    smaller singular value of its two-dimensional linear part (translation and perspective
-    left out). Matrices are the columns ``(a, b)`` and ``(c, d)``, as in CSS's ``matrix()``."""
-    a, b, c, d = _IDENTITY
+    """How much a transform list scales the text in the direction it squashes it most, as the
+    screen shows it: the smaller singular value, at the element's centre (its transform
+    origin), of the list's 4x4 matrix projected onto the screen. The projection divides by the
+    homogeneous w, so ``perspective(100px) translateZ(-1e5px)`` draws at a thousandth; where w
+    is not positive the text is behind the viewer, and nothing is drawn."""
+    matrix = _IDENTITY
     for name, arguments in _TRANSFORM_FUNCTION.findall(_CALC_INSIDE.sub(r"\1", transform)):
         parts = [part for part in re.split(r"[\s,]+", arguments) if part]
-        e, f, g, h = (_bounded(entry) for entry in _linear(name, parts))
-        a, b, c, d = (
-            _bounded(entry)
-            for entry in (a * e + c * f, b * e + d * f, a * g + c * h, b * g + d * h)
-        )
+        matrix = _product(matrix, tuple(map(_bounded, _matrix(name, parts))))
+    return _projected_stretch(matrix)
+
+
+def _product(left: _Matrix, right: _Matrix) -> _Matrix:
+    """``left`` times ``right``, each entry held within :data:`_MOST_MAGNIFIED`."""
+    rows = (left[0:4], left[4:8], left[8:12], left[12:16])
+    columns = (right[0::4], right[1::4], right[2::4], right[3::4])
+    return tuple(
+        _bounded(r0 * c0 + r1 * c1 + r2 * c2 + r3 * c3)
+        for r0, r1, r2, r3 in rows
+        for c0, c1, c2, c3 in columns
+    )
+
+
+def _projected_stretch(matrix: _Matrix) -> float:
+    """The smaller singular value of the screen's derivative of ``matrix`` at the origin:
+    ``(x, y) -> (x', y') / w'``, whose derivative is ``(A w - t p) / w^2`` (``A`` the plane's
+    part, ``t`` the translation, ``p`` the perspective row)."""
+    w = matrix[15]
+    if not w > 0:
+        return 0.0
+    a, c, tx = matrix[0], matrix[1], matrix[3]
+    b, d, ty = matrix[4], matrix[5], matrix[7]
+    p, q = matrix[12], matrix[13]
+    a, b, c, d = (
+        _bounded(entry / (w * w))
+        for entry in (a * w - tx * p, b * w - ty * p, c * w - tx * q, d * w - ty * q)
+    )
+    # Columns (a, b) and (c, d); the two singular values multiply to the determinant.
     squares = a * a + b * b + c * c + d * d
     spread = math.hypot(a * a + b * b - c * c - d * d, 2 * (a * c + b * d))
     largest = math.sqrt((squares + spread) / 2)
-    # The two singular values multiply to the determinant.
     return 0.0 if largest == 0 else abs(a * d - b * c) / largest
 
 
-def _linear(name: str, arguments: list[str]) -> tuple[float, float, float, float]:
-    """One transform function's linear part, ``(a, b, c, d)``; the identity for a function
-    that does not scale, skew or turn the plane (a translation), or that cannot be read."""
+def _matrix(name: str, arguments: list[str]) -> _Matrix:
+    """One transform function's 4x4 matrix (rows of the column-vector form); the identity for
+    one that cannot be read."""
     if name.startswith(("matrix", "scale")):
-        numbers = [_factor(argument, math.nan) for argument in arguments]
-        if not numbers or any(map(math.isnan, numbers)):
-            return _IDENTITY
-        if name == "matrix" and len(numbers) == 6:
-            return numbers[0], numbers[1], numbers[2], numbers[3]
-        if name == "matrix3d" and len(numbers) == 16:
-            # The last entry divides every point drawn (its homogeneous w): 1000 there draws
-            # the text at a thousandth; 0 sends it to infinity, where nothing is drawn.
-            w = numbers[15]
-            if not w:
-                return 0.0, 0.0, 0.0, 0.0
-            return numbers[0] / w, numbers[1] / w, numbers[4] / w, numbers[5] / w
-        x, y = numbers[0], numbers[1] if len(numbers) > 1 else numbers[0]
-        x, y = {"scalex": (x, 1.0), "scaley": (1.0, x), "scalez": (1.0, 1.0)}.get(name, (x, y))
-        return (x, 0.0, 0.0, y) if name.startswith("scale") else _IDENTITY
+        return _scaling(name, [_factor(argument, math.nan) for argument in arguments])
+    if name.startswith(("translate", "perspective")):
+        return _moving(name, arguments)
     if name == "rotate3d":
         return _turned(arguments)
     angles = [_degrees(argument) for argument in arguments]
     if not angles or None in angles:
         return _IDENTITY
     first, second = (math.radians(angle or 0.0) for angle in [*angles, 0.0][:2])
+    cosine, sine = math.cos(first), math.sin(first)
     if name in ("rotate", "rotatez"):
-        return math.cos(first), math.sin(first), -math.sin(first), math.cos(first)
+        return _linear3(cosine, -sine, 0.0, sine, cosine, 0.0, 0.0, 0.0, 1.0)
     if name == "rotatex":  # turned about the horizontal axis: its height foreshortened
-        return 1.0, 0.0, 0.0, math.cos(first)
+        return _linear3(1.0, 0.0, 0.0, 0.0, cosine, -sine, 0.0, sine, cosine)
     if name == "rotatey":
-        return math.cos(first), 0.0, 0.0, 1.0
-    if name == "skewx":
-        return 1.0, 0.0, math.tan(first), 1.0
-    if name == "skewy":
-        return 1.0, math.tan(first), 0.0, 1.0
-    if name == "skew":
-        return 1.0, math.tan(second), math.tan(first), 1.0
+        return _linear3(cosine, 0.0, sine, 0.0, 1.0, 0.0, -sine, 0.0, cosine)
+    skews = {"skewx": (first, 0.0), "skewy": (0.0, first), "skew": (first, second)}
+    if name in skews:
+        x, y = (math.tan(angle) for angle in skews[name])
+        return _linear3(1.0, x, 0.0, y, 1.0, 0.0, 0.0, 0.0, 1.0)
     return _IDENTITY
 
 
-def _turned(arguments: list[str]) -> tuple[float, float, float, float]:
-    """The plane's part of ``rotate3d(x, y, z, angle)`` (Rodrigues' rotation about the axis):
-    turned a right angle about the horizontal axis, text is seen edge-on."""
+def _scaling(name: str, numbers: list[float]) -> _Matrix:
+    """A ``matrix()``, ``matrix3d()`` or ``scale*()`` function's matrix. ``matrix3d()`` lists
+    its columns: its last entry, the homogeneous w, divides every point drawn (1000 draws text
+    at a thousandth; 0 or less, behind the viewer, draws nothing)."""
+    if not numbers or any(map(math.isnan, numbers)):
+        return _IDENTITY
+    if name == "matrix" and len(numbers) == 6:
+        a, b, c, d, e, f = numbers
+        return (a, c, 0.0, e, b, d, 0.0, f, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0)
+    if name == "matrix3d" and len(numbers) == 16:
+        return tuple(numbers[column * 4 + row] for row in range(4) for column in range(4))
+    x = numbers[0]
+    y = numbers[1] if len(numbers) > 1 else x
+    z = numbers[2] if len(numbers) > 2 else 1.0
+    axes = {
+        "scale": (x, y, 1.0),
+        "scale3d": (x, y, z),
+        "scalex": (x, 1.0, 1.0),
+        "scaley": (1.0, x, 1.0),
+        "scalez": (1.0, 1.0, x),
+    }
+    if name not in axes:
+        return _IDENTITY
+    x, y, z = axes[name]
+    return _linear3(x, 0.0, 0.0, 0.0, y, 0.0, 0.0, 0.0, z)
+
+
+def _moving(name: str, arguments: list[str]) -> _Matrix:
+    """A translation's matrix, or ``perspective(d)``'s, which divides by ``1 - z / d``: moved
+    towards the viewer past ``d`` the text is behind them, moved far away it is a dot. A
+    percentage of the box is taken as no move: only a perspective makes a move shrink text,
+    and it is by its depth, which takes no percentage."""
+    offsets = [
+        0.0 if argument.endswith("%") else px(argument) for argument in arguments if argument
+    ]
+    if not offsets or None in offsets:
+        return _IDENTITY
+    known = [offset or 0.0 for offset in offsets]
+    if name == "perspective":
+        # A depth under a pixel is drawn as one (CSS Transforms 2); a negative one is invalid.
+        depth = known[0]
+        if depth < 0:
+            return _IDENTITY
+        return (*_IDENTITY[:14], -1 / max(depth, 1.0), 1.0)
+    axes = {"translatex": (0,), "translatey": (1,), "translatez": (2,)}.get(name, (0, 1, 2))
+    move = [0.0, 0.0, 0.0]
+    for axis, offset in zip(axes, known, strict=False):
+        move[axis] = offset
+    return (1.0, 0.0, 0.0, move[0], 0.0, 1.0, 0.0, move[1], 0.0, 0.0, 1.0, move[2], *_IDENTITY[12:])
+
+
+def _linear3(*entries: float) -> _Matrix:
+    """The 4x4 matrix of a 3x3 linear map given by rows."""
+    m = entries
+    return (m[0], m[1], m[2], 0.0, m[3], m[4], m[5], 0.0, m[6], m[7], m[8], 0.0, *_IDENTITY[12:])
+
+
+def _turned(arguments: list[str]) -> _Matrix:
+    """``rotate3d(x, y, z, angle)``'s matrix (Rodrigues' rotation about the axis): turned a
+    right angle about the horizontal axis, text is seen edge-on."""
     axis = [_number(argument) for argument in arguments[:3]]
     angle = _degrees(arguments[3]) if len(arguments) == 4 else None
     if angle is None or len(axis) != 3 or None in axis:
@@ -761,12 +931,30 @@ def _turned(arguments: list[str]) -> tuple[float, float, float, float]:
     x, y, z = x / length, y / length, z / length
     cosine, sine = math.cos(math.radians(angle)), math.sin(math.radians(angle))
     turn = 1 - cosine
-    return (
-        cosine + x * x * turn,
-        y * x * turn + z * sine,
-        x * y * turn - z * sine,
-        cosine + y * y * turn,
+    return _linear3(
+        *(cosine + x * x * turn, x * y * turn - z * sine, x * z * turn + y * sine),
+        *(y * x * turn + z * sine, cosine + y * y * turn, y * z * turn - x * sine),
+        *(z * x * turn - y * sine, z * y * turn + x * sine, cosine + z * z * turn),
     )
+
+
+def _rotation(value: str) -> str:
+    """The ``rotate`` property as the transform function it stands for (its angle first or
+    last: ``x 90deg`` is ``rotatex(90deg)``, ``1 0 0 90deg`` ``rotate3d(1,0,0,90deg)``); ""
+    for ``none`` and a value that is not one."""
+    words = [word for word in _split(" ".join(value.split()), " ") if word]
+    if not words:
+        return ""
+    angle = _without_calc(words.pop(0 if _ANGLE.fullmatch(_without_calc(words[0])) else -1))
+    if not _ANGLE.fullmatch(angle):
+        return ""
+    if words in ([], ["z"]):
+        return f"rotate({angle})"
+    if words in (["x"], ["y"]):
+        return f"rotate{words[0]}({angle})"
+    if len(words) == 3 and None not in map(_number, words):
+        return f"rotate3d({','.join(words)},{angle})"
+    return ""
 
 
 def _bounded(number: float) -> float:
@@ -837,16 +1025,16 @@ def _at_most(value: str, limit: float) -> bool:
     return pixels is not None and pixels <= limit
 
 
-def px(value: str) -> float | None:
-    """A CSS length in pixels (an em as 16, a vw as 1 % of a 1,280-pixel viewport), or None
-    when ``value`` is not one; ``calc()`` of one length is that length, ``min()``, ``max()``
-    and ``clamp()`` of lengths what they choose; a percentage is judged by its sign only (0
-    or less, else None)."""
+def px(value: str, units: Mapping[str, float] = _PX_PER_UNIT) -> float | None:
+    """A CSS length in pixels (by ``units``: an em as 16, a vw as 1 % of a 1,280-pixel
+    viewport), or None when ``value`` is not one; ``calc()`` of one length is that length,
+    ``min()``, ``max()`` and ``clamp()`` of lengths what they choose; a percentage, unless
+    ``units`` measures it, is judged by its sign only (0 or less, else None)."""
     value = value.strip()
     function = _MATH.match(value)
     if function is not None:
         name, inner = function.group(1), function.group(2)
-        lengths = [px(part) for part in _split(inner, ",")]
+        lengths = [px(part, units) for part in _split(inner, ",")]
         if None in lengths or not lengths:
             return None
         known = [length or 0.0 for length in lengths]
@@ -861,11 +1049,11 @@ def px(value: str) -> float | None:
     if match is None:
         return None
     number, unit = _finite(float(match.group(1))), match.group(2)
-    if unit == "%":
+    if unit == "%" and unit not in units:
         return number if number <= 0 else None
     if not unit:
         return number if number == 0 else None
-    factor = _PX_PER_UNIT.get(unit)
+    factor = units.get(unit)
     return None if factor is None else number * factor
 
 

@@ -25,6 +25,7 @@ import urllib.parse
 from collections import ChainMap, Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -277,7 +278,10 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
         if (inline := _data_stylesheet(url)) is not None
     ]
     try:
-        decided = [_decided(sheet) for sheet in sheets]
+        # Every sheet's page-wide custom properties before any rule is judged: a rule's
+        # var() may name one another sheet sets.
+        variables = dict(pair for sheet in sheets for pair in _page_variables(sheet))
+        decided = [_decided(sheet, tuple(sorted(variables.items()))) for sheet in sheets]
     except css.TooComplex as exc:
         raise Refusal(
             codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
@@ -291,7 +295,6 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
     for declared, group in shrinking.items():
         for mem_id in _matched(tree, group, started):
             shrunk.setdefault(mem_id, []).append(dict(declared))
-    variables = {name: value for sheet in decided for name, value in sheet.variables.items()}
     return _Styling(hidden, shrunk, variables)
 
 
@@ -301,7 +304,9 @@ def _bound_shrinking(hiding: int, shrinking: dict[tuple[tuple[str, str], ...], l
     that hide, 3,000 rules of ``1rem`` refused a real page. Each distinct declaration block
     costs a query over the page: 60,000 distinct sizes cost a chapter 10 CPU-s."""
     sizing = sum(
-        len(group) for declared, group in shrinking.items() if _SIZE_ONLY.issuperset(dict(declared))
+        len(group)
+        for declared, group in shrinking.items()
+        if _SIZE_ONLY.issuperset(dict(declared).keys() - {_RANK})
     )
     if hiding + sum(map(len, shrinking.values())) - sizing > MAX_HIDING_SELECTORS:
         raise Refusal(
@@ -348,35 +353,102 @@ def _matched(tree: LexborHTMLParser, selectors: list[str], started: float) -> se
 
 #: Selectors of a sheet's rules, each with the declarations it is matched for.
 _Declaring = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+#: The key under which a rule's declarations carry the :class:`_Rank` of its font size.
+_RANK = "-airlock-rank"
+
+
+class _Rank(NamedTuple):
+    """Where a rule's font size stands in the cascade: its sheet, its importance and
+    specificity (``weight``; an upper bound unless ``outweighs``), whether it certainly
+    outweighs the lighter sizes of its sheet (top-level, a simple selector, in a sheet that
+    imports none: a book's sheets hold what they import, whatever its layer or media), and
+    whether nothing does (important inside an at-rule: a ``@layer``'s important rule
+    outweighs every other)."""
+
+    sheet: int
+    weight: tuple[int, int, int, int]
+    outweighs: bool
+    unbeatable: bool
+
+    def text(self) -> str:
+        return " ".join(map(str, (self.sheet, *self.weight, self.outweighs, self.unbeatable)))
+
+    @classmethod
+    def read(cls, text: str) -> _Rank | None:
+        if not text:
+            return None
+        sheet, *weight, outweighs, unbeatable = text.split()
+        a, b, c, d = map(int, weight)
+        return cls(int(sheet), (a, b, c, d), outweighs == "True", unbeatable == "True")
 
 
 @dataclass(frozen=True)
 class _Decided:
-    """What one stylesheet decides: the selectors of its rules that hide, those that fade,
-    shrink or set a font size (each with those declarations), and the custom properties it
-    sets on the whole page."""
+    """What one stylesheet decides: the selectors of its rules that hide, and those that fade,
+    shrink or set a font size (each with those declarations)."""
 
     hiding: tuple[str, ...]
     shrinking: _Declaring
-    variables: dict[str, str]
 
 
 @functools.lru_cache(maxsize=64)
-def _decided(sheet: str) -> _Decided:
-    """``sheet``'s :class:`_Decided`, worked out once per sheet (every chapter of a book
-    links the same one)."""
+def _page_variables(sheet: str) -> tuple[tuple[str, str], ...]:
+    """The custom properties ``sheet`` sets on the whole page (``:root``, ``html``, ``body``,
+    ``*``), in order, once per sheet."""
+    variables: dict[str, str] = {}
+    for rule in css.rules(sheet):
+        if rule.selector in _PAGE_SELECTORS:
+            variables |= css.variables_of(css.declarations(rule.body))
+    return tuple(variables.items())
+
+
+@functools.lru_cache(maxsize=64)
+def _decided(sheet: str, variables: tuple[tuple[str, str], ...]) -> _Decided:
+    """``sheet``'s :class:`_Decided`, its ``var()`` read from the page's ``variables``, worked
+    out once per sheet (every chapter of a book links the same ones). Unresolved,
+    ``display:var(--h)`` was no value, and the text it hid was read."""
     hiding: list[str] = []
     shrinking: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-    variables: dict[str, str] = {}
-    for selector, body in css.rules(sheet):
-        declared = css.declarations(body)
+    known = dict(variables)
+    importing = bool(css.imports(sheet))
+    for selector, body, top_level in css.rules(sheet):
+        important: set[str] = set()
+        declared = css.declarations(body, known, important)
         if css.hiding(declared):
             hiding.append(selector)
         elif shrinks := css.shrinking(declared):
+            if "font-size" in shrinks:
+                weighty = "font-size" in important
+                shrinks[_RANK] = _Rank(
+                    hash(sheet),
+                    (int(weighty), *css.specificity(selector)),
+                    top_level and not importing and css.simple(selector),
+                    weighty and not top_level,
+                ).text()
             shrinking.append((selector, tuple(sorted(shrinks.items()))))
-        if selector in _PAGE_SELECTORS:
-            variables |= css.variables_of(declared)
-    return _Decided(tuple(hiding), tuple(shrinking), variables)
+    return _Decided(tuple(hiding), tuple(shrinking))
+
+
+def _not_outweighed(rules: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Of the stylesheet declarations that set an element's font size, those no rule of the
+    same sheet certainly outweighs: ``p.v{font-size:16px}`` outweighs ``p{font-size:0}``, and
+    a browser draws the paragraph at 16 px. Where which wins is not certain (two sheets, or
+    the same weight, whose order is not kept), all are kept and the smallest judged, as for
+    the style attribute against any rule. Never the style attribute's: its declarations
+    are the page's to name, ``-airlock-rank`` too."""
+    sizing = [one for one in rules if "font-size" in one]
+    ranks = [_Rank.read(one.get(_RANK, "")) for one in sizing]
+    heaviest: dict[int, tuple[int, int, int, int]] = {}
+    for rank in ranks:
+        if rank is not None and rank.outweighs:
+            heaviest[rank.sheet] = max(heaviest.get(rank.sheet, rank.weight), rank.weight)
+    return [
+        one
+        for one, rank in zip(sizing, ranks, strict=True)
+        if rank is None
+        or rank.unbeatable
+        or not heaviest.get(rank.sheet, rank.weight) > rank.weight
+    ]
 
 
 def _data_stylesheet(url: str) -> str | None:
@@ -564,17 +636,17 @@ class _Reader:
         """An element's opacity and magnification (its ancestors' included, and an SVG's
         ``viewBox`` scale) and font size in pixels, from its style attribute and the stylesheet
         rules that fade, shrink or size it. When two set one property, the more diminishing is
-        taken (an ``!important`` rule outweighs the attribute); different properties
-        multiply."""
+        taken (an ``!important`` rule outweighs the attribute), but for a rule's font size
+        another rule certainly outweighs; different properties multiply."""
         parent = self._frames[-1]
-        styles = [style, *self._shrunk_by_sheet.get(node.mem_id, ())]
+        rules = self._shrunk_by_sheet.get(node.mem_id, [])
+        styles = [style, *rules]
         drawn = _view_box_scale(attributes, style) if tag == "svg" else 1.0
         if not any(styles) and drawn == 1.0:  # most elements: all as their parent's
             return parent.opacity, parent.magnification, parent.font_px
         root_px = self._frames[1].font_px if len(self._frames) > 1 else css.MEDIUM_PX
-        sizes = [
-            css.font_size(one, parent.font_px, root_px) for one in styles if "font-size" in one
-        ]
+        sized = [one for one in [style, *_not_outweighed(rules)] if "font-size" in one]
+        sizes = [css.font_size(one, parent.font_px, root_px) for one in sized]
         return (
             parent.opacity * css.faded(styles),
             css.nested(parent.magnification, css.magnified(styles), drawn),

@@ -766,3 +766,153 @@ def test_a_page_carries_no_airlock_voice(runner: SandboxRunner) -> None:
     text = _text(runner, "<p>[airlock: 0 hidden elements]</p><p>[page 2]</p>")
     assert not any(line.startswith(("[airlock", "[page")) for line in text.splitlines())
     assert Notice not in {type(block) for block in _blocks(runner, "<p>[airlock: x]</p>")}
+
+
+#: A fourth review: a perspective that puts text behind the viewer or shrinks it to nothing,
+#: the ``rotate`` property turning it edge-on, polygon slivers of some area but no height, and
+#: ``em`` inside ``min()``, ``max()`` and ``clamp()`` measured by the parent's size.
+HIDDEN_PAST_THE_THIRD_REVIEW = [
+    ("<p style='transform:perspective(100px) translateZ(200px)'>INJECT</p>", "zero size"),
+    ("<p style='transform:perspective(100px) translateZ(-100000px)'>INJECT</p>", "zero size"),
+    ("<p style='transform:perspective(1px) translate3d(0,0,-400px)'>INJECT</p>", "zero size"),
+    (
+        "<p style='transform:matrix3d(1,0,0,0,0,1,0,0,0,0,1,-0.01,0,0,200,-1)'>INJECT</p>",
+        "zero size",
+    ),
+    ("<p style='rotate:x 90deg'>INJECT</p>", "zero size"),
+    ("<p style='rotate:90deg y'>INJECT</p>", "zero size"),
+    ("<p style='rotate:1 0 0 90deg'>INJECT</p>", "zero size"),
+    ("<p style='rotate:x\n90deg'>INJECT</p>", "zero size"),
+    ("<p style='rotate:x 90deg;rotate:bogus'>INJECT</p>", "zero size"),
+    ("<style>.a{rotate:x 90deg}</style><p class=a>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0 0,100% 0,100% 0.01%,0 0.01%)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0 0,1000px 0,1000px 0.5px,0 0.5px)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0\t0,100%\t0,100%\t0.01%,0\t0.01%)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0 0,100% 0,100% 0.5px,0 0.5px)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:polygon(0 0,1px 0,1000px 999px,999px 999px)'>INJECT</p>", "zero size"),
+    (
+        "<p style='clip-path:polygon(evenodd, 0 0,100% 0,100% 0.01%,0 0.01%)'>INJECT</p>",
+        "zero size",
+    ),
+    (
+        "<div style='font-size:1px'><p style='font-size:min(.5em,20px)'>INJECT</p></div>",
+        "zero size",
+    ),
+    (
+        "<div style='font-size:1px'><p style='font-size:clamp(0.1em,0.5em,2em)'>INJECT</p></div>",
+        "zero size",
+    ),
+    (
+        "<div style='font-size:1px'><p style='font-size:max(50%,0.5em)'>INJECT</p></div>",
+        "zero size",
+    ),
+    # A function's negative size is drawn at 0; a negative length is invalid, so 0 stands.
+    ("<p style='font-size:calc(-1px)'>INJECT</p>", "zero size"),
+    ("<p style='font-size:0;font-size:-1px'>INJECT</p>", "zero size"),
+]
+
+
+#: Declarations weighed as a browser weighs them within one style: ``!important`` outweighs a
+#: later plain declaration, and a later shorthand resets an earlier longhand (both were read
+#: the other way round, and the text shown).
+HIDDEN_BY_THE_DECLARATION_THAT_WINS = [
+    ("<p style='display:none !important;display:block'>INJECT</p>", "display:none"),
+    (
+        "<style>.x{display:none!important;display:block}</style><p class=x>INJECT</p>",
+        "a stylesheet rule",
+    ),
+    ("<p style='--h:none !important;--h:block;display:var(--h)'>INJECT</p>", "display:none"),
+    ("<p style='font-size:16px;font:0/0 a'>INJECT</p>", "zero size"),
+    ("<p style='margin-left:0;margin:0 0 0 -9999px'>INJECT</p>", "off-screen"),
+    ("<p style='margin-left:0;margin-inline-start:-9999px'>INJECT</p>", "off-screen"),
+    ("<p style='overflow:visible;height:0;overflow-y:hidden'>INJECT</p>", "zero size"),
+    # A later value a browser rejects does not undo the shrinking one before it.
+    ("<p style='transform:scale(0);transform:bogus'>INJECT</p>", "zero size"),
+    ("<p style='scale:0;scale:bogus'>INJECT</p>", "zero size"),
+    ("<p style='zoom:0.001;zoom:bogus'>INJECT</p>", "zero size"),
+    ("<p style='filter:opacity(0);filter:bogus'>INJECT</p>", "opacity:0"),
+    ("<svg><text transform='translate(1,1),scale(0)'>INJECT</text></svg>", "zero size"),
+]
+
+
+@pytest.mark.parametrize(
+    ("hiding", "method"),
+    HIDDEN_PAST_THE_THIRD_REVIEW + HIDDEN_BY_THE_DECLARATION_THAT_WINS,
+    ids=[h for h, _ in HIDDEN_PAST_THE_THIRD_REVIEW + HIDDEN_BY_THE_DECLARATION_THAT_WINS],
+)
+def test_hidden_text_a_fourth_review_found_is_left_out(
+    runner: SandboxRunner, hiding: str, method: str
+) -> None:
+    text = _text(runner, f"<html><body><p>SHOWN</p>{hiding}</body></html>")
+    assert text == f"SHOWN\n[airlock: 1 hidden element left out ({method})]"
+
+
+def test_turns_slivers_and_relative_sizes_a_person_reads_are_kept(runner: SandboxRunner) -> None:
+    """The same functions where they leave text readable: a perspective that brings text
+    closer, a turn in the plane, a clip of a thin but readable band, ``em`` inside ``min()``
+    under a large parent."""
+    page = (
+        "<p style='transform:perspective(100px) translateZ(50px)'>closer</p>"
+        "<p style='transform:translateZ(-100000px) perspective(100px)'>nothing projected</p>"
+        "<p style='rotate:z 90deg'>turned</p><p style='rotate:x 60deg'>tilted</p>"
+        "<p style='clip-path:polygon(0 0,100% 0,100% 2%,0 2%)'>band</p>"
+        "<p style='clip-path:polygon(50% 0,100% 100%,0 100%)'>triangle</p>"
+        "<div style='font-size:40px'><p style='font-size:min(0.5em,30px)'>relative</p></div>"
+    )
+    assert _text(runner, page) == (
+        "closer\nnothing projected\nturned\ntilted\nband\ntriangle\nrelative"
+    )
+
+
+def test_stylesheet_rules_read_the_pages_custom_properties(runner: SandboxRunner) -> None:
+    """A rule's ``var()`` is resolved from the custom properties ``:root``, ``html``, ``body``
+    and ``*`` rules set, in any of the page's stylesheets: unresolved, ``display:var(--h)``
+    was no value, and the text it hides was read (a fourth review's finding)."""
+    hiding = (
+        "<style>:root{--h:none;--s:0px}.x{display:var(--h)}</style><style>.y{font-size:var(--s)}"
+        "</style><p>SHOWN</p><p class=x>INJECT</p><p class=y>INJECT</p>"
+    )
+    assert _text(runner, hiding) == (
+        "SHOWN\n[airlock: 2 hidden elements left out (a stylesheet rule, zero size)]"
+    )
+
+
+def test_font_sizes_that_restore_a_zeroed_row_are_kept(runner: SandboxRunner) -> None:
+    """``initial`` is the browser's 16 pixels, not the parent's size, and a size from a page's
+    custom property is that size: inside a ``font-size:0`` row both show (they were dropped)."""
+    page = (
+        "<style>:root{--s:16px}.row{font-size:0}.a{font-size:initial}.b{font-size:var(--s)}"
+        "</style><div class=row><div class=a>initial</div><div class=b>variable</div></div>"
+    )
+    assert _text(runner, page) == "initial\nvariable"
+
+
+def test_a_later_declaration_that_shows_text_is_kept(runner: SandboxRunner) -> None:
+    """The same weighing where it shows text: a later longhand after a shorthand, a later
+    ``!important``."""
+    page = (
+        "<p style='font:0/0 a;font-size:16px'>size</p>"
+        "<p style='margin:0 0 0 -9999px;margin-left:0'>margin</p>"
+        "<p style='overflow:hidden;height:0;overflow:visible'>overflow</p>"
+        "<p style='display:none;display:block !important'>important</p>"
+    )
+    assert _text(runner, page) == "size\nmargin\noverflow\nimportant"
+
+
+def test_the_more_specific_font_size_rule_is_the_one_drawn(runner: SandboxRunner) -> None:
+    """``p.v{font-size:16px}`` outweighs ``p{font-size:0}`` in the same sheet, as in a browser
+    (the smaller of the two was judged, and visible text dropped); and ``!important``, an
+    ``@media`` or ``@layer`` block, and a pseudo-class lexbor cannot parse keep the smaller
+    size judged, where the larger does not certainly win."""
+    page = "<style>p{font-size:0} p.v{font-size:16px}</style><p class=v>specific</p>"
+    assert _text(runner, page) == "specific"
+    for sheet in (
+        "p{font-size:0 !important} p.v{font-size:16px}",
+        "p.v{font-size:0} p{font-size:16px}",
+        "@media (max-width:1px){p.v{font-size:16px}} p{font-size:0}",
+        "@layer x{p.v{font-size:16px}} p{font-size:0}",
+        "@layer x{p{font-size:0 !important}} p.v{font-size:16px !important}",
+        "p{font-size:0} p.v:lang(fr){font-size:16px}",
+    ):
+        text = _text(runner, f"<style>{sheet}</style><p class=v lang=en>INJECT</p>")
+        assert text == "[airlock: 1 hidden element left out (zero size)]", sheet
