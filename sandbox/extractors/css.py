@@ -20,7 +20,6 @@ import sys
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from PIL import ImageColor
 
@@ -53,17 +52,30 @@ _VARIABLE = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)
 #: Strings (whose braces, semicolons and comment marks are text) and braces.
 _TOKENS = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|[{}]""")
 _COMMENT_OR_STRING = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|/\*|<!--|-->""")
-_IMPORTANT = re.compile(r"!\s*important", re.IGNORECASE)
-#: Possessive, so that a long name that fails at its end is not tried split every way.
-_SIMPLE_SELECTOR = re.compile(r"(?:[a-z][\w-]*+|\*|[#.]-?[a-z_][\w-]*+|[\s>+~])+", re.I)
-#: A name that is not an id's or a class's: a type, or (counted too) anything else.
-_TYPE_NAME = re.compile(r"(?<![#.\w\\-])[a-z_][\w-]*", re.I)
+#: The flag that ends a value (not an escaped ``\\!``), and any other ``!`` outside strings,
+#: which no value of the properties judged holds.
+_IMPORTANT = re.compile(r"(?<!\\)!\s*important\s*$", re.IGNORECASE)
+_BANG = re.compile(r"(?<!\\)!")
+_STRINGS = re.compile(r""""(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'""")
 _FUNCTION = re.compile(r"^(rgba?|hsla?|hwb|lab|lch|oklab|oklch|color|color-mix)\((.*)\)$")
 _CALC_INSIDE = re.compile(r"calc\(([^()]*)\)")
-#: A list of functions (a ``transform``'s, a ``filter``'s), one bracket deep inside each,
-#: commas between them as SVG's ``transform`` attribute allows; possessive, so that a long
-#: list that fails at its end is not retried.
-_FUNCTION_LIST = re.compile(r"(?:[\s,]*+[a-z][\w-]*+\((?:[^()]++|\([^()]*+\))*+\))++[\s,]*+")
+#: The functions a ``transform`` and a ``filter`` list may hold: a browser rejects a list
+#: with any other (``transform:scale(0);transform:bogus(1)`` stays scaled to nothing).
+_FUNCTIONS = {
+    "transform": frozenset(
+        {"matrix", "matrix3d", "perspective", "rotate", "rotatex", "rotatey", "rotatez"}
+        | {"rotate3d", "scale", "scalex", "scaley", "scalez", "scale3d", "skew", "skewx"}
+        | {"skewy", "translate", "translatex", "translatey", "translatez", "translate3d"}
+    ),
+    "filter": frozenset(
+        {"blur", "brightness", "contrast", "drop-shadow", "grayscale", "hue-rotate", "invert"}
+        | {"opacity", "saturate", "sepia", "url"}
+    ),
+}
+_BRACKET_OR_STRING = re.compile(r""""(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|[()]""")
+_FUNCTION_NAME = re.compile(r"[\s,]*+([a-z][\w-]*+)\(")
+#: The system fonts ``font`` may name alone, at a size of the system's.
+_SYSTEM_FONTS = frozenset({"caption", "icon", "menu", "message-box", "small-caption", "status-bar"})
 #: Keywords a length, colour or display value may also be.
 _WIDE = frozenset({"inherit", "initial", "unset", "revert", "revert-layer"})
 _DISPLAY_WORDS = frozenset(
@@ -161,33 +173,33 @@ BLACK = Colour(0, 0, 0)
 _SYSTEM = {"canvas": WHITE, "window": WHITE, "canvastext": BLACK, "windowtext": BLACK}
 
 
-def declarations(
-    style: str,
-    variables: MutableMapping[str, str] | None = None,
-    important: set[str] | None = None,
-) -> dict[str, str]:
+def declarations(style: str, variables: MutableMapping[str, str] | None = None) -> dict[str, str]:
     """A style's declarations as a browser keeps them: comments and escapes read, ``;``
     inside quotes and brackets not a separator, custom properties and ``var()`` resolved
     (``variables``: those the element inherits), a value that is not valid for its property
     ignored, so the earlier valid one stands, and shorthands expanded where they stand (a
-    later ``font:0/0 a`` resets an earlier ``font-size:16px``). ``!important`` is dropped once
-    weighed: a later declaration without it does not undo one with it
-    (``display:none !important; display:block`` hides). ``important`` is given the names of
-    the properties whose declaration kept has it."""
+    later ``font:0/0 a`` resets an earlier ``font-size:16px``). An ``!important`` that ends
+    a value is dropped once weighed: a later declaration without it does not undo one with it
+    (``display:none !important; display:block`` hides); a ``!`` anywhere else (a second
+    ``!important``, ``bl!importantock``) makes the declaration invalid, and ``\\!important``
+    is no flag at all."""
     found: dict[str, str] = {}
     if not style or style.isspace():
         return found
     # A new map in front of the inherited ones: nothing is copied, whatever the depth.
     known = ChainMap({}) if variables is None else ChainMap({}, variables)
-    important = set() if important is None else important
+    important: set[str] = set()
     for declaration in _split(_without_comments(style), ";"):
         name, colon, value = declaration.partition(":")
         if not colon:
             continue
+        flag = _IMPORTANT.search(value)
+        value = value if flag is None else value[: flag.start()]
+        if _BANG.search(_STRINGS.sub("", value)):
+            continue
+        weighty = flag is not None
         name = _unescaped(name).strip()
-        value = _unescaped(value)
-        weighty = _IMPORTANT.search(value) is not None
-        value = _IMPORTANT.sub("", value).strip()
+        value = _unescaped(value).strip()
         if name.startswith("--"):  # custom property names are case-sensitive
             set_here = {name: value}
         else:
@@ -199,8 +211,13 @@ def declarations(
                 found[longhand] = setting
                 if weighty:
                     important.add(longhand)
-        if name.startswith("--"):
+        if name in found and name.startswith("--"):
             known[name] = found[name]
+    # A logical property sets its physical one where none is set, and is judged as itself
+    # too: which side it is depends on the writing mode, which is not read.
+    for logical, physical in _LOGICAL.items():
+        if logical in found:
+            found.setdefault(physical, found[logical])
     return found
 
 
@@ -385,27 +402,17 @@ def background_of(style: Mapping[str, str], bgcolor: str | None) -> Colour | boo
     return parse_colour(bgcolor or "", legacy=True)
 
 
-class Rule(NamedTuple):
-    """One selector's rule: ``top_level`` when no at-rule or other rule holds it, so that its
-    selector alone decides where it applies and nothing but specificity and order outweighs
-    it (a ``@layer``'s rule loses to any other, an ``@media`` rule may not apply)."""
-
-    selector: str
-    body: str
-    top_level: bool
-
-
-def rules(sheet: str) -> Iterator[Rule]:
+def rules(sheet: str) -> Iterator[tuple[str, str]]:
     """Every ``selector { declarations }`` rule a screen applies: top-level rules, rules in
     ``@media`` (unless for print or speech only), ``@supports``, ``@layer``, ``@container``
     and ``@scope`` blocks, and nested rules (``&`` standing for the parent's selector), one
     selector of a list at a time. Raises :class:`TooComplex` for rules nested past
     :data:`MAX_RULE_DEPTH` or a nested selector past :data:`MAX_SELECTOR_CHARS` (a list of two
     nested 22 deep is four million selectors)."""
-    for selector, body, top_level in _rules(_without_comments(sheet), "", 0):
+    for selector, body in _rules(_without_comments(sheet), "", 0):
         for one in _split(selector, ","):
             if one.strip():
-                yield Rule(one.strip(), body, top_level)
+                yield one.strip(), body
 
 
 class TooComplex(ValueError):
@@ -422,26 +429,7 @@ def imports(sheet: str) -> list[str]:
     return re.findall(r"""@import\s+(?:url\()?\s*["']?([^"')\s;]+)""", _without_comments(sheet))
 
 
-def specificity(selector: str) -> tuple[int, int, int]:
-    """A selector's specificity (ids, classes, types), exact for a :func:`simple` one, and no
-    smaller for any other (every ``#`` an id, every ``.``, ``[`` and ``:`` a class, every
-    name a type: ``:where()`` and the most specific of ``:is()``'s list are not worked out):
-    enough to tell that a rule is not outweighed, never that it outweighs."""
-    return (
-        selector.count("#"),
-        sum(map(selector.count, ".[:")),
-        len(_TYPE_NAME.findall(selector)),
-    )
-
-
-def simple(selector: str) -> bool:
-    """Whether a selector is only types, ``*``, ids, classes and combinators: one whose
-    specificity is exact, and which lexbor matches as a browser does (a pseudo-class lexbor
-    cannot parse is dropped, which matches more)."""
-    return _SIMPLE_SELECTOR.fullmatch(selector) is not None
-
-
-def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str, bool]]:
+def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str]]:
     if depth > MAX_RULE_DEPTH:
         raise TooComplex(f"rules nested more than {MAX_RULE_DEPTH} deep")
     for prelude, body in _blocks(sheet):
@@ -452,13 +440,13 @@ def _rules(sheet: str, parent: str, depth: int) -> Iterator[tuple[str, str, bool
                 continue
             if keyword in ("media", "supports", "layer", "container", "scope", "document"):
                 if parent:  # a condition inside a rule holds the rule's own declarations
-                    yield parent, _own_declarations(body), False
+                    yield parent, _own_declarations(body)
                 yield from _rules(body, parent, depth + 1)
             continue
         selector = _nested(prelude, parent)
         if len(selector) > MAX_SELECTOR_CHARS:
             raise TooComplex(f"a nested selector longer than {MAX_SELECTOR_CHARS} characters")
-        yield selector, _own_declarations(body), depth == 0
+        yield selector, _own_declarations(body)
         if "{" in body:
             yield from _rules(body, selector, depth + 1)
 
@@ -578,11 +566,16 @@ def _unescaped(text: str) -> str:
     return _ESCAPE.sub(character, text) if "\\" in text else text
 
 
+#: How many times ``var()`` is substituted into a value (what a substitution brings in may
+#: hold more).
+SUBSTITUTION_DEPTH = 4
+
+
 def _substituted(value: str, known: Mapping[str, str]) -> str:
     """``value`` with ``var()`` replaced, a few levels deep; "" (no valid value) when the
     result would pass :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value
     exponentially."""
-    for _ in range(4):
+    for _ in range(SUBSTITUTION_DEPTH):
         if "var(" not in value:
             break
         room = _MAX_VALUE_CHARS
@@ -614,10 +607,14 @@ def _valid(name: str, value: str) -> bool:
         return value in ("currentcolor", "none") or parse_colour(value) is not None
     if name == "font-size":
         return _is_font_size(value)
+    if name == "font":
+        return value in _SYSTEM_FONTS or _font_shorthand_size(value) is not None
+    if name in ("margin", "inset"):
+        return _box_sides(value)
     if name == "rotate":
         return value == "none" or bool(_rotation(value))
     if name in ("transform", "filter"):
-        return value == "none" or _FUNCTION_LIST.fullmatch(value) is not None
+        return value == "none" or _function_list(value, _FUNCTIONS[name])
     if name == "scale":
         parts = value.split()
         factors = [_factor(part, math.nan) for part in parts]
@@ -639,21 +636,71 @@ def _is_font_size(value: str) -> bool:
     return size is not None and (size >= 0 or _MATH.match(value) is not None)
 
 
+def _function_list(value: str, names: frozenset[str]) -> bool:
+    """Whether ``value`` is a list of those functions, each closing its own brackets at any
+    depth (``translate(calc(1px + (2px)))``) and none in a string (``url('#f)')``), commas
+    between them as SVG's ``transform`` attribute allows."""
+    position = 0
+    while (function := _FUNCTION_NAME.match(value, position)) is not None:
+        if function.group(1) not in names:
+            return False
+        position = _closed(value, function.end())
+        if position < 0:
+            return False
+    return position > 0 and not value[position:].strip(" \t\n\r\f,")
+
+
+def _closed(value: str, position: int) -> int:
+    """Where the bracket opened before ``position`` closes, or -1 when it does not."""
+    depth = 1
+    while depth:
+        found = _BRACKET_OR_STRING.search(value, position)
+        if found is None:
+            return -1
+        position = found.end()
+        bracket = found.group(0)
+        depth += (bracket == "(") - (bracket == ")")
+    return position
+
+
+def _font_shorthand_size(value: str) -> str | None:
+    """The size a ``font`` shorthand sets: its first size, which a family must follow (a
+    browser rejects ``font:16px`` and ``font:16px/``, and the earlier size stands)."""
+    tokens = value.split()
+    for index, token in enumerate(tokens):
+        size = token.split("/")[0]
+        if not _is_font_size(size):
+            continue
+        rest = tokens[index + 1 :]
+        if token.endswith("/") or rest[:1] == ["/"]:  # a line height follows: "16px/ 1.5"
+            rest = rest[1 + (rest[:1] == ["/"]) :]
+        elif rest and rest[0].startswith("/"):  # "16px /1.5"
+            rest = rest[1:]
+        return size if rest else None
+    return None
+
+
+def _box_sides(value: str) -> bool:
+    """Whether ``value`` is one to four lengths, percentages or ``auto``, as ``margin`` and
+    ``inset`` take (``margin:0 foo`` is rejected whole, and the earlier margin stands)."""
+    sides = value.split()
+    return 0 < len(sides) <= 4 and all(
+        side == "auto" or px(side) is not None or _number(side.removesuffix("%")) is not None
+        for side in sides
+    )
+
+
 def _longhands(name: str, value: str) -> dict[str, str]:
-    """What one declaration sets among the properties this module judges: itself, and the
-    longhands of a shorthand (``font``'s size, ``margin``'s and ``inset``'s left and top,
-    ``overflow`` from either axis's, its ``clip`` read as ``hidden``) or the physical property
-    of a logical one."""
+    """What one valid declaration sets among the properties this module judges: itself, and
+    the longhands of a shorthand (``font``'s size, ``margin``'s and ``inset``'s left and top,
+    ``overflow`` from either axis's, its ``clip`` read as ``hidden``)."""
     found = {name: value}
-    if name == "font":
-        sizes = [token.split("/")[0] for token in value.split()]
-        found |= next(({"font-size": size} for size in sizes if _is_font_size(size)), {})
+    if name == "font" and (size := _font_shorthand_size(value)) is not None:
+        found["font-size"] = size
     if name in ("margin", "inset") and (values := value.split()):
         first, fourth = ("margin-top", "margin-left") if name == "margin" else ("top", "left")
         found[first] = values[0]
         found[fourth] = values[{1: 0, 2: 1, 3: 1}.get(len(values), 3)]
-    if name in _LOGICAL:
-        found[_LOGICAL[name]] = value
     clipping = value.split()[:1] in (["hidden"], ["clip"])
     if name == "overflow" or (name in ("overflow-x", "overflow-y") and clipping):
         found["overflow"] = "hidden" if clipping else value
@@ -662,7 +709,10 @@ def _longhands(name: str, value: str) -> dict[str, str]:
 
 def _zero_size(style: Mapping[str, str]) -> bool:
     clipped = style.get("overflow", "").startswith("hidden") or "clip" in style
-    sides = ("width", "height", "max-width", "max-height")
+    sides = (
+        *("width", "height", "max-width", "max-height"),
+        *("inline-size", "block-size", "max-inline-size", "max-block-size"),
+    )
     if clipped and any(_at_most(style.get(side, ""), 1) for side in sides):
         return True
     if style.get("contain", "").split()[:1] in (["strict"], ["size"]):
@@ -728,8 +778,14 @@ def _thin_polygon(arguments: str) -> bool:
         points[0] = points[0][1:]
     if not points[0]:  # the fill rule has a comma of its own
         points = points[1:]
+    if not points or any(len(point) != 2 for point in points):
+        return False
+    # Points on one line enclose nothing in any unit, one this module cannot measure too
+    # ("0 1cqw, 100% 1cqw, 50% 1cqw").
+    if any(len({point[axis] for point in points}) == 1 for axis in (0, 1)):
+        return True
     coordinates = [_coordinate(part) for point in points for part in point]
-    if not points or any(len(point) != 2 for point in points) or None in coordinates:
+    if None in coordinates:
         return False
     found = [coordinate for coordinate in coordinates if coordinate is not None]
     extents = [_extent(axis) for axis in (found[0::2], found[1::2])]
@@ -822,8 +878,9 @@ def _projected_stretch(matrix: _Matrix) -> float:
     a, c, tx = matrix[0], matrix[1], matrix[3]
     b, d, ty = matrix[4], matrix[5], matrix[7]
     p, q = matrix[12], matrix[13]
+    # Divided by w twice: w * w of a tiny w (1e-200) is 0, and the page failed on it.
     a, b, c, d = (
-        _bounded(entry / (w * w))
+        _bounded(entry / w / w)
         for entry in (a * w - tx * p, b * w - ty * p, c * w - tx * q, d * w - ty * q)
     )
     # Columns (a, b) and (c, d); the two singular values multiply to the determinant.
@@ -993,7 +1050,12 @@ def _filter(style: Mapping[str, str], function: str) -> str | None:
 
 
 def _off_screen(style: Mapping[str, str]) -> bool:
-    before = ("left", "top", "margin-left", "margin-top", "text-indent", "inset-inline-start")
+    # A logical offset is judged as itself too: which side it is depends on the writing mode,
+    # which is not read ("margin-left:0;margin-inline-start:-9999px" is off-screen in ltr).
+    before = (
+        *("left", "top", "margin-left", "margin-top", "text-indent", "inset-inline-start"),
+        *("margin-inline-start", "margin-block-start", "inset-block-start"),
+    )
     for name in before:
         value = style.get(name, "")
         offset = px(value)

@@ -25,7 +25,6 @@ import urllib.parse
 from collections import ChainMap, Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -65,6 +64,9 @@ _SIZE_ONLY = frozenset({"font-size"})
 _SELECTORS_PER_QUERY = 64
 #: Selectors whose custom properties every element of the page inherits.
 _PAGE_SELECTORS = frozenset({":root", "html", "body", "*"})
+_VARIABLE_NAME = re.compile(r"var\(\s*(--[\w-]+)")
+#: The most page properties one sheet's judgement is keyed on.
+_MOST_USED = 1_024
 _PSEUDO = re.compile(r"::?[A-Za-z-]+(?:\([^()]*\))?")
 _MAX_LIST_DEPTH = 8
 _MAX_SPAN = 1000
@@ -281,7 +283,7 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
         # Every sheet's page-wide custom properties before any rule is judged: a rule's
         # var() may name one another sheet sets.
         variables = dict(pair for sheet in sheets for pair in _page_variables(sheet))
-        decided = [_decided(sheet, tuple(sorted(variables.items()))) for sheet in sheets]
+        decided = [_decided(sheet, _used(sheet, variables)) for sheet in sheets]
     except css.TooComplex as exc:
         raise Refusal(
             codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
@@ -304,9 +306,7 @@ def _bound_shrinking(hiding: int, shrinking: dict[tuple[tuple[str, str], ...], l
     that hide, 3,000 rules of ``1rem`` refused a real page. Each distinct declaration block
     costs a query over the page: 60,000 distinct sizes cost a chapter 10 CPU-s."""
     sizing = sum(
-        len(group)
-        for declared, group in shrinking.items()
-        if _SIZE_ONLY.issuperset(dict(declared).keys() - {_RANK})
+        len(group) for declared, group in shrinking.items() if _SIZE_ONLY.issuperset(dict(declared))
     )
     if hiding + sum(map(len, shrinking.values())) - sizing > MAX_HIDING_SELECTORS:
         raise Refusal(
@@ -353,33 +353,6 @@ def _matched(tree: LexborHTMLParser, selectors: list[str], started: float) -> se
 
 #: Selectors of a sheet's rules, each with the declarations it is matched for.
 _Declaring = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
-#: The key under which a rule's declarations carry the :class:`_Rank` of its font size.
-_RANK = "-airlock-rank"
-
-
-class _Rank(NamedTuple):
-    """Where a rule's font size stands in the cascade: its sheet, its importance and
-    specificity (``weight``; an upper bound unless ``outweighs``), whether it certainly
-    outweighs the lighter sizes of its sheet (top-level, a simple selector, in a sheet that
-    imports none: a book's sheets hold what they import, whatever its layer or media), and
-    whether nothing does (important inside an at-rule: a ``@layer``'s important rule
-    outweighs every other)."""
-
-    sheet: int
-    weight: tuple[int, int, int, int]
-    outweighs: bool
-    unbeatable: bool
-
-    def text(self) -> str:
-        return " ".join(map(str, (self.sheet, *self.weight, self.outweighs, self.unbeatable)))
-
-    @classmethod
-    def read(cls, text: str) -> _Rank | None:
-        if not text:
-            return None
-        sheet, *weight, outweighs, unbeatable = text.split()
-        a, b, c, d = map(int, weight)
-        return cls(int(sheet), (a, b, c, d), outweighs == "True", unbeatable == "True")
 
 
 @dataclass(frozen=True)
@@ -396,59 +369,50 @@ def _page_variables(sheet: str) -> tuple[tuple[str, str], ...]:
     """The custom properties ``sheet`` sets on the whole page (``:root``, ``html``, ``body``,
     ``*``), in order, once per sheet."""
     variables: dict[str, str] = {}
-    for rule in css.rules(sheet):
-        if rule.selector in _PAGE_SELECTORS:
-            variables |= css.variables_of(css.declarations(rule.body))
+    for selector, body in css.rules(sheet):
+        if selector in _PAGE_SELECTORS:
+            variables |= css.variables_of(css.declarations(body))
     return tuple(variables.items())
+
+
+def _used(sheet: str, variables: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The page's custom properties the ``var()`` of ``sheet`` reach, directly or through
+    their values (as deep as :func:`css.declarations` substitutes, and no more than
+    :data:`_MOST_USED`): all a sheet's judgement depends on. Keyed on all of them, every
+    sheet's judgement hashed the whole page's: 4,000 sheets of one property each, 8.5 s."""
+    used: dict[str, str] = {}
+    level = set(_VARIABLE_NAME.findall(sheet))
+    for _ in range(css.SUBSTITUTION_DEPTH + 1):
+        level = {name for name in level if name in variables and name not in used}
+        for name in sorted(level)[: _MOST_USED - len(used)]:
+            used[name] = variables[name]
+        level = {found for name in level for found in _VARIABLE_NAME.findall(variables[name])}
+    return tuple(sorted(used.items()))
 
 
 @functools.lru_cache(maxsize=64)
 def _decided(sheet: str, variables: tuple[tuple[str, str], ...]) -> _Decided:
-    """``sheet``'s :class:`_Decided`, its ``var()`` read from the page's ``variables``, worked
-    out once per sheet (every chapter of a book links the same ones). Unresolved,
-    ``display:var(--h)`` was no value, and the text it hid was read."""
+    """``sheet``'s :class:`_Decided`, worked out once per sheet and the page properties it
+    uses (every chapter of a book links the same ones). A rule's ``var()`` is read both as
+    the page's custom properties resolve it and as no value (an element may set its own,
+    which is not known here), and the more hiding reading is judged: unresolved,
+    ``display:var(--h)`` under ``:root{--h:none}`` was no value, and the text read; resolved
+    only, an element's own ``--d:none`` was overruled by the page's ``block``."""
     hiding: list[str] = []
     shrinking: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     known = dict(variables)
-    importing = bool(css.imports(sheet))
-    for selector, body, top_level in css.rules(sheet):
-        important: set[str] = set()
-        declared = css.declarations(body, known, important)
-        if css.hiding(declared):
+    for selector, body in css.rules(sheet):
+        readings = [css.declarations(body)]
+        if known and "var(" in body:
+            readings.append(css.declarations(body, known))
+        if any(css.hiding(declared) for declared in readings):
             hiding.append(selector)
-        elif shrinks := css.shrinking(declared):
-            if "font-size" in shrinks:
-                weighty = "font-size" in important
-                shrinks[_RANK] = _Rank(
-                    hash(sheet),
-                    (int(weighty), *css.specificity(selector)),
-                    top_level and not importing and css.simple(selector),
-                    weighty and not top_level,
-                ).text()
-            shrinking.append((selector, tuple(sorted(shrinks.items()))))
+            continue
+        shrunk = {
+            tuple(sorted(shrinks.items())) for one in readings if (shrinks := css.shrinking(one))
+        }
+        shrinking += [(selector, declared) for declared in sorted(shrunk)]
     return _Decided(tuple(hiding), tuple(shrinking))
-
-
-def _not_outweighed(rules: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Of the stylesheet declarations that set an element's font size, those no rule of the
-    same sheet certainly outweighs: ``p.v{font-size:16px}`` outweighs ``p{font-size:0}``, and
-    a browser draws the paragraph at 16 px. Where which wins is not certain (two sheets, or
-    the same weight, whose order is not kept), all are kept and the smallest judged, as for
-    the style attribute against any rule. Never the style attribute's: its declarations
-    are the page's to name, ``-airlock-rank`` too."""
-    sizing = [one for one in rules if "font-size" in one]
-    ranks = [_Rank.read(one.get(_RANK, "")) for one in sizing]
-    heaviest: dict[int, tuple[int, int, int, int]] = {}
-    for rank in ranks:
-        if rank is not None and rank.outweighs:
-            heaviest[rank.sheet] = max(heaviest.get(rank.sheet, rank.weight), rank.weight)
-    return [
-        one
-        for one, rank in zip(sizing, ranks, strict=True)
-        if rank is None
-        or rank.unbeatable
-        or not heaviest.get(rank.sheet, rank.weight) > rank.weight
-    ]
 
 
 def _data_stylesheet(url: str) -> str | None:
@@ -636,17 +600,17 @@ class _Reader:
         """An element's opacity and magnification (its ancestors' included, and an SVG's
         ``viewBox`` scale) and font size in pixels, from its style attribute and the stylesheet
         rules that fade, shrink or size it. When two set one property, the more diminishing is
-        taken (an ``!important`` rule outweighs the attribute), but for a rule's font size
-        another rule certainly outweighs; different properties multiply."""
+        taken (an ``!important`` rule outweighs the attribute); different properties
+        multiply."""
         parent = self._frames[-1]
-        rules = self._shrunk_by_sheet.get(node.mem_id, [])
-        styles = [style, *rules]
+        styles = [style, *self._shrunk_by_sheet.get(node.mem_id, ())]
         drawn = _view_box_scale(attributes, style) if tag == "svg" else 1.0
         if not any(styles) and drawn == 1.0:  # most elements: all as their parent's
             return parent.opacity, parent.magnification, parent.font_px
         root_px = self._frames[1].font_px if len(self._frames) > 1 else css.MEDIUM_PX
-        sized = [one for one in [style, *_not_outweighed(rules)] if "font-size" in one]
-        sizes = [css.font_size(one, parent.font_px, root_px) for one in sized]
+        sizes = [
+            css.font_size(one, parent.font_px, root_px) for one in styles if "font-size" in one
+        ]
         return (
             parent.opacity * css.faded(styles),
             css.nested(parent.magnification, css.magnified(styles), drawn),
