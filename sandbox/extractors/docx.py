@@ -362,9 +362,13 @@ class _Walker:
                 if toggle is not None:
                     return _on(toggle)
         style = None if properties is None else properties.find(_W + "rStyle")
-        if self._vanish.toggles(self._vanish.style_of("character", style)):
-            return not inherited
-        return inherited
+        if not self._vanish.toggles(self._vanish.style_of("character", style)):
+            return inherited
+        # A hidden default character style on a run naming none hides it outright: whether
+        # Word applies the default's properties to such a run (ECMA-376 17.3.2.29 calls an
+        # omitted rStyle "no character style") is not known, and as a toggle it showed a
+        # hidden paragraph's text.
+        return True if style is None else not inherited
 
     def _note_mark(self, kind: str, note_id: str) -> str:
         """Number notes in order of first reference, footnotes and endnotes together."""

@@ -23,6 +23,7 @@ import io
 import posixpath
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -84,9 +85,23 @@ _FALSE = frozenset({b"0", b"false"})
 _MAX_COLUMN = 16_384
 _MAX_ROW = 10_000_000
 _LAST_CODE_POINT = 0x10FFFF
+#: What reading a part may raise: a damaged or unsupported member (a bad CRC, a compression
+#: method or encryption zipfile does not read, a broken stream) or one that does not parse.
+_UNREADABLE_PART = (
+    *(zipfile.BadZipFile, EOFError, OSError, NotImplementedError, RuntimeError, zlib.error),
+    *(ValueError, etree.XMLSyntaxError),
+)
 #: A number format's pieces: a quoted literal, an escaped character, a bracketed colour or
 #: condition, or one character. A ";" of a literal or after a "\\" separates no sections.
-_FORMAT_PIECE = re.compile(r'"[^"]*"?|\\.?|\[[^\]]*\]?|.', re.DOTALL)
+_FORMAT_PIECE = re.compile(r'"[^"]*"?|[\\!_*].?|\[[^\]]*\]?|.', re.DOTALL)
+#: Pieces that show none of a value: a space the width of the next character (``_)``), a
+#: fill of it (``* ``), colours, conditions and locales in brackets (but elapsed time, ``[h]``).
+_SHOWING_NOTHING = re.compile(r"\s|_.?|\*.?|\[(?![hms]+\])[^\]]*\]?", re.IGNORECASE | re.DOTALL)
+#: The longest format code Excel takes is 255 characters; a longer one is a hostile file's,
+#: judged to show nothing rather than parsed for each style using it.
+_LONGEST_FORMAT = 1_024
+#: Excel keeps at most about 64,000 cell formats.
+_MAX_CELL_FORMATS = 65_536
 #: What each section of a number format shows, in order (ECMA-376 Part 1, 18.8.31): with two
 #: sections, zero takes the first; with one, every number does; text only the fourth.
 _SECTION_VALUES = {
@@ -133,6 +148,9 @@ def scan(payload: bytes) -> list[SheetScan | None] | None:
     and the cell-span ceiling with it."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(payload))
+    except (zipfile.BadZipFile, EOFError, OSError):
+        return None
+    try:
         # Part names are case-insensitive in a package, as Excel and calamine read them.
         members = {name.lower(): name for name in archive.namelist()}
         if _WORKBOOK not in members:
@@ -143,9 +161,9 @@ def scan(payload: bytes) -> list[SheetScan | None] | None:
             None if part is None else _scanned(_read(archive, part, None), unshown)
             for part in _sheet_parts(archive, members, relations)
         ]
-    except (zipfile.BadZipFile, EOFError, OSError):
-        return None
-    except (ValueError, etree.XMLSyntaxError) as exc:
+    except _UNREADABLE_PART as exc:
+        # A part that cannot be read is refused like one that cannot be parsed: a bad CRC on
+        # the styles part turned the scan off, and every hidden row was read.
         raise Refusal(
             codes.UNREADABLE,
             f"the workbook's parts cannot be read to find its hidden rows and its extent: {exc}",
@@ -188,32 +206,37 @@ def _styles_part(members: dict[str, str], relations: list[etree._Element]) -> st
 def _unshown_by_style(archive: zipfile.ZipFile, member: str | None) -> dict[int, frozenset[str]]:
     """For each cell style (a cell's ``s``, its index in ``cellXfs``) whose number format shows
     nothing of some values, those values (:func:`_unshown`). Custom formats are looked up by
-    their id whatever it is; a built-in format shows every value."""
-    codes = {
-        number_format.get("numFmtId"): number_format.get("formatCode") or ""
-        for number_format in _children(archive, member, "numFmts", "numFmt")
-    }
+    their id as a number (``0164`` is 164), every format of an id counted (two of one id
+    leave the one Excel reads unknown); a built-in format shows every value. Only the
+    styles' own ``numFmts`` and ``cellXfs`` count, not a decoy nested elsewhere."""
+    if member is None:
+        return {}
+    styles = etree.fromstring(
+        _read(archive, member, _MAX_WORKBOOK_PART), etree.XMLParser(**_PARSER_OPTIONS)
+    )
+    codes: dict[int | None, set[str]] = {}
+    for number_format in styles.iterfind("{*}numFmts/{*}numFmt"):
+        codes.setdefault(_number(number_format.get("numFmtId")), set()).add(
+            number_format.get("formatCode") or ""
+        )
     unshown: dict[int, frozenset[str]] = {}
-    for index, style in enumerate(_children(archive, member, "cellXfs", "xf")):
-        values = _unshown(codes.get(style.get("numFmtId"), ""))
+    for index, style in enumerate(styles.iterfind("{*}cellXfs/{*}xf")):
+        if index >= _MAX_CELL_FORMATS:
+            raise ValueError(f"{member} lists more than {_MAX_CELL_FORMATS:,} cell formats")
+        found = codes.get(_number(style.get("numFmtId")), ())
+        values = frozenset().union(*map(_unshown, found))
         if values:
             unshown[index] = values
     return unshown
 
 
-def _children(
-    archive: zipfile.ZipFile, member: str | None, parent: str, local_name: str
-) -> list[etree._Element]:
-    """The children of that local name of the part's first ``parent`` element: the styles'
-    ``cellXfs``, not the ``xf`` of its cell styles; its ``numFmts``, not a conditional
-    format's ``numFmt``, whose id may repeat a cell format's."""
-    return [
-        child
-        for element in _elements(archive, member, parent)[:1]
-        for child in element.iterchildren(f"{{*}}{local_name}")
-    ]
+def _number(value: str | None) -> int | None:
+    """An ``xsd:unsignedInt`` as Excel reads one (white space, a ``+``, leading zeros)."""
+    digits = (value or "").strip().removeprefix("+")
+    return int(digits) if digits.isdigit() and len(digits) < 12 else None
 
 
+@functools.lru_cache(maxsize=1024)
 def _unshown(code: str) -> frozenset[str]:
     """The values (``positive``, ``negative``, ``zero``, ``text``) a number format shows nothing
     of: a number's section by its sign shows nothing when it holds nothing but colours,
@@ -223,6 +246,8 @@ def _unshown(code: str) -> frozenset[str]:
     hostile files."""
     if not code.strip():
         return frozenset()  # no format at all: General
+    if len(code) > _LONGEST_FORMAT:
+        return frozenset(("positive", "negative", "zero", "text"))
     sections: list[list[str]] = [[]]
     for piece in _FORMAT_PIECE.findall(code):
         if piece == ";":
@@ -232,7 +257,7 @@ def _unshown(code: str) -> frozenset[str]:
     unshown = {
         value
         for section, values in zip(sections, _SECTION_VALUES[min(len(sections), 3)], strict=False)
-        if all(piece.isspace() or piece.startswith("[") for piece in section)
+        if all(_SHOWING_NOTHING.fullmatch(piece) for piece in section)
         for value in values
     }
     if len(sections) > 3 and "@" not in sections[3]:
@@ -426,11 +451,10 @@ class _Walk:
 
     def _formatted(self, tag: bytes, row: int) -> None:
         """Notes the cell when its style's number format shows nothing of some values."""
-        if self.unshown and b"s" in tag:
-            style = _attribute(_STYLE, tag).strip()
-            # No sheet has a billion styles: a longer index is no style's, and never converted.
-            known = style.isdigit() and len(style.lstrip(b"0")) < 10
-            values = self.unshown.get(int(style)) if known else None
+        if self.unshown:
+            # A cell naming no style has the first (ECMA-376 Part 1, 18.3.1.4: s="0").
+            number = _number((_attribute(_STYLE, tag) if b"s" in tag else b"0").decode("latin-1"))
+            values = None if number is None else self.unshown.get(number)
             if values:
                 self.unshown_values[(row, self.column)] = values
 

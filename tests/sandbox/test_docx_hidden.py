@@ -274,9 +274,10 @@ _HIDDEN_DEFAULT_CHARACTER_STYLE = (
     [
         ("", "<w:r><w:t>Text.</w:t></w:r>", _HIDDEN),
         ("", _run("", "<w:b/>"), _HIDDEN),
-        # The default character style is a character style: it toggles what it inherits, and
-        # a run naming another style has that one instead.
-        ("HiddenPara", _run("", ""), _SHOWN),
+        # Whether Word toggles a hidden paragraph's vanish with it is not known: the run stays
+        # hidden (as a toggle it was shown: a review's finding). A run naming another style
+        # has that one instead.
+        ("HiddenPara", _run("", ""), _HIDDEN),
         ("", _run("ShownChar", ""), _SHOWN),
         ("", _run("", '<w:vanish w:val="0"/>'), _SHOWN),
     ],

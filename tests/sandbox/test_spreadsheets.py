@@ -811,6 +811,13 @@ def _formatted(runner: SandboxRunner, code: str) -> list[Block]:
         ("[Red];[Blue]-0;0", ["", "-1", "0", "text"]),
         ("0;-0", ["1", "-1", "0", "text"]),
         ("General", ["1", "-1", "0", "text"]),
+        # A review: "_" and "*" take the next character (a space as wide, a fill of it), and
+        # "!" quotes it: none of them is the text's "@"; elapsed time ("[h]") is a value.
+        (";;;_@", ["", "", "", ""]),
+        (";;;*@", ["", "", "", ""]),
+        (";;;!@", ["", "", "", ""]),
+        ("_);_);_);@", ["", "", "", "text"]),
+        ("[h];[h];[h]", ["1 day, 0:00:00", "-1 day, 0:00:00", "0:00:00", "text"]),
     ],
 )
 def test_a_value_its_number_format_shows_nothing_of_is_left_out(
@@ -825,3 +832,90 @@ def test_a_value_its_number_format_shows_nothing_of_is_left_out(
     counted = "1 cell" if hidden == 1 else f"{hidden} cells"
     notice = f'[airlock: sheet "S" has {counted} its number format shows nothing of; left out]'
     assert (blocks[-1] == Notice(notice)) == bool(hidden)
+
+
+def _styles_with(formats: str, cell_formats: str, before: str = "") -> str:
+    return (
+        f'<?xml version="1.0"?><styleSheet xmlns="{MAIN}">{before}<numFmts>{formats}</numFmts>'
+        f"<cellXfs>{cell_formats}</cellXfs></styleSheet>"
+    )
+
+
+_A1_SHOWN_B1_PLAIN = (
+    '<row r="1"><c r="A1" s="1" t="inlineStr"><is><t>shown</t></is></c>'
+    '<c r="B1" t="inlineStr"><is><t>INJECTION</t></is></c></row>'
+)
+
+
+@pytest.mark.parametrize(
+    "styles",
+    [
+        # A cell naming no style has cellXfs[0] (s="0").
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>', '<xf numFmtId="164"/><xf numFmtId="0"/>'
+        ),
+        # An id is a number: "0164" and " 164" are 164.
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>', '<xf numFmtId="0164"/><xf numFmtId="0"/>'
+        ),
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>', '<xf numFmtId=" 164"/><xf numFmtId="0"/>'
+        ),
+        # Two formats of one id: either may be the one Excel reads.
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>'
+            '<numFmt numFmtId="164" formatCode="General"/>',
+            '<xf numFmtId="164"/><xf numFmtId="0"/>',
+        ),
+        # A decoy cellXfs nested elsewhere is not the styles' own.
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>',
+            '<xf numFmtId="164"/><xf numFmtId="0"/>',
+            before='<cellStyleXfs><cellXfs><xf numFmtId="0"/></cellXfs></cellStyleXfs>',
+        ),
+    ],
+    ids=["no-s", "leading-zero", "space", "two-of-one-id", "decoy-cellXfs"],
+)
+def test_a_cell_style_is_found_as_excel_finds_it(runner: SandboxRunner, styles: str) -> None:
+    """A review of the number-format rule: each of these read the INJECTION Excel draws none
+    of (B1 names no style, or its style's format was missed)."""
+    blocks = _read(runner, styled(xlsx({"S": sheet(_A1_SHOWN_B1_PLAIN)}), styles))
+    assert "INJECTION" not in str(blocks)
+
+
+def test_a_damaged_styles_part_refuses_the_workbook(runner: SandboxRunner) -> None:
+    """A bad CRC on the styles part made the scan give up, and the hidden rows were read: a
+    part the scan cannot read now refuses the workbook, as one it cannot parse does."""
+    rows = (
+        f'<row r="1">{_cell("A1", "shown")}</row>'
+        f'<row r="2" hidden="1">{_cell("A2", "HIDDEN-ROW-INJECTION")}</row>'
+    )
+    workbook = bytearray(styled(xlsx({"S": sheet(rows)}), number_formats(";;;")))
+    name = b"xl/styles.xml"
+    for header in (b"PK\x03\x04", b"PK\x01\x02"):
+        start = 0
+        while (start := workbook.find(header, start)) >= 0:
+            name_at = start + (30 if header == b"PK\x03\x04" else 46)
+            crc_at = start + (14 if header == b"PK\x03\x04" else 16)
+            if workbook[name_at : name_at + len(name)] == name:
+                workbook[crc_at] ^= 1
+            start += 4
+    with pytest.raises(UnreadableInput, match="cannot be read to find its hidden rows"):
+        _read(runner, bytes(workbook))
+
+
+def test_hostile_styles_parts_cost_little(runner: SandboxRunner) -> None:
+    """A 100,000-character format used by 1,000 styles was parsed for each (28 s), and two
+    million cell formats took 2.1 GB: a code past 1,024 characters shows nothing, and more
+    than 65,536 cell formats (Excel keeps about 64,000) refuse the workbook."""
+    long_code = "0" * 100_000
+    many_users = _styles_with(
+        f'<numFmt numFmtId="164" formatCode="{long_code}"/>',
+        '<xf numFmtId="0"/>' + '<xf numFmtId="164"/>' * 1_000,
+    )
+    rows = f'<row r="1"><c r="A1" s="5"><v>7</v></c>{_cell("B1", "shown")}</row>'
+    blocks = _read(runner, styled(xlsx({"S": sheet(rows)}), many_users))
+    assert _sheets(blocks)["S"] == [["", "shown"]]
+    too_many = _styles_with("", '<xf numFmtId="0"/>' * 65_537)
+    with pytest.raises(UnreadableInput, match="more than 65,536 cell formats"):
+        _read(runner, styled(xlsx({"S": sheet(rows)}), too_many))
