@@ -16,32 +16,69 @@ import functools
 import re
 import string
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandbox import codes
-from sandbox.extractors.markup import FOREIGN, RAW_TEXT, VOID
+from sandbox.extractors.markup import FOREIGN, HEADINGS, RAW_TEXT, VOID
 from sandbox.extractors.registry import Refusal
 
 #: Elements open at once. Chromium's parser stops nesting at 512.
 MAX_NESTING = 2048
 
-#: Elements the tree builder closes when a sibling starts while they are the current element
-#: (``<li>`` closes an open ``<li>``): counted, and closed so, or by an end tag of a list
-#: they are the last open elements of.
-_CLOSED_BY_SIBLING = {"li": frozenset({"li"}), "dt": frozenset({"dt", "dd"})}
-_CLOSED_BY_SIBLING["dd"] = _CLOSED_BY_SIBLING["dt"]
-#: End tags that close, with their own element, the open list items above it (HTML's "generate
-#: implied end tags" where the element is in scope; a list item is no scope boundary).
-_CLOSING_LIST_ITEMS = frozenset(
+#: The tree builder's "special" elements: an end tag not of theirs stops at them, and a
+#: list item's start closes no item beneath one (but ``address``, ``div`` and ``p``).
+_SPECIAL = frozenset(
+    {"address", "applet", "article", "aside", "blockquote", "body", "button", "caption"}
+    | {"center", "colgroup", "dd", "details", "dir", "div", "dl", "dt", "fieldset"}
+    | {"figcaption", "figure", "footer", "form", "frameset", "h1", "h2", "h3", "h4", "h5"}
+    | {"h6", "head", "header", "hgroup", "html", "iframe", "li", "listing", "main", "marquee"}
+    | {"menu", "nav", "noembed", "noframes", "noscript", "object", "ol", "p", "plaintext"}
+    | {"pre", "script", "search", "section", "select", "style", "summary", "table", "tbody"}
+    | {"template", "textarea", "tfoot", "thead", "title", "ul", "xmp"}
+)
+#: Where an element "in scope" is looked for no further (HTML's scopes; SVG's and MathML's
+#: integration points bound each too).
+_SCOPE = frozenset({"applet", "caption", "html", "table", "td", "th", "marquee", "object"})
+_SCOPE |= {"template"}
+_LIST_ITEM_SCOPE = _SCOPE | {"ol", "ul"}
+_BUTTON_SCOPE = _SCOPE | {"button"}
+_HEADING_NAMES = frozenset(HEADINGS)
+#: End tags that close their element when it is in scope, whatever is open above it, by the
+#: scope each looks in; the rest close theirs only beneath no special element.
+_SCOPED_END_TAGS = dict.fromkeys(
     {"address", "article", "aside", "blockquote", "button", "center", "details", "dialog"}
     | {"dir", "div", "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup"}
     | {"listing", "main", "menu", "nav", "ol", "pre", "search", "section", "summary", "ul"}
-    | {"li", "dt", "dd"}
+    | {"dd", "dt", "applet", "marquee", "object"},
+    _SCOPE,
+) | {"li": _LIST_ITEM_SCOPE, "p": _BUTTON_SCOPE}
+#: End tags the count lets close nothing (``</body>`` and ``</html>`` close nothing, ``</br>``
+#: is a ``<br>``, ``</form>`` takes its form out of the middle): counting more is safe.
+_IGNORED_END_TAGS = frozenset({"body", "html", "br", "form"})
+#: Start tags that close a paragraph open in button scope.
+_CLOSING_P = frozenset(
+    {"address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div"}
+    | {"dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu"}
+    | {"nav", "ol", "p", "search", "section", "summary", "ul", "pre", "listing", "form"}
+    | {"plaintext", "xmp", "hr", "li", "dd", "dt"}
+    | _HEADING_NAMES
 )
-#: Elements a sibling closes by itself wherever it stands, or that exist only in a table or a
-#: select: in HTML they do not deepen the tree for long, so they go uncounted, as void elements
-#: do. In SVG and MathML neither kind closes by itself.
-_UNCOUNTED_IN_HTML = VOID | {"p", "tr", "td", "th", "option"}
+_P = frozenset({"p"})
+#: Start tags that close an open sibling, found beneath no special element but these.
+_CLOSED_BY_SIBLING = {
+    "li": frozenset({"li"}),
+    "dt": frozenset({"dt", "dd"}),
+    "dd": frozenset({"dt", "dd"}),
+}
+_PASSED_BY_SIBLING_WALK = frozenset({"address", "div", "p"})
+#: How far down from the current element a walk looks before it gives up (and closes nothing).
+_WALKED = 64
+#: Elements that exist only in a table (whose own element is counted, and stops every walk
+#: down past them) or that the next of their kind closes: in HTML they do not deepen the tree
+#: for long, so they go uncounted, as void elements do. In SVG and MathML neither kind closes
+#: by itself.
+_UNCOUNTED_IN_HTML = VOID | {"tr", "td", "th", "option"}
 #: Start tags that end SVG or MathML: the tree builder closes the foreign elements above the
 #: nearest HTML element or integration point and reads the tag as HTML. ``font`` ends it only
 #: with a colour, face or size (:data:`_FONT_BREAKOUT`).
@@ -51,7 +88,7 @@ _BREAKOUT = frozenset(
     | {"menu", "meta", "nobr", "ol", "p", "pre", "ruby", "s", "small", "span", "strong"}
     | {"strike", "sub", "sup", "table", "tt", "u", "ul", "var"}
 )
-_FONT_BREAKOUT = re.compile(r"[\t\n\f\r /](?:color|face|size)(?=[\t\n\f\r /=>])", re.IGNORECASE)
+_FONT_BREAKOUT = frozenset({"color", "face", "size"})
 #: End tags that end SVG or MathML as the start tags above do.
 _END_BREAKOUT = frozenset({"br", "p"})
 #: Where SVG and MathML hold HTML again: SVG's HTML integration points, and MathML's text
@@ -62,7 +99,7 @@ _MATHML_HOLDING_TEXT = frozenset({"mi", "mo", "mn", "ms", "mtext"})
 _MATHML_IN_TEXT = frozenset({"mglyph", "malignmark"})
 _MATHML_MAY_HOLD_HTML = "annotation-xml"
 #: An open frameset ignores raw-text start tags: what follows them is markup.
-_IGNORING_RAW_TEXT = "frameset"
+_FRAMESET = "frameset"
 
 _SPACE = "\t\n\f\r "
 #: What ``<`` opens: a start or end tag (an ASCII letter first; the name runs to white
@@ -89,11 +126,17 @@ _END = "end"
 _TAG = "tag"
 _CLOSING = "closing"
 _COMMENT_END = re.compile(r"--!?>")
-_CDATA_END = "]]>"
+_CDATA_END = re.compile(re.escape("]]>"))
+_TAG_CLOSE = re.compile(">")
+#: One attribute's name (and value, passed over), as :data:`_ATTRIBUTES` reads them.
+_ATTRIBUTE_NAME = re.compile(
+    rf"""[{_SPACE}/]*+([^{_SPACE}/>][^{_SPACE}/>=]*+)"""
+    rf"""(?:[{_SPACE}]*+=[{_SPACE}]*+(?:"[^"]*+"|'[^']*+'|[^{_SPACE}>"'][^{_SPACE}>]*+)?)?"""
+)
+#: The steps a page's scripts may take through their comment escapes, in all.
+_MOST_SCRIPT_STEPS = 100_000
 _HTML = "html"
 _SVG = "svg"
-#: How far down an end tag looks for its element under open list items.
-_LIST_ITEMS_SEEN = 64
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -138,31 +181,35 @@ def _element(name: str, namespace: str) -> _Element:
 
 
 class _Open:
-    """The elements the count holds open, in order, as far as the count follows the tree builder.
+    """The elements the count holds open, in order: the tree builder's stack of open elements
+    but for those it leaves uncounted (void and table elements, ``option``) and those it
+    builds unasked (``html``, ``body``, ``tbody``).
 
-    While ``exact``, the SVG and MathML elements open are the top of the tree builder's own
-    stack (no HTML element is ever above one), each with its namespace, so self-closing tags
-    there open nothing and end tags close what the tree builder closes. The first tag whose
-    effect the count does not follow (HTML inside SVG, an end tag that reaches past the open
-    foreign elements) ends that for the rest of the page: from then on any element may be
-    foreign, and every one is held open until an end tag of its name.
-
-    An end tag the count cannot place closes the latest element of its name, wherever it is
-    (left as a gap in ``_stack``, so that every operation is amortised constant time).
+    While ``exact``, the SVG and MathML elements open are the top of the stack (no HTML
+    element is ever above one), each with its namespace, so self-closing tags there open
+    nothing and end tags close what the tree builder closes. The first tag whose effect the
+    count does not follow (HTML inside SVG, an end tag that reaches past the open foreign
+    elements) ends that until no SVG or MathML element is counted open. Elements are closed
+    only as the tree builder closes them, found by a walk down from the current element that
+    stops where it stops (at a special element, at a scope's boundary) or, past
+    :data:`_WALKED`, gives up: an end tag closing "the latest element of its name, wherever
+    it is" closed a ``<div>`` the parser kept open under an ``<object>``, and 100,000 of them
+    cost lexbor 28 s.
     """
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = ceiling
         self.exact = True
-        self.depth = 0
         self.foreign_open = 0
-        self._stack: list[_Element | None] = []
-        self._positions: dict[str, list[int]] = {}
+        self._stack: list[_Element] = []
+        self._counts: Counter[str] = Counter()
         self._foreign_names: Counter[str] = Counter()
 
+    @property
+    def depth(self) -> int:
+        return len(self._stack)
+
     def top(self) -> _Element | None:
-        while self._stack and self._stack[-1] is None:
-            self._stack.pop()
         return self._stack[-1] if self._stack else None
 
     def namespace(self) -> str:
@@ -170,7 +217,7 @@ class _Open:
         return _HTML if top is None else top.namespace
 
     def count(self, name: str) -> int:
-        return len(self._positions.get(name, ()))
+        return self._counts[name]
 
     def foreign_may_be_open(self) -> bool:
         return self.count("svg") > 0 or self.count("math") > 0
@@ -183,45 +230,38 @@ class _Open:
         return top.holds is _Holds.FOREIGN or (top.holds is _Holds.TEXT and name in _MATHML_IN_TEXT)
 
     def push(self, element: _Element) -> None:
-        self._positions.setdefault(element.name, []).append(len(self._stack))
         self._stack.append(element)
+        self._counts[element.name] += 1
         self.foreign_open += element.foreign
         self._foreign_names[element.name] += element.foreign
-        self.depth += 1
         if self.depth > self.ceiling:
             raise Refusal(codes.CEILING, f"the page nests elements more than {self.ceiling} deep")
 
     def pop(self) -> _Element:
         """Close the current element."""
-        top = self.top()
-        assert top is not None, "pop() of an empty stack"
-        self._close_at(self._positions[top.name].pop())
-        return top
-
-    def close(self, name: str) -> None:
-        """Close the latest open element of ``name``, if any."""
-        positions = self._positions.get(name)
-        if positions:
-            self._close_at(positions.pop())
-
-    def _close_at(self, index: int) -> None:
-        element = self._stack[index]
-        assert element is not None
-        self._stack[index] = None
+        element = self._stack.pop()
+        self._counts[element.name] -= 1
         self.foreign_open -= element.foreign
         self._foreign_names[element.name] -= element.foreign
-        self.depth -= 1
+        return element
+
+    def close_down_to(self, names: frozenset[str], stops: Callable[[_Element], bool]) -> None:
+        """Close the nearest open element of one of ``names`` and all above it, walking down
+        from the current element; nothing when the walk meets one that ``stops`` it first, or
+        goes past :data:`_WALKED`."""
+        if not any(self._counts[name] for name in names):
+            return
+        for index in range(len(self._stack) - 1, max(len(self._stack) - _WALKED, 0) - 1, -1):
+            element = self._stack[index]
+            if element.name in names:
+                while len(self._stack) > index:
+                    self.pop()
+                return
+            if stops(element):
+                return
 
     def foreign_named(self, name: str) -> int:
         return self._foreign_names[name]
-
-    def above(self, name: str, limit: int) -> list[_Element] | None:
-        """The open elements above the latest of ``name``, or None when there is none within
-        ``limit`` places (closed places included) of the top."""
-        positions = self._positions.get(name)
-        if not positions or len(self._stack) - positions[-1] > limit:
-            return None
-        return [element for element in self._stack[positions[-1] + 1 :] if element is not None]
 
     def give_up(self) -> None:
         self.exact = False
@@ -242,6 +282,8 @@ class _Scan:
         self.open = _Open(ceiling)
         #: End tags before here are not taken: the end of the span the count cannot tell.
         self.undecided_to = 0
+        self._searched: dict[re.Pattern[str], tuple[int, re.Match[str] | None]] = {}
+        self._script_steps = 0
 
     def step(self) -> bool:
         opening = _OPENING.search(self.markup, self.position)
@@ -255,7 +297,7 @@ class _Scan:
         elif kind == "cdata":
             self._cdata()
         elif kind == "bogus":
-            self._advance(self._past(">"))
+            self._advance(self._past(_TAG_CLOSE))
         else:
             attributes = _ATTRIBUTES.match(self.markup, self.position)
             if attributes is None and not undecided:
@@ -282,15 +324,27 @@ class _Scan:
     def _undecided(self, end: int) -> None:
         self.undecided_to = max(self.undecided_to, end)
 
-    def _past(self, end: str) -> int:
-        found = self.markup.find(end, self.position)
-        return len(self.markup) if found < 0 else found + len(end)
+    def _search(self, pattern: re.Pattern[str], position: int) -> re.Match[str] | None:
+        """``pattern``'s first match at or after ``position``, each pattern's last search kept:
+        a span without one is searched once (a CDATA section never closed, searched for from
+        each of 20,000 openings in an undecided span, cost the rest of the page each time)."""
+        kept = self._searched.get(pattern)
+        if kept is not None:
+            searched_from, found = kept
+            if searched_from <= position and (found is None or found.start() >= position):
+                return found
+        found = pattern.search(self.markup, position)
+        self._searched[pattern] = (position, found)
+        return found
+
+    def _past(self, end: re.Pattern[str]) -> int:
+        found = self._search(end, self.position)
+        return len(self.markup) if found is None else found.end()
 
     def _comment_end(self) -> int:
         if self.markup.startswith((">", "->"), self.position):
             return self.position  # "<!-->" and "<!--->" end where they start
-        end = _COMMENT_END.search(self.markup, self.position)
-        return len(self.markup) if end is None else end.end()
+        return self._past(_COMMENT_END)
 
     def _cdata(self) -> None:
         """A CDATA section is text where the current element is SVG or MathML, and a bogus
@@ -301,7 +355,7 @@ class _Scan:
         elif top is not None and top.foreign:
             self._advance(self._past(_CDATA_END))
         else:
-            self._advance(self._past(">"))
+            self._advance(self._past(_TAG_CLOSE))
 
     def _start_tag(self, name: str, attributes: re.Match[str]) -> None:
         opened = self.open
@@ -312,14 +366,21 @@ class _Scan:
                     # Of its parent's namespace: <math> in an SVG is SVG's.
                     opened.push(_element(name, opened.namespace()))
                 return
-            while opened.in_foreign_content(""):
-                opened.pop()
+            # The foreign elements stay counted: lexbor keeps <sup> in SVG, which the
+            # standard breaks out on, and popped they let it nest without a count.
+            opened.give_up()
+        if name in FOREIGN and not opened.foreign_open and not opened.count(_FRAMESET):
+            # With no SVG or MathML element counted open, the parser has none open either (the
+            # count closes nothing the parser keeps): a chart after a labelled drawing is
+            # followed again.
+            opened.exact = True
         # Read as HTML from here, where the count is exact and the current element is no
         # annotation-xml (whose content may be either).
         top = opened.top()
         known_html = opened.exact and (top is None or top.holds is not _Holds.UNKNOWN)
-        if opened.exact and opened.foreign_open:
-            opened.give_up()  # HTML inside SVG or MathML: what it opens is not followed
+        if opened.exact and (opened.foreign_open or (name in FOREIGN and opened.count(_FRAMESET))):
+            # HTML inside SVG or MathML, or SVG a frameset ignores: not followed.
+            opened.give_up()
         if self_closing and (name in FOREIGN or name in _UNCOUNTED_IN_HTML):
             return  # closed at once, whether the tag is read as HTML or as SVG or MathML
         if name in RAW_TEXT:
@@ -330,17 +391,23 @@ class _Scan:
             self._open_html(name)  # it may be SVG or MathML, where nothing closes by itself
 
     def _open_html(self, name: str) -> None:
+        """An HTML element opened after what its start closes: a paragraph in button scope
+        (before a block), the previous list item or definition beneath no special element."""
         opened = self.open
+        if name in _CLOSED_BY_SIBLING:
+            opened.close_down_to(_CLOSED_BY_SIBLING[name], _stops_sibling_walk)
+        if name in _CLOSING_P:
+            opened.close_down_to(_P, _scope_boundary(_BUTTON_SCOPE))
         top = opened.top()
-        closed_by = _CLOSED_BY_SIBLING.get(name, frozenset())
-        if top is not None and top.name in closed_by and not top.foreign:
+        if name in _HEADING_NAMES and top is not None and top.name in _HEADING_NAMES:
             opened.pop()
         opened.push(_element(name, name if name in FOREIGN else _HTML))
 
     def _end_tag(self, name: str) -> None:
         """In SVG and MathML an end tag closes the nearest foreign element of its name and all
-        above it; one that reaches past them is HTML's, whose rules the count follows only
-        for list items."""
+        above it; one that reaches past them is HTML's: a block's closes its element in scope
+        with all above it, any other only beneath no special element (``</div>`` under an
+        ``<object>`` closes nothing)."""
         opened = self.open
         top = opened.top()
         if opened.exact and top is not None and top.foreign:
@@ -349,38 +416,90 @@ class _Scan:
                     pass
                 return
             opened.give_up()
-        if name in _CLOSING_LIST_ITEMS and self._close_with_list_items(name):
+        if name in _IGNORED_END_TAGS:
             return
-        opened.close(name)
-
-    def _close_with_list_items(self, name: str) -> bool:
-        """Close the latest element of ``name`` with the list items open above it, where
-        nothing else is (HTML's implied end tags); False where that is not so, or not seen
-        within :data:`_LIST_ITEMS_SEEN` open elements."""
-        opened = self.open
-        above = opened.above(name, _LIST_ITEMS_SEEN)
-        if above is None or any(element.name not in _CLOSED_BY_SIBLING for element in above):
-            return False
-        for _ in range(len(above) + 1):
-            opened.pop()
-        return True
+        if name in _HEADING_NAMES:
+            opened.close_down_to(_HEADING_NAMES, _scope_boundary(_SCOPE))
+        elif name in _SCOPED_END_TAGS:
+            opened.close_down_to(frozenset({name}), _scope_boundary(_SCOPED_END_TAGS[name]))
+        else:
+            opened.close_down_to(frozenset({name}), _special)
 
     def _raw_text(self, name: str, known_html: bool) -> None:
         """Raw text (``script``, ``style``, ``textarea``...) as the tokenizer ends it: skipped
         where it is, and undecided where the start tag may be SVG's or MathML's, or ignored by
         an open frameset."""
-        end = _raw_text_end(self.markup, name, self.position)
+        end = self._raw_text_end(name)
         self._open_html(name)
-        ignored = self.open.count(_IGNORING_RAW_TEXT) > 0
+        ignored = self.open.count(_FRAMESET) > 0
         if (known_html or not self.open.foreign_may_be_open()) and not ignored:
             self._advance(end)
         else:
             self._undecided(end)
 
+    def _raw_text_end(self, name: str) -> int:
+        """Where raw text that starts here ends: at an end tag of its name followed by white
+        space, ``/`` or ``>`` (``</scriptx>`` does not end a script); ``plaintext`` never ends;
+        a script's ``<!--`` escapes hide a ``</script>`` inside ``<script>`` from it."""
+        if name == "script":
+            return self._script_end()
+        closing = _RAW_TEXT_ENDS.get(name)
+        found = None if closing is None else self._search(closing, self.position)
+        return len(self.markup) if found is None else found.start()
+
+    def _script_end(self) -> int:
+        """The end of script data through the tokenizer's escape states: after ``<!--`` a
+        ``<script>`` starts a double escape, in which ``</script>`` only ends that escape;
+        ``-->`` returns to plain script data. A page may take :data:`_MOST_SCRIPT_STEPS` steps
+        through them in all: scripts in an undecided span, each walking the same escapes to
+        the page's end, cost 25 s on 87 KB."""
+        state, position = _SCRIPT_DATA, self.position
+        while (found := self._search(state, position)) is not None:
+            self._script_steps += 1
+            if self._script_steps > _MOST_SCRIPT_STEPS:
+                raise Refusal(
+                    codes.CEILING,
+                    f"the page's scripts take more than {_MOST_SCRIPT_STEPS:,} steps through "
+                    "their comment escapes to find where they end",
+                )
+            marker = found.group(0).lower()
+            if marker == "<!--":
+                state = _SCRIPT_ESCAPED
+                position = found.start() + 2  # "<!-->" is its own end
+            elif marker == "-->":
+                state, position = _SCRIPT_DATA, found.end()
+            elif marker == "<script":
+                state, position = _SCRIPT_DOUBLE_ESCAPED, found.end()
+            elif state is _SCRIPT_DOUBLE_ESCAPED:
+                state, position = _SCRIPT_ESCAPED, found.end()
+            else:
+                return found.start()
+        return len(self.markup)
+
+
+def _special(element: _Element) -> bool:
+    """Whether an end tag not of its own stops at ``element`` (SVG's and MathML's integration
+    points are special too)."""
+    return element.holds is not _Holds.FOREIGN if element.foreign else element.name in _SPECIAL
+
+
+def _stops_sibling_walk(element: _Element) -> bool:
+    return _special(element) and element.name not in _PASSED_BY_SIBLING_WALK
+
+
+def _scope_boundary(scope: frozenset[str]) -> Callable[[_Element], bool]:
+    def bounds(element: _Element) -> bool:
+        return element.holds is not _Holds.FOREIGN if element.foreign else element.name in scope
+
+    return bounds
+
 
 def _breaks_out(name: str, attributes: re.Match[str]) -> bool:
+    """Whether a start tag ends SVG or MathML: ``font`` by an attribute named so, the names
+    read as the tokenizer reads them (``a=""color`` names one; ``a=" color "`` does not)."""
     if name == "font":
-        return _FONT_BREAKOUT.search(attributes[0]) is not None
+        names = {found.group(1).lower() for found in _ATTRIBUTE_NAME.finditer(attributes[0])}
+        return bool(names & _FONT_BREAKOUT)
     return name in _BREAKOUT
 
 
@@ -389,17 +508,6 @@ def _folded(name: str) -> str:
     (KELVIN SIGN) to "k", which read ``<lin&#x212A;>`` as a void ``<link>`` where the parser
     nests it."""
     return name.lower() if name.isascii() else name.translate(_ASCII_LOWER)
-
-
-def _raw_text_end(markup: str, name: str, position: int) -> int:
-    """Where raw text that starts at ``position`` ends: at an end tag of its name followed by
-    white space, ``/`` or ``>`` (``</scriptx>`` does not end a script); ``plaintext`` never
-    ends; a script's ``<!--`` escapes hide a ``</script>`` inside ``<script>`` from it."""
-    if name == "script":
-        return _script_end(markup, position)
-    closing = _RAW_TEXT_ENDS.get(name)
-    found = None if closing is None else closing.search(markup, position)
-    return len(markup) if found is None else found.start()
 
 
 def _ascii_insensitive(pattern: str) -> re.Pattern[str]:
@@ -414,24 +522,3 @@ _RAW_TEXT_ENDS = {
 _SCRIPT_DATA = _ascii_insensitive(rf"</script(?=[{_SPACE}/>])|<!--")
 _SCRIPT_ESCAPED = _ascii_insensitive(rf"</script(?=[{_SPACE}/>])|<script(?=[{_SPACE}/>])|-->")
 _SCRIPT_DOUBLE_ESCAPED = _ascii_insensitive(rf"</script(?=[{_SPACE}/>])|-->")
-
-
-def _script_end(markup: str, position: int) -> int:
-    """The end of script data through the tokenizer's escape states: after ``<!--`` a
-    ``<script>`` starts a double escape, in which ``</script>`` only ends that escape;
-    ``-->`` returns to plain script data."""
-    state = _SCRIPT_DATA
-    while (found := state.search(markup, position)) is not None:
-        marker = found.group(0).lower()
-        if marker == "<!--":
-            state = _SCRIPT_ESCAPED
-            position = found.start() + 2  # "<!-->" is its own end
-        elif marker == "-->":
-            state, position = _SCRIPT_DATA, found.end()
-        elif marker == "<script":
-            state, position = _SCRIPT_DOUBLE_ESCAPED, found.end()
-        elif state is _SCRIPT_DOUBLE_ESCAPED:
-            state, position = _SCRIPT_ESCAPED, found.end()
-        else:
-            return found.start()
-    return len(markup)
