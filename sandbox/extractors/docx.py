@@ -12,7 +12,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from docx.exceptions import InvalidXmlError
@@ -362,13 +362,14 @@ class _Walker:
                 if toggle is not None:
                     return _on(toggle)
         style = None if properties is None else properties.find(_W + "rStyle")
-        if not self._vanish.toggles(self._vanish.style_of("character", style)):
+        style_id = self._vanish.style_of("character", style)
+        if not self._vanish.toggles(style_id):
             return inherited
-        # A hidden default character style on a run naming none hides it outright: whether
-        # Word applies the default's properties to such a run (ECMA-376 17.3.2.29 calls an
-        # omitted rStyle "no character style") is not known, and as a toggle it showed a
-        # hidden paragraph's text.
-        return True if style is None else not inherited
+        # A hidden default character style hides its runs outright: whether Word applies the
+        # default's properties to a run naming none (ECMA-376 17.3.2.29 calls an omitted
+        # rStyle "no character style") is not known, and as a toggle it showed a hidden
+        # paragraph's text.
+        return True if style_id == self._vanish.default_styles.get("character") else not inherited
 
     def _note_mark(self, kind: str, note_id: str) -> str:
         """Number notes in order of first reference, footnotes and endnotes together."""
@@ -626,6 +627,8 @@ class _Vanish:
     #: The default style of each type (``paragraph``, ``table``, ``character``): what an
     #: element naming none has.
     default_styles: dict[str, str]
+    #: The ids of the styles of each type.
+    styles_by_kind: dict[str, frozenset[str]] = field(default_factory=dict)
     #: The table styles whose conditional formatting hides text (:func:`_conditionally_hidden`),
     #: and the styles based on them: their tables are hidden whatever the toggles say, since a
     #: part that reaches some rows only, read as a toggle, turned hidden text in the others on.
@@ -641,11 +644,14 @@ class _Vanish:
         return own if own is not None else self.by_default != table_hides
 
     def style_of(self, kind: str, style: etree._Element | None) -> str:
-        """A table's or a run's style id: its ``w:tblStyle`` or ``w:rStyle``, else the default
-        style of its ``kind`` (``table``, ``character``), which Word applies to one naming none:
-        a hidden default character style hid runs whose text was read."""
-        style_id = self.default_styles.get(kind) if style is None else style.get(_W + "val")
-        return style_id or ""
+        """A table's or a run's style id: its ``w:tblStyle`` or ``w:rStyle`` when that names a
+        style of its ``kind`` (``table``, ``character``), else the default one, which Word
+        applies to one naming none: a hidden default character style hid runs whose text was
+        read, and a run naming a style that does not exist names none (ECMA-376 17.3.2.29)."""
+        named = None if style is None else style.get(_W + "val")
+        if named is None or named not in self.styles_by_kind.get(kind, ()):
+            named = self.default_styles.get(kind)
+        return named or ""
 
     def toggles(self, style_id: str | None) -> bool:
         """Whether the style turns hidden text around; one setting it off leaves it as is."""
@@ -661,6 +667,7 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
     own: dict[str, bool | None] = {}
     parent: dict[str, str] = {}
     default_styles: dict[str, str] = {}
+    styles_by_kind: dict[str, set[str]] = {}
     conditional: set[str] = set()
     for style in styles.iterchildren(_W + "style"):
         style_id = style.get(_W + "styleId")
@@ -673,8 +680,10 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
+        kind = style.get(_W + "type", "paragraph")
+        styles_by_kind.setdefault(kind, set()).add(style_id)
         if _on_attribute(style.get(_W + "default")):
-            default_styles[style.get(_W + "type", "paragraph")] = style_id
+            default_styles[kind] = style_id
     by_style: dict[str, bool] = {}
     forced: set[str] = set()
     for style_id in own:
@@ -685,7 +694,13 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
         if conditional.intersection(chain):
             forced.add(style_id)
     hidden_by_default = defaults is not None and _on(defaults)
-    return _Vanish(by_style, hidden_by_default, default_styles, frozenset(forced))
+    return _Vanish(
+        by_style,
+        hidden_by_default,
+        default_styles,
+        {kind: frozenset(ids) for kind, ids in styles_by_kind.items()},
+        frozenset(forced),
+    )
 
 
 def _based_on_chain(style_id: str, parent: dict[str, str]) -> list[str]:

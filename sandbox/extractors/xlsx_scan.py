@@ -34,7 +34,21 @@ from sandbox.extractors.registry import Refusal
 
 _WORKBOOK = "xl/workbook.xml"
 _WORKBOOK_RELATIONSHIPS = "xl/_rels/workbook.xml.rels"
-_STYLES_RELATIONSHIP = "/styles"
+#: The styles relationship's type, Transitional and Strict: a type is one whole string (a
+#: decoy "urn:x/styles" before the real one hid its formats).
+_STYLES_RELATIONSHIPS = frozenset(
+    {
+        "http://schemas.openxmlformats.org/officeDocument/2006/relationships/styles",
+        "http://purl.oclc.org/ooxml/officeDocument/relationships/styles",
+    }
+)
+#: SpreadsheetML's namespace, Transitional and Strict: the styles' own elements are of it.
+_SPREADSHEET_NAMESPACES = frozenset(
+    {
+        "http://schemas.openxmlformats.org/spreadsheetml/2006/main",
+        "http://purl.oclc.org/ooxml/spreadsheetml/main",
+    }
+)
 _PARSER_OPTIONS = {
     "resolve_entities": False,
     "load_dtd": False,
@@ -197,7 +211,7 @@ def _styles_part(members: dict[str, str], relations: list[etree._Element]) -> st
         (
             _member(members, relation.get("Target", ""))
             for relation in relations
-            if relation.get("Type", "").endswith(_STYLES_RELATIONSHIP)
+            if relation.get("Type", "").strip() in _STYLES_RELATIONSHIPS
         ),
         None,
     )
@@ -207,33 +221,52 @@ def _unshown_by_style(archive: zipfile.ZipFile, member: str | None) -> dict[int,
     """For each cell style (a cell's ``s``, its index in ``cellXfs``) whose number format shows
     nothing of some values, those values (:func:`_unshown`). Custom formats are looked up by
     their id as a number (``0164`` is 164), every format of an id counted (two of one id
-    leave the one Excel reads unknown); a built-in format shows every value. Only the
-    styles' own ``numFmts`` and ``cellXfs`` count, not a decoy nested elsewhere."""
+    leave the one Excel reads unknown); a built-in format shows every value. Only the styles'
+    own ``numFmts`` and ``cellXfs`` count, not a decoy nested elsewhere or of another
+    namespace; markup whose numbering Excel may read otherwise (a second ``cellXfs``, anything
+    but ``xf`` in it, an ``mc:AlternateContent``) refuses the workbook."""
     if member is None:
         return {}
-    styles = etree.fromstring(
-        _read(archive, member, _MAX_WORKBOOK_PART), etree.XMLParser(**_PARSER_OPTIONS)
-    )
     codes: dict[int | None, set[str]] = {}
-    for number_format in styles.iterfind("{*}numFmts/{*}numFmt"):
-        codes.setdefault(_number(number_format.get("numFmtId")), set()).add(
-            number_format.get("formatCode") or ""
-        )
-    unshown: dict[int, frozenset[str]] = {}
-    for index, style in enumerate(styles.iterfind("{*}cellXfs/{*}xf")):
-        if index >= _MAX_CELL_FORMATS:
-            raise ValueError(f"{member} lists more than {_MAX_CELL_FORMATS:,} cell formats")
-        found = codes.get(_number(style.get("numFmtId")), ())
-        values = frozenset().union(*map(_unshown, found))
-        if values:
-            unshown[index] = values
-    return unshown
+    formats: list[int | None] = []
+    part = io.BytesIO(_read(archive, member, _MAX_WORKBOOK_PART))
+    path: list[str] = []
+    for event, element in etree.iterparse(part, events=("start", "end"), **_PARSER_OPTIONS):
+        name = etree.QName(element)
+        if event == "start":
+            path.append(name.localname if name.namespace in _SPREADSHEET_NAMESPACES else "")
+            if path[1:] == ["cellXfs"] and formats:
+                raise ValueError(f"{member} has more than one list of cell formats")
+            if path[1:2] == ["cellXfs"] and path[2:] not in ([], ["xf"]) and len(path) == 3:
+                raise ValueError(f"{member} holds other markup among its cell formats")
+            continue
+        if path[1:] == ["numFmts", "numFmt"]:
+            code = element.get("formatCode") or ""
+            codes.setdefault(_number(element.get("numFmtId")), set()).add(code)
+        elif path[1:] == ["cellXfs", "xf"]:
+            formats.append(_number(element.get("numFmtId")))
+            if len(formats) > _MAX_CELL_FORMATS:
+                raise ValueError(f"{member} lists more than {_MAX_CELL_FORMATS:,} cell formats")
+        path.pop()
+        if len(path) > 1:
+            # What is read is kept as numbers, and the tree let go: 2 million xf were 790 MB.
+            element.clear()
+            while element.getprevious() is not None:
+                del element.getparent()[0]
+    unshown_by_id = {
+        number: frozenset().union(*map(_unshown, found)) for number, found in codes.items()
+    }
+    return {
+        index: unshown_by_id[number]
+        for index, number in enumerate(formats)
+        if unshown_by_id.get(number)
+    }
 
 
 def _number(value: str | None) -> int | None:
     """An ``xsd:unsignedInt`` as Excel reads one (white space, a ``+``, leading zeros)."""
-    digits = (value or "").strip().removeprefix("+")
-    return int(digits) if digits.isdigit() and len(digits) < 12 else None
+    digits = (value or "").strip().removeprefix("+").lstrip("0") or "0"
+    return int(digits) if digits.isdecimal() and digits.isascii() and len(digits) < 12 else None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -279,6 +279,9 @@ _HIDDEN_DEFAULT_CHARACTER_STYLE = (
         # has that one instead.
         ("HiddenPara", _run("", ""), _HIDDEN),
         ("", _run("ShownChar", ""), _SHOWN),
+        # A style that does not exist, or of another type, is no character style: the default.
+        ("", _run("NoSuchStyle", ""), _HIDDEN),
+        ("", _run("HiddenPara", ""), _HIDDEN),
         ("", _run("", '<w:vanish w:val="0"/>'), _SHOWN),
     ],
 )

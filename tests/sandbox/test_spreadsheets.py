@@ -873,8 +873,27 @@ _A1_SHOWN_B1_PLAIN = (
             '<xf numFmtId="164"/><xf numFmtId="0"/>',
             before='<cellStyleXfs><cellXfs><xf numFmtId="0"/></cellXfs></cellStyleXfs>',
         ),
+        # A second review: more zeros than a long number has digits; a cellXfs of another
+        # namespace (one mc:Ignorable names) before the real one.
+        _styles_with(
+            '<numFmt numFmtId="0000000000164" formatCode=";;;"/>',
+            '<xf numFmtId="00000000000000164"/><xf numFmtId="0"/>',
+        ),
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>',
+            '<xf numFmtId="164"/><xf numFmtId="0"/>',
+            before='<e:cellXfs xmlns:e="urn:decoy"><e:xf numFmtId="0"/></e:cellXfs>',
+        ),
     ],
-    ids=["no-s", "leading-zero", "space", "two-of-one-id", "decoy-cellXfs"],
+    ids=[
+        "no-s",
+        "leading-zero",
+        "space",
+        "two-of-one-id",
+        "decoy-cellXfs",
+        "many-leading-zeros",
+        "foreign-cellXfs",
+    ],
 )
 def test_a_cell_style_is_found_as_excel_finds_it(runner: SandboxRunner, styles: str) -> None:
     """A review of the number-format rule: each of these read the INJECTION Excel draws none
@@ -919,3 +938,38 @@ def test_hostile_styles_parts_cost_little(runner: SandboxRunner) -> None:
     too_many = _styles_with("", '<xf numFmtId="0"/>' * 65_537)
     with pytest.raises(UnreadableInput, match="more than 65,536 cell formats"):
         _read(runner, styled(xlsx({"S": sheet(rows)}), too_many))
+
+
+def test_styles_excel_may_number_otherwise_refuse_the_workbook(runner: SandboxRunner) -> None:
+    """Markup among the cell formats (an ``mc:AlternateContent`` whose branch Excel picks, an
+    element of another namespace) or a second list of them shifts the numbering a cell's
+    ``s`` counts in: the workbook is refused rather than judged by a guess."""
+    formats = '<numFmt numFmtId="164" formatCode=";;;"/>'
+    for cell_formats, before in (
+        ('<e:xf xmlns:e="urn:decoy" numFmtId="0"/><xf numFmtId="164"/>', ""),
+        ('<xf numFmtId="164"/>', '<cellXfs><xf numFmtId="0"/></cellXfs>'),
+    ):
+        styles = _styles_with(formats, cell_formats, before)
+        with pytest.raises(UnreadableInput, match="cell formats"):
+            _read(runner, styled(xlsx({"S": sheet(_A1_SHOWN_B1_PLAIN)}), styles))
+
+
+def test_the_styles_part_is_found_by_its_whole_relationship_type(runner: SandboxRunner) -> None:
+    """A decoy relationship whose type only ends in "/styles", before the real one, named a
+    part of General formats, and the value ``;;;`` hides was read."""
+    workbook = styled(
+        xlsx({"S": sheet(_A1_SHOWN_B1_PLAIN)}),
+        _styles_with(
+            '<numFmt numFmtId="164" formatCode=";;;"/>', '<xf numFmtId="164"/><xf numFmtId="0"/>'
+        ),
+    )
+    source = zipfile.ZipFile(io.BytesIO(workbook))
+    parts = {name: source.read(name).decode() for name in source.namelist()}
+    parts["xl/_rels/workbook.xml.rels"] = parts["xl/_rels/workbook.xml.rels"].replace(
+        "<Relationship ",
+        '<Relationship Id="rIdD" Type="urn:x/styles" Target="decoy.xml"/><Relationship ',
+        1,
+    )
+    parts["xl/decoy.xml"] = _styles_with("", '<xf numFmtId="0"/><xf numFmtId="0"/>')
+    blocks = _read(runner, package(parts))
+    assert "INJECTION" not in str(blocks)
