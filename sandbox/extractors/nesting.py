@@ -16,18 +16,22 @@ import functools
 import re
 import string
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from sandbox import codes
-from sandbox.extractors.markup import FOREIGN, HEADINGS, RAW_TEXT, VOID
+from sandbox.extractors.markup import FOREIGN, RAW_TEXT, VOID
 from sandbox.extractors.registry import Refusal
 
 #: Elements open at once. Chromium's parser stops nesting at 512.
 MAX_NESTING = 2048
 
-#: The tree builder's "special" elements: an end tag not of theirs stops at them, and a
-#: list item's start closes no item beneath one (but ``address``, ``div`` and ``p``).
+#: Elements the tree builder closes when a sibling starts while they are the current element
+#: (``<li>`` closes an open ``<li>``): counted, and closed so, or by an end tag of a list
+#: they are the last open elements of.
+_CLOSED_BY_SIBLING = {"li": frozenset({"li"}), "dt": frozenset({"dt", "dd"})}
+_CLOSED_BY_SIBLING["dd"] = _CLOSED_BY_SIBLING["dt"]
+#: The tree builder's "special" elements, which a list item's walk for the one before stops
+#: at (all but these three).
 _SPECIAL = frozenset(
     {"address", "applet", "article", "aside", "blockquote", "body", "button", "caption"}
     | {"center", "colgroup", "dd", "details", "dir", "div", "dl", "dt", "fieldset"}
@@ -37,48 +41,21 @@ _SPECIAL = frozenset(
     | {"pre", "script", "search", "section", "select", "style", "summary", "table", "tbody"}
     | {"template", "textarea", "tfoot", "thead", "title", "ul", "xmp"}
 )
-#: Where an element "in scope" is looked for no further (HTML's scopes; SVG's and MathML's
-#: integration points bound each too).
-_SCOPE = frozenset({"applet", "caption", "html", "table", "td", "th", "marquee", "object"})
-_SCOPE |= {"template"}
-_LIST_ITEM_SCOPE = _SCOPE | {"ol", "ul"}
-_BUTTON_SCOPE = _SCOPE | {"button"}
-_HEADING_NAMES = frozenset(HEADINGS)
-#: End tags that close their element when it is in scope, whatever is open above it, by the
-#: scope each looks in; the rest close theirs only beneath no special element.
-_SCOPED_END_TAGS = dict.fromkeys(
+_PASSED_BY_SIBLING_WALK = frozenset({"address", "div", "p"})
+#: How far down from the current element a list item's walk looks before it gives up.
+_WALKED = 64
+#: End tags that close, with their own element, the open list items above it (HTML's "generate
+#: implied end tags" where the element is in scope; a list item is no scope boundary).
+_CLOSING_LIST_ITEMS = frozenset(
     {"address", "article", "aside", "blockquote", "button", "center", "details", "dialog"}
     | {"dir", "div", "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup"}
     | {"listing", "main", "menu", "nav", "ol", "pre", "search", "section", "summary", "ul"}
-    | {"dd", "dt", "applet", "marquee", "object"},
-    _SCOPE,
-) | {"li": _LIST_ITEM_SCOPE, "p": _BUTTON_SCOPE}
-#: End tags the count lets close nothing (``</body>`` and ``</html>`` close nothing, ``</br>``
-#: is a ``<br>``, ``</form>`` takes its form out of the middle): counting more is safe.
-_IGNORED_END_TAGS = frozenset({"body", "html", "br", "form"})
-#: Start tags that close a paragraph open in button scope.
-_CLOSING_P = frozenset(
-    {"address", "article", "aside", "blockquote", "center", "details", "dialog", "dir", "div"}
-    | {"dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup", "main", "menu"}
-    | {"nav", "ol", "p", "search", "section", "summary", "ul", "pre", "listing", "form"}
-    | {"plaintext", "xmp", "hr", "li", "dd", "dt"}
-    | _HEADING_NAMES
+    | {"li", "dt", "dd"}
 )
-_P = frozenset({"p"})
-#: Start tags that close an open sibling, found beneath no special element but these.
-_CLOSED_BY_SIBLING = {
-    "li": frozenset({"li"}),
-    "dt": frozenset({"dt", "dd"}),
-    "dd": frozenset({"dt", "dd"}),
-}
-_PASSED_BY_SIBLING_WALK = frozenset({"address", "div", "p"})
-#: How far down from the current element a walk looks before it gives up (and closes nothing).
-_WALKED = 64
-#: Elements that exist only in a table (whose own element is counted, and stops every walk
-#: down past them) or that the next of their kind closes: in HTML they do not deepen the tree
-#: for long, so they go uncounted, as void elements do. In SVG and MathML neither kind closes
-#: by itself.
-_UNCOUNTED_IN_HTML = VOID | {"tr", "td", "th", "option"}
+#: Elements a sibling closes by itself wherever it stands, or that exist only in a table or a
+#: select: in HTML they do not deepen the tree for long, so they go uncounted, as void elements
+#: do. In SVG and MathML neither kind closes by itself.
+_UNCOUNTED_IN_HTML = VOID | {"p", "tr", "td", "th", "option"}
 #: Start tags that end SVG or MathML: the tree builder closes the foreign elements above the
 #: nearest HTML element or integration point and reads the tag as HTML. ``font`` ends it only
 #: with a colour, face or size (:data:`_FONT_BREAKOUT`).
@@ -137,6 +114,8 @@ _ATTRIBUTE_NAME = re.compile(
 _MOST_SCRIPT_STEPS = 100_000
 _HTML = "html"
 _SVG = "svg"
+#: How far down an end tag looks for its element under open list items.
+_LIST_ITEMS_SEEN = 64
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -181,35 +160,31 @@ def _element(name: str, namespace: str) -> _Element:
 
 
 class _Open:
-    """The elements the count holds open, in order: the tree builder's stack of open elements
-    but for those it leaves uncounted (void and table elements, ``option``) and those it
-    builds unasked (``html``, ``body``, ``tbody``).
+    """The elements the count holds open, in order, as far as the count follows the tree builder.
 
-    While ``exact``, the SVG and MathML elements open are the top of the stack (no HTML
-    element is ever above one), each with its namespace, so self-closing tags there open
-    nothing and end tags close what the tree builder closes. The first tag whose effect the
-    count does not follow (HTML inside SVG, an end tag that reaches past the open foreign
-    elements) ends that until no SVG or MathML element is counted open. Elements are closed
-    only as the tree builder closes them, found by a walk down from the current element that
-    stops where it stops (at a special element, at a scope's boundary) or, past
-    :data:`_WALKED`, gives up: an end tag closing "the latest element of its name, wherever
-    it is" closed a ``<div>`` the parser kept open under an ``<object>``, and 100,000 of them
-    cost lexbor 28 s.
+    While ``exact``, the SVG and MathML elements open are the top of the tree builder's own
+    stack (no HTML element is ever above one), each with its namespace, so self-closing tags
+    there open nothing and end tags close what the tree builder closes. The first tag whose
+    effect the count does not follow (HTML inside SVG, an end tag that reaches past the open
+    foreign elements) ends that for the rest of the page: from then on any element may be
+    foreign, and every one is held open until an end tag of its name.
+
+    An end tag the count cannot place closes the latest element of its name, wherever it is
+    (left as a gap in ``_stack``, so that every operation is amortised constant time).
     """
 
     def __init__(self, ceiling: int) -> None:
         self.ceiling = ceiling
         self.exact = True
+        self.depth = 0
         self.foreign_open = 0
-        self._stack: list[_Element] = []
-        self._counts: Counter[str] = Counter()
+        self._stack: list[_Element | None] = []
+        self._positions: dict[str, list[int]] = {}
         self._foreign_names: Counter[str] = Counter()
 
-    @property
-    def depth(self) -> int:
-        return len(self._stack)
-
     def top(self) -> _Element | None:
+        while self._stack and self._stack[-1] is None:
+            self._stack.pop()
         return self._stack[-1] if self._stack else None
 
     def namespace(self) -> str:
@@ -217,7 +192,7 @@ class _Open:
         return _HTML if top is None else top.namespace
 
     def count(self, name: str) -> int:
-        return self._counts[name]
+        return len(self._positions.get(name, ()))
 
     def foreign_may_be_open(self) -> bool:
         return self.count("svg") > 0 or self.count("math") > 0
@@ -230,38 +205,60 @@ class _Open:
         return top.holds is _Holds.FOREIGN or (top.holds is _Holds.TEXT and name in _MATHML_IN_TEXT)
 
     def push(self, element: _Element) -> None:
+        self._positions.setdefault(element.name, []).append(len(self._stack))
         self._stack.append(element)
-        self._counts[element.name] += 1
         self.foreign_open += element.foreign
         self._foreign_names[element.name] += element.foreign
+        self.depth += 1
         if self.depth > self.ceiling:
             raise Refusal(codes.CEILING, f"the page nests elements more than {self.ceiling} deep")
 
     def pop(self) -> _Element:
         """Close the current element."""
-        element = self._stack.pop()
-        self._counts[element.name] -= 1
-        self.foreign_open -= element.foreign
-        self._foreign_names[element.name] -= element.foreign
-        return element
+        top = self.top()
+        assert top is not None, "pop() of an empty stack"
+        self._close_at(self._positions[top.name].pop())
+        return top
 
-    def close_down_to(self, names: frozenset[str], stops: Callable[[_Element], bool]) -> None:
-        """Close the nearest open element of one of ``names`` and all above it, walking down
-        from the current element; nothing when the walk meets one that ``stops`` it first, or
-        goes past :data:`_WALKED`."""
-        if not any(self._counts[name] for name in names):
-            return
+    def close_sibling(self, names: frozenset[str]) -> None:
+        """Close the nearest open element of ``names`` and all above it, found walking down
+        from the current element past no special element but ``address``, ``div`` and
+        ``p``, and no further than :data:`_WALKED` places."""
         for index in range(len(self._stack) - 1, max(len(self._stack) - _WALKED, 0) - 1, -1):
             element = self._stack[index]
-            if element.name in names:
-                while len(self._stack) > index:
+            if element is None:
+                continue
+            if element.name in names and not element.foreign:
+                while self._stack[index] is not None:
                     self.pop()
                 return
-            if stops(element):
+            if _special(element) and element.name not in _PASSED_BY_SIBLING_WALK:
                 return
+
+    def close(self, name: str) -> None:
+        """Close the latest open element of ``name``, if any."""
+        positions = self._positions.get(name)
+        if positions:
+            self._close_at(positions.pop())
+
+    def _close_at(self, index: int) -> None:
+        element = self._stack[index]
+        assert element is not None
+        self._stack[index] = None
+        self.foreign_open -= element.foreign
+        self._foreign_names[element.name] -= element.foreign
+        self.depth -= 1
 
     def foreign_named(self, name: str) -> int:
         return self._foreign_names[name]
+
+    def above(self, name: str, limit: int) -> list[_Element] | None:
+        """The open elements above the latest of ``name``, or None when there is none within
+        ``limit`` places (closed places included) of the top."""
+        positions = self._positions.get(name)
+        if not positions or len(self._stack) - positions[-1] > limit:
+            return None
+        return [element for element in self._stack[positions[-1] + 1 :] if element is not None]
 
     def give_up(self) -> None:
         self.exact = False
@@ -369,11 +366,6 @@ class _Scan:
             # The foreign elements stay counted: lexbor keeps <sup> in SVG, which the
             # standard breaks out on, and popped they let it nest without a count.
             opened.give_up()
-        if name in FOREIGN and not opened.foreign_open and not opened.count(_FRAMESET):
-            # With no SVG or MathML element counted open, the parser has none open either (the
-            # count closes nothing the parser keeps): a chart after a labelled drawing is
-            # followed again.
-            opened.exact = True
         # Read as HTML from here, where the count is exact and the current element is no
         # annotation-xml (whose content may be either).
         top = opened.top()
@@ -391,23 +383,18 @@ class _Scan:
             self._open_html(name)  # it may be SVG or MathML, where nothing closes by itself
 
     def _open_html(self, name: str) -> None:
-        """An HTML element opened after what its start closes: a paragraph in button scope
-        (before a block), the previous list item or definition beneath no special element."""
+        """An HTML element, after the list item or definition it closes (HTML's walk down from
+        the current element, through anything but a special element other than ``address``,
+        ``div`` and ``p``: ``<li><a href=#>item`` closes the item before, ``<li><dt>`` none)."""
         opened = self.open
         if name in _CLOSED_BY_SIBLING:
-            opened.close_down_to(_CLOSED_BY_SIBLING[name], _stops_sibling_walk)
-        if name in _CLOSING_P:
-            opened.close_down_to(_P, _scope_boundary(_BUTTON_SCOPE))
-        top = opened.top()
-        if name in _HEADING_NAMES and top is not None and top.name in _HEADING_NAMES:
-            opened.pop()
+            opened.close_sibling(_CLOSED_BY_SIBLING[name])
         opened.push(_element(name, name if name in FOREIGN else _HTML))
 
     def _end_tag(self, name: str) -> None:
         """In SVG and MathML an end tag closes the nearest foreign element of its name and all
-        above it; one that reaches past them is HTML's: a block's closes its element in scope
-        with all above it, any other only beneath no special element (``</div>`` under an
-        ``<object>`` closes nothing)."""
+        above it; one that reaches past them is HTML's, whose rules the count follows only
+        for list items."""
         opened = self.open
         top = opened.top()
         if opened.exact and top is not None and top.foreign:
@@ -416,14 +403,21 @@ class _Scan:
                     pass
                 return
             opened.give_up()
-        if name in _IGNORED_END_TAGS:
+        if name in _CLOSING_LIST_ITEMS and self._close_with_list_items(name):
             return
-        if name in _HEADING_NAMES:
-            opened.close_down_to(_HEADING_NAMES, _scope_boundary(_SCOPE))
-        elif name in _SCOPED_END_TAGS:
-            opened.close_down_to(frozenset({name}), _scope_boundary(_SCOPED_END_TAGS[name]))
-        else:
-            opened.close_down_to(frozenset({name}), _special)
+        opened.close(name)
+
+    def _close_with_list_items(self, name: str) -> bool:
+        """Close the latest element of ``name`` with the list items open above it, where
+        nothing else is (HTML's implied end tags); False where that is not so, or not seen
+        within :data:`_LIST_ITEMS_SEEN` open elements."""
+        opened = self.open
+        above = opened.above(name, _LIST_ITEMS_SEEN)
+        if above is None or any(element.name not in _CLOSED_BY_SIBLING for element in above):
+            return False
+        for _ in range(len(above) + 1):
+            opened.pop()
+        return True
 
     def _raw_text(self, name: str, known_html: bool) -> None:
         """Raw text (``script``, ``style``, ``textarea``...) as the tokenizer ends it: skipped
@@ -478,20 +472,9 @@ class _Scan:
 
 
 def _special(element: _Element) -> bool:
-    """Whether an end tag not of its own stops at ``element`` (SVG's and MathML's integration
-    points are special too)."""
+    """Whether ``element`` is special to the tree builder (SVG's and MathML's integration
+    points are)."""
     return element.holds is not _Holds.FOREIGN if element.foreign else element.name in _SPECIAL
-
-
-def _stops_sibling_walk(element: _Element) -> bool:
-    return _special(element) and element.name not in _PASSED_BY_SIBLING_WALK
-
-
-def _scope_boundary(scope: frozenset[str]) -> Callable[[_Element], bool]:
-    def bounds(element: _Element) -> bool:
-        return element.holds is not _Holds.FOREIGN if element.foreign else element.name in scope
-
-    return bounds
 
 
 def _breaks_out(name: str, attributes: re.Match[str]) -> bool:
