@@ -54,11 +54,18 @@ _TOKENS = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|[{}]""")
 _COMMENT_OR_STRING = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|/\*|<!--|-->""")
 #: The flag that ends a value (not an escaped ``\\!``), and any other ``!`` outside strings,
 #: which no value of the properties judged holds.
-_IMPORTANT = re.compile(r"(?<!\\)!\s*important\s*$", re.IGNORECASE)
+_LAST_BANG = re.compile(r"(?<!\\)!(?=[^!]*$)")
 _BANG = re.compile(r"(?<!\\)!")
-_STRINGS = re.compile(r""""(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'""")
+#: Strings and unquoted url()s, in which a "!" is no delimiter; one left open runs to the end
+#: (closing quotes required, each of 20,000 quotes searched to the end: 8 s on 40 KB).
+_STRINGS = re.compile(r""""(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?|url\([^)]*\)?""", re.IGNORECASE)
 _FUNCTION = re.compile(r"^(rgba?|hsla?|hwb|lab|lch|oklab|oklch|color|color-mix)\((.*)\)$")
 _CALC_INSIDE = re.compile(r"calc\(([^()]*)\)")
+#: Brackets that group, not a function's: "(0)" in "calc((0))".
+_GROUPING = re.compile(r"(?<![\w-])\(([^()]*)\)")
+#: A function's argument that still holds brackets after flattening.
+_NESTED = re.compile(r"\([^()]*\(")
+_FLATTENED_LEVELS = 8
 #: The functions a ``transform`` and a ``filter`` list may hold: a browser rejects a list
 #: with any other (``transform:scale(0);transform:bogus(1)`` stays scaled to nothing).
 _FUNCTIONS = {
@@ -72,7 +79,9 @@ _FUNCTIONS = {
         | {"opacity", "saturate", "sepia", "url"}
     ),
 }
-_BRACKET_OR_STRING = re.compile(r""""(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|[()]""")
+_BRACKET_OR_STRING = re.compile(r""""(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?|[()]""")
+#: CSS's white space (not Python's: a no-break space is part of a word to CSS).
+_CSS_SPACE = " \t\n\r\f"
 _FUNCTION_NAME = re.compile(r"[\s,]*+([a-z][\w-]*+)\(")
 #: The system fonts ``font`` may name alone, at a size of the system's.
 _SYSTEM_FONTS = frozenset({"caption", "icon", "menu", "message-box", "small-caption", "status-bar"})
@@ -92,7 +101,8 @@ _COLOUR_PROPERTIES = frozenset(
 _LENGTH_PROPERTIES = frozenset(
     {"left", "top", "right", "bottom", "width", "height", "max-width", "max-height"}
     | {"text-indent", "margin-left", "margin-top", "font-size", "inset-inline-start"}
-    | {"margin-inline-start", "block-size", "inline-size"}
+    | {"margin-inline-start", "block-size", "inline-size", "margin-block-start"}
+    | {"inset-block-start", "max-block-size", "max-inline-size"}
 )
 #: The absolute font-size keywords, in pixels (CSS Fonts' scale at a 16-pixel medium).
 _FONT_SIZE_PX = {
@@ -193,18 +203,18 @@ def declarations(style: str, variables: MutableMapping[str, str] | None = None) 
         name, colon, value = declaration.partition(":")
         if not colon:
             continue
-        flag = _IMPORTANT.search(value)
-        value = value if flag is None else value[: flag.start()]
+        value, weighty = _flagged(value)
         if _BANG.search(_STRINGS.sub("", value)):
             continue
-        weighty = flag is not None
         name = _unescaped(name).strip()
         value = _unescaped(value).strip()
         if name.startswith("--"):  # custom property names are case-sensitive
             set_here = {name: value}
         else:
             name = name.lower()
-            value = _substituted(value, known).lower()
+            # A font's family may be one the element inherits: a var() of it is kept as a word
+            # (dropped, "font:14px var(--ff)" lost its family, and the size it sets).
+            value = _substituted(value, known, "var" if name == "font" else "").lower()
             set_here = _longhands(name, value) if _valid(name, value) else {}
         for longhand, setting in set_here.items():
             if weighty or longhand not in important:
@@ -219,6 +229,19 @@ def declarations(style: str, variables: MutableMapping[str, str] | None = None) 
         if logical in found:
             found.setdefault(physical, found[logical])
     return found
+
+
+def _flagged(value: str) -> tuple[str, bool]:
+    """A declaration's value without its ``!important``, and whether it had one: the word
+    after the last ``!`` that no backslash escapes, escapes read (``!\\69mportant`` is the
+    flag; ``\\!important`` is not), in ASCII case alone (``!\u0131mportant`` is not)."""
+    bang = _LAST_BANG.search(value)
+    if bang is None:
+        return value, False
+    word = _unescaped(value[bang.end() :]).strip(_CSS_SPACE)
+    if word.isascii() and word.lower() == "important":
+        return value[: bang.start()], True
+    return value, False
 
 
 def variables_of(style: Mapping[str, str]) -> dict[str, str]:
@@ -571,10 +594,10 @@ def _unescaped(text: str) -> str:
 SUBSTITUTION_DEPTH = 4
 
 
-def _substituted(value: str, known: Mapping[str, str]) -> str:
-    """``value`` with ``var()`` replaced, a few levels deep; "" (no valid value) when the
-    result would pass :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value
-    exponentially."""
+def _substituted(value: str, known: Mapping[str, str], unknown: str = "") -> str:
+    """``value`` with ``var()`` replaced, a few levels deep, one unknown and without a
+    fallback by ``unknown``; "" (no valid value) when the result would pass
+    :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value exponentially."""
     for _ in range(SUBSTITUTION_DEPTH):
         if "var(" not in value:
             break
@@ -582,7 +605,7 @@ def _substituted(value: str, known: Mapping[str, str]) -> str:
 
         def replacement(match: re.Match[str]) -> str:
             nonlocal room
-            text = known.get(match.group(1), match.group(2) or "")
+            text = known.get(match.group(1), match.group(2) or unknown)
             room -= len(text)
             return text if room >= 0 else ""
 
@@ -663,10 +686,13 @@ def _closed(value: str, position: int) -> int:
     return position
 
 
+_FONT_TOKEN = re.compile(r""""[^"]*"?|'[^']*'?|[^\s"']+""")
+
+
 def _font_shorthand_size(value: str) -> str | None:
     """The size a ``font`` shorthand sets: its first size, which a family must follow (a
     browser rejects ``font:16px`` and ``font:16px/``, and the earlier size stands)."""
-    tokens = value.split()
+    tokens = _FONT_TOKEN.findall(value)
     for index, token in enumerate(tokens):
         size = token.split("/")[0]
         if not _is_font_size(size):
@@ -685,7 +711,9 @@ def _box_sides(value: str) -> bool:
     ``inset`` take (``margin:0 foo`` is rejected whole, and the earlier margin stands)."""
     sides = value.split()
     return 0 < len(sides) <= 4 and all(
-        side == "auto" or px(side) is not None or _number(side.removesuffix("%")) is not None
+        side == "auto"
+        or (px(side) is not None and (_number(side) is None or _number(side) == 0))
+        or (side.endswith("%") and _number(side[:-1]) is not None)
         for side in sides
     )
 
@@ -780,9 +808,9 @@ def _thin_polygon(arguments: str) -> bool:
         points = points[1:]
     if not points or any(len(point) != 2 for point in points):
         return False
-    # Points on one line enclose nothing in any unit, one this module cannot measure too
-    # ("0 1cqw, 100% 1cqw, 50% 1cqw").
-    if any(len({point[axis] for point in points}) == 1 for axis in (0, 1)):
+    # Points on one line, or all in one unit enclosing no area, enclose nothing in any unit,
+    # one this module cannot measure too ("0 1cqw, 100% 1.0cqw, 50% 01cqw", a diagonal in dvh).
+    if _flat(points):
         return True
     coordinates = [_coordinate(part) for point in points for part in point]
     if None in coordinates:
@@ -799,6 +827,29 @@ def _thin_polygon(arguments: str) -> bool:
     area = sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs)))
     diagonal = math.hypot(*(extent[0] for extent in extents if extent is not None))
     return abs(area) / 2 < _THINNEST[unit] * diagonal
+
+
+def _flat(points: list[list[str]]) -> bool:
+    """Whether points of numbers and units enclose no area: one axis all one value, or all in
+    one unit (``0`` fitting any) and of no area."""
+    parsed = [[_LENGTH.match(_without_calc(part)) for part in point] for point in points]
+    if any(match is None for point in parsed for match in point):
+        return False
+    found = [
+        (_finite(float(match.group(1))), match.group(2) or "")
+        for point in parsed
+        for match in point
+        if match is not None
+    ]
+    axes = (found[0::2], found[1::2])
+    if any(len({(number, unit if number else "") for number, unit in axis}) == 1 for axis in axes):
+        return True
+    if len({unit for number, unit in found if number}) > 1:
+        return False
+    xs, ys = [number for number, _ in axes[0]], [number for number, _ in axes[1]]
+    return (
+        sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs))) == 0
+    )
 
 
 def _coordinate(value: str) -> tuple[float, str] | None:
@@ -850,11 +901,26 @@ def _least_stretch(transform: str) -> float:
     origin), of the list's 4x4 matrix projected onto the screen. The projection divides by the
     homogeneous w, so ``perspective(100px) translateZ(-1e5px)`` draws at a thousandth; where w
     is not positive the text is behind the viewer, and nothing is drawn."""
+    flattened = _flattened(transform)
+    if _NESTED.search(flattened):
+        return 0.0  # brackets deeper than read: judged as drawing nothing, not as no transform
     matrix = _IDENTITY
-    for name, arguments in _TRANSFORM_FUNCTION.findall(_CALC_INSIDE.sub(r"\1", transform)):
+    for name, arguments in _TRANSFORM_FUNCTION.findall(flattened):
         parts = [part for part in re.split(r"[\s,]+", arguments) if part]
         matrix = _product(matrix, tuple(map(_bounded, _matrix(name, parts))))
     return _projected_stretch(matrix)
+
+
+def _flattened(value: str) -> str:
+    """``value`` with ``calc()`` and grouping brackets taken away, a few levels deep:
+    ``scale(calc((0)))`` is ``scale(0)``, which the readers of one level read (a list valid
+    at any depth was read as no transform at all)."""
+    for _ in range(_FLATTENED_LEVELS):
+        flat = _CALC_INSIDE.sub(r"\1", _GROUPING.sub(r"\1", value))
+        if flat == value:
+            break
+        value = flat
+    return value
 
 
 def _product(left: _Matrix, right: _Matrix) -> _Matrix:
@@ -1045,7 +1111,7 @@ def _whitened(style: Mapping[str, str]) -> bool:
 
 
 def _filter(style: Mapping[str, str], function: str) -> str | None:
-    found = re.search(rf"{function}\(([^)]*)\)", style.get("filter", ""))
+    found = re.search(rf"{function}\(([^)]*)\)", _flattened(style.get("filter", "")))
     return None if found is None else found.group(1).strip()
 
 

@@ -64,9 +64,6 @@ _SIZE_ONLY = frozenset({"font-size"})
 _SELECTORS_PER_QUERY = 64
 #: Selectors whose custom properties every element of the page inherits.
 _PAGE_SELECTORS = frozenset({":root", "html", "body", "*"})
-_VARIABLE_NAME = re.compile(r"var\(\s*(--[\w-]+)")
-#: The most page properties one sheet's judgement is keyed on.
-_MOST_USED = 1_024
 _PSEUDO = re.compile(r"::?[A-Za-z-]+(?:\([^()]*\))?")
 _MAX_LIST_DEPTH = 8
 _MAX_SPAN = 1000
@@ -283,7 +280,8 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
         # Every sheet's page-wide custom properties before any rule is judged: a rule's
         # var() may name one another sheet sets.
         variables = dict(pair for sheet in sheets for pair in _page_variables(sheet))
-        decided = [_decided(sheet, _used(sheet, variables)) for sheet in sheets]
+        page_variables = _PageVariables(tuple(sorted(variables.items())))
+        decided = [_decided(sheet, page_variables) for sheet in sheets]
     except css.TooComplex as exc:
         raise Refusal(
             codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
@@ -305,10 +303,17 @@ def _bound_shrinking(hiding: int, shrinking: dict[tuple[tuple[str, str], ...], l
     set only a font size are counted apart, under a ceiling of their own: counted with those
     that hide, 3,000 rules of ``1rem`` refused a real page. Each distinct declaration block
     costs a query over the page: 60,000 distinct sizes cost a chapter 10 CPU-s."""
-    sizing = sum(
-        len(group) for declared, group in shrinking.items() if _SIZE_ONLY.issuperset(dict(declared))
+    # Selectors, not readings: a rule read two ways (its var() resolved and not) is one rule.
+    sizing = len(
+        {
+            selector
+            for declared, group in shrinking.items()
+            if _SIZE_ONLY.issuperset(dict(declared))
+            for selector in group
+        }
     )
-    if hiding + sum(map(len, shrinking.values())) - sizing > MAX_HIDING_SELECTORS:
+    rules = len({selector for group in shrinking.values() for selector in group})
+    if hiding + rules - sizing > MAX_HIDING_SELECTORS:
         raise Refusal(
             codes.CEILING,
             f"the page has more than {MAX_HIDING_SELECTORS} stylesheet rules that hide or "
@@ -375,35 +380,41 @@ def _page_variables(sheet: str) -> tuple[tuple[str, str], ...]:
     return tuple(variables.items())
 
 
-def _used(sheet: str, variables: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """The page's custom properties the ``var()`` of ``sheet`` reach, directly or through
-    their values (as deep as :func:`css.declarations` substitutes, and no more than
-    :data:`_MOST_USED`): all a sheet's judgement depends on. Keyed on all of them, every
-    sheet's judgement hashed the whole page's: 4,000 sheets of one property each, 8.5 s."""
-    used: dict[str, str] = {}
-    level = set(_VARIABLE_NAME.findall(sheet))
-    for _ in range(css.SUBSTITUTION_DEPTH + 1):
-        level = {name for name in level if name in variables and name not in used}
-        for name in sorted(level)[: _MOST_USED - len(used)]:
-            used[name] = variables[name]
-        level = {found for name in level for found in _VARIABLE_NAME.findall(variables[name])}
-    return tuple(sorted(used.items()))
+class _PageVariables:
+    """A page's custom properties, hashed once: a judgement kept per sheet and the properties
+    it reads was keyed on a tuple hashed anew for every sheet (4,000 sheets of one property
+    each, 8.5 s), and keyed on the few a sheet names, it missed escaped and commented names
+    and could be cut short."""
+
+    def __init__(self, items: tuple[tuple[str, str], ...]) -> None:
+        self.items = items
+        self._hash = hash(items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, _PageVariables)
+            and self._hash == other._hash
+            and self.items == other.items
+        )
 
 
 @functools.lru_cache(maxsize=64)
-def _decided(sheet: str, variables: tuple[tuple[str, str], ...]) -> _Decided:
-    """``sheet``'s :class:`_Decided`, worked out once per sheet and the page properties it
-    uses (every chapter of a book links the same ones). A rule's ``var()`` is read both as
+def _decided(sheet: str, variables: _PageVariables) -> _Decided:
+    """``sheet``'s :class:`_Decided`, worked out once per sheet and page properties (every
+    chapter of a book links the same ones). A rule's ``var()`` is read both as
     the page's custom properties resolve it and as no value (an element may set its own,
     which is not known here), and the more hiding reading is judged: unresolved,
     ``display:var(--h)`` under ``:root{--h:none}`` was no value, and the text read; resolved
     only, an element's own ``--d:none`` was overruled by the page's ``block``."""
     hiding: list[str] = []
     shrinking: list[tuple[str, tuple[tuple[str, str], ...]]] = []
-    known = dict(variables)
+    known = dict(variables.items)
     for selector, body in css.rules(sheet):
         readings = [css.declarations(body)]
-        if known and "var(" in body:
+        if known and ("var(" in body.lower() or "\\" in body):
             readings.append(css.declarations(body, known))
         if any(css.hiding(declared) for declared in readings):
             hiding.append(selector)

@@ -13,6 +13,7 @@ import pytest
 
 from sandbox.document import Block, Heading, ListItem, Notice, Paragraph, Table
 from sandbox.errors import CeilingExceeded, UnreadableInput
+from sandbox.extractors import css
 from sandbox.extractors.html import extract_html
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
@@ -993,3 +994,72 @@ def test_judging_stylesheets_stays_linear_in_the_pages_custom_properties() -> No
         return min(timings)
 
     assert cost(3_000) < 30 * cost(300)
+
+
+def _round_page(sheet: str, body: str) -> str:
+    return f"<!DOCTYPE html><html><head><style>{sheet}</style></head><body>{body}</body></html>"
+
+
+#: A second review of the fourth round's mends: the escaped flag, a family quoted without a
+#: space, a page property named with an escape or past a thousand others, brackets a reader
+#: of one level missed, flat polygons the one-unit rule missed, unitless margins, logical
+#: lengths of a word.
+HIDDEN_PAST_THE_SECOND_REVIEW = [
+    _round_page("", "<p style='display:none !\\69mportant'>INJECT</p>"),
+    _round_page('.s{font:0/0"a"}', "<p class=s>INJECT</p>"),
+    _round_page(":root{--d:none} p.s{display:var(--\\64)}", "<p class=s>INJECT</p>"),
+    _round_page(
+        ":root{--zz:none;"
+        + "".join(f"--a{i}:1;" for i in range(1030))
+        + "} .x{"
+        + "".join(f"--q:var(--a{i});" for i in range(1030))
+        + "} p.s{display:var(--zz)}",
+        "<p class=s>INJECT</p>",
+    ),
+    _round_page("", "<p style='transform:scale(0);transform:scale(calc((0)))'>INJECT</p>"),
+    _round_page("", "<p style='filter:opacity(0);filter:opacity(calc((0)))'>INJECT</p>"),
+    _round_page("", "<p style='clip-path:polygon(0 1cqw, 100% 1.0cqw, 50% 01cqw)'>INJECT</p>"),
+    _round_page("", "<p style='clip-path:polygon(0 0, 10dvh 10dvh, 20dvh 20dvh)'>INJECT</p>"),
+    _round_page("", "<p style='margin:-9999px;margin:5'>INJECT</p>"),
+    _round_page("", "<p style='margin-block-start:-9999px;margin-block-start:junk'>INJECT</p>"),
+]
+
+
+@pytest.mark.parametrize("page", HIDDEN_PAST_THE_SECOND_REVIEW)
+def test_hidden_text_a_second_review_of_the_mends_found_is_left_out(
+    runner: SandboxRunner, page: str
+) -> None:
+    text = _text(runner, page)
+    assert "INJECT" not in text and text.startswith("[airlock: 1 hidden element left out")
+
+
+def test_what_the_second_review_found_dropped_is_read(runner: SandboxRunner) -> None:
+    """A font's family in a var() the element inherits, a "!" in an unquoted url(), a rule
+    read two ways counted once under the rule ceiling, Tailwind's transforms of variables."""
+    sheet = (
+        ".row{font-size:0}.row span{font:14px/1.5 var(--ff)}.theme{--ff:Arial}"
+        ".t{transform:translate(var(--tw-x),var(--tw-y)) rotate(var(--tw-r))}"
+        ":root{--o:.9}" + "".join(f".s{i}{{opacity:var(--o,.5)}}" for i in range(2_600))
+    )
+    body = (
+        "<div class=theme><div class=row><span>family</span></div></div>"
+        "<p style='color:#fff;background:#000 url(a!b.png)'>url</p>"
+        "<p class=t>moved</p><p class=s1>faded</p>"
+    )
+    assert _text(runner, _round_page(sheet, body)) == "family\nurl\nmoved\nfaded"
+
+
+def test_declarations_stay_linear_in_unclosed_strings() -> None:
+    """Each of 20,000 quotes was searched to the end of the value for its closing one (8 s on
+    40 KB): ten times the quotes must cost under thirty times the time."""
+
+    def cost(quotes: int) -> float:
+        value = 'color:"' + '\\"' * quotes
+        timings = []
+        for _ in range(3):
+            started = time.process_time()
+            css.declarations(value)
+            timings.append(time.process_time() - started)
+        return min(timings)
+
+    assert cost(40_000) < 30 * cost(4_000) + 0.01
