@@ -47,7 +47,7 @@ _PX_PER_UNIT |= _VIEWPORT_PX
 _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?"
 _LENGTH = re.compile(rf"^({_NUMBER})([a-z%]*)$")
 _MATH = re.compile(r"^(calc|min|max|clamp)\((.*)\)$")
-_ESCAPE = re.compile(r"\\([0-9a-fA-F]{1,6})[ \t\n]?|\\(.)", re.DOTALL)
+_ESCAPE = re.compile(r"\\([0-9a-fA-F]{1,6})(?:\r\n|[ \t\n\r\f])?|\\(.)", re.DOTALL)
 _VARIABLE = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)")
 #: Strings (whose braces, semicolons and comment marks are text) and braces.
 _TOKENS = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|[{}]""")
@@ -58,13 +58,11 @@ _LAST_BANG = re.compile(r"(?<!\\)!(?=[^!]*$)")
 _BANG = re.compile(r"(?<!\\)!")
 #: Strings and unquoted url()s, in which a "!" is no delimiter; one left open runs to the end
 #: (closing quotes required, each of 20,000 quotes searched to the end: 8 s on 40 KB).
-_STRINGS = re.compile(r""""(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?|url\([^)]*\)?""", re.IGNORECASE)
+_STRINGS = re.compile(r""""(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?|url\([^)"']*\)?""", re.IGNORECASE)
 _FUNCTION = re.compile(r"^(rgba?|hsla?|hwb|lab|lch|oklab|oklch|color|color-mix)\((.*)\)$")
 _CALC_INSIDE = re.compile(r"calc\(([^()]*)\)")
 #: Brackets that group, not a function's: "(0)" in "calc((0))".
 _GROUPING = re.compile(r"(?<![\w-])\(([^()]*)\)")
-#: A function's argument that still holds brackets after flattening.
-_NESTED = re.compile(r"\([^()]*\(")
 _FLATTENED_LEVELS = 8
 #: The functions a ``transform`` and a ``filter`` list may hold: a browser rejects a list
 #: with any other (``transform:scale(0);transform:bogus(1)`` stays scaled to nothing).
@@ -183,7 +181,9 @@ BLACK = Colour(0, 0, 0)
 _SYSTEM = {"canvas": WHITE, "window": WHITE, "canvastext": BLACK, "windowtext": BLACK}
 
 
-def declarations(style: str, variables: MutableMapping[str, str] | None = None) -> dict[str, str]:
+def declarations(
+    style: str, variables: MutableMapping[str, str] | None = None, *, open_variables: bool = False
+) -> dict[str, str]:
     """A style's declarations as a browser keeps them: comments and escapes read, ``;``
     inside quotes and brackets not a separator, custom properties and ``var()`` resolved
     (``variables``: those the element inherits), a value that is not valid for its property
@@ -212,9 +212,11 @@ def declarations(style: str, variables: MutableMapping[str, str] | None = None) 
             set_here = {name: value}
         else:
             name = name.lower()
-            # A font's family may be one the element inherits: a var() of it is kept as a word
-            # (dropped, "font:14px var(--ff)" lost its family, and the size it sets).
-            value = _substituted(value, known, "var" if name == "font" else "").lower()
+            # In a rule, a font's family may be a property the element inherits: a var() of it
+            # is kept as a word (dropped, "font:14px var(--ff)" lost its family and its size).
+            # Inline, every property it inherits is known, and an unknown one invalidates.
+            family = "var" if name == "font" and open_variables else ""
+            value = _substituted(value, known, family).lower()
             set_here = _longhands(name, value) if _valid(name, value) else {}
         for longhand, setting in set_here.items():
             if weighty or longhand not in important:
@@ -591,14 +593,14 @@ def _unescaped(text: str) -> str:
 
 #: How many times ``var()`` is substituted into a value (what a substitution brings in may
 #: hold more).
-SUBSTITUTION_DEPTH = 4
+_SUBSTITUTION_DEPTH = 4
 
 
 def _substituted(value: str, known: Mapping[str, str], unknown: str = "") -> str:
     """``value`` with ``var()`` replaced, a few levels deep, one unknown and without a
     fallback by ``unknown``; "" (no valid value) when the result would pass
     :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value exponentially."""
-    for _ in range(SUBSTITUTION_DEPTH):
+    for _ in range(_SUBSTITUTION_DEPTH):
         if "var(" not in value:
             break
         room = _MAX_VALUE_CHARS
@@ -686,13 +688,17 @@ def _closed(value: str, position: int) -> int:
     return position
 
 
-_FONT_TOKEN = re.compile(r""""[^"]*"?|'[^']*'?|[^\s"']+""")
+_FONT_TOKEN = re.compile(r""""[^"]*"?|'[^']*'?|[^"']+""")
 
 
 def _font_shorthand_size(value: str) -> str | None:
     """The size a ``font`` shorthand sets: its first size, which a family must follow (a
     browser rejects ``font:16px`` and ``font:16px/``, and the earlier size stands)."""
-    tokens = _FONT_TOKEN.findall(value)
+    # Split at spaces outside brackets ("calc(0px + 0px)" is one size), then at quotes (a
+    # family may follow a size with no space: 0/0"a").
+    tokens = [
+        piece for part in _split(value, " ") if part for piece in _FONT_TOKEN.findall(part.strip())
+    ]
     for index, token in enumerate(tokens):
         size = token.split("/")[0]
         if not _is_font_size(size):
@@ -901,11 +907,10 @@ def _least_stretch(transform: str) -> float:
     origin), of the list's 4x4 matrix projected onto the screen. The projection divides by the
     homogeneous w, so ``perspective(100px) translateZ(-1e5px)`` draws at a thousandth; where w
     is not positive the text is behind the viewer, and nothing is drawn."""
-    flattened = _flattened(transform)
-    if _NESTED.search(flattened):
-        return 0.0  # brackets deeper than read: judged as drawing nothing, not as no transform
     matrix = _IDENTITY
-    for name, arguments in _TRANSFORM_FUNCTION.findall(flattened):
+    # A function whose arguments still hold one (min(), env(), a calc() of arithmetic) is not
+    # read, as no transform: judged as drawing nothing, every min() in a transform hid text.
+    for name, arguments in _TRANSFORM_FUNCTION.findall(_flattened(transform)):
         parts = [part for part in re.split(r"[\s,]+", arguments) if part]
         matrix = _product(matrix, tuple(map(_bounded, _matrix(name, parts))))
     return _projected_stretch(matrix)

@@ -25,9 +25,9 @@ from sandbox.extractors.registry import Refusal
 #: Elements open at once. Chromium's parser stops nesting at 512.
 MAX_NESTING = 2048
 
-#: Elements the tree builder closes when a sibling starts while they are the current element
-#: (``<li>`` closes an open ``<li>``): counted, and closed so, or by an end tag of a list
-#: they are the last open elements of.
+#: Elements the tree builder closes when a sibling starts (``<li>`` closes an open ``<li>``
+#: found by its walk, :meth:`_Open.close_sibling`): counted, and closed so, or by an end tag
+#: of a list they are the last open elements of.
 _CLOSED_BY_SIBLING = {"li": frozenset({"li"}), "dt": frozenset({"dt", "dd"})}
 _CLOSED_BY_SIBLING["dd"] = _CLOSED_BY_SIBLING["dt"]
 #: The tree builder's "special" elements, which a list item's walk for the one before stops
@@ -42,7 +42,8 @@ _SPECIAL = frozenset(
     | {"template", "textarea", "tfoot", "thead", "title", "ul", "xmp"}
 )
 _PASSED_BY_SIBLING_WALK = frozenset({"address", "div", "p"})
-#: How far down from the current element a list item's walk looks before it gives up.
+#: How far down from the current element a walk looks: a list item's for the one before,
+#: an end tag's for its element under open list items.
 _WALKED = 64
 #: End tags that close, with their own element, the open list items above it (HTML's "generate
 #: implied end tags" where the element is in scope; a list item is no scope boundary).
@@ -57,8 +58,9 @@ _CLOSING_LIST_ITEMS = frozenset(
 #: do. In SVG and MathML neither kind closes by itself.
 _UNCOUNTED_IN_HTML = VOID | {"p", "tr", "td", "th", "option"}
 #: Start tags that end SVG or MathML: the tree builder closes the foreign elements above the
-#: nearest HTML element or integration point and reads the tag as HTML. ``font`` ends it only
-#: with a colour, face or size (:data:`_FONT_BREAKOUT`).
+#: nearest HTML element or integration point and reads the tag as HTML (the count stops
+#: following SVG there, and keeps them counted). ``font`` ends it only with an attribute named
+#: in :data:`_FONT_BREAKOUT`.
 _BREAKOUT = frozenset(
     {"b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em"}
     | {"embed", "h1", "h2", "h3", "h4", "h5", "h6", "head", "hr", "i", "img", "li", "listing"}
@@ -114,8 +116,6 @@ _ATTRIBUTE_NAME = re.compile(
 _MOST_SCRIPT_STEPS = 100_000
 _HTML = "html"
 _SVG = "svg"
-#: How far down an end tag looks for its element under open list items.
-_LIST_ITEMS_SEEN = 64
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
@@ -410,9 +410,9 @@ class _Scan:
     def _close_with_list_items(self, name: str) -> bool:
         """Close the latest element of ``name`` with the list items open above it, where
         nothing else is (HTML's implied end tags); False where that is not so, or not seen
-        within :data:`_LIST_ITEMS_SEEN` open elements."""
+        within :data:`_WALKED` open elements."""
         opened = self.open
-        above = opened.above(name, _LIST_ITEMS_SEEN)
+        above = opened.above(name, _WALKED)
         if above is None or any(element.name not in _CLOSED_BY_SIBLING for element in above):
             return False
         for _ in range(len(above) + 1):

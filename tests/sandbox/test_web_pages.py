@@ -1063,3 +1063,28 @@ def test_declarations_stay_linear_in_unclosed_strings() -> None:
         return min(timings)
 
     assert cost(40_000) < 30 * cost(4_000) + 0.01
+
+
+def test_a_third_review_of_the_mends(runner: SandboxRunner) -> None:
+    """Math functions inside a transform were judged as drawing nothing (every ``min()``,
+    ``env()`` or ``clamp()`` in one hid visible text); a quoted url() holding ")" and "!"
+    dropped its declaration; a size in ``clamp()`` lost its font shorthand; an undefined
+    var() inline kept a font's size; an escape ended by a form feed hid the flag."""
+    shown = (
+        "<p style='transform:translateX(min(10px, 5vw))'>a</p>"
+        "<p class=e>b</p><p class=c>c</p>"
+        "<div style='color:#fff;background-image:url(\"img/hero(1)!.jpg\")'>d</div>"
+        "<div class=z><p class=f>e</p></div>"
+    )
+    sheet = (
+        ".e{transform:translateY(calc(-1 * env(safe-area-inset-bottom)))}"
+        ".c{transform:scale(clamp(0.9, 1, 1.1))}"
+        ".z{font-size:0} .f{font:clamp(1rem,2vw,1.5rem)/1.4 sans-serif}"
+    )
+    assert _text(runner, _round_page(sheet, shown)) == "a\nb\nc\nd\ne"
+    for hidden in (
+        "<div style='font-size:0'><span style='font:14px var(--undefined)'>INJECT</span></div>",
+        "<p style='display:none !\\69\fmportant'>INJECT</p>",
+    ):
+        text = _text(runner, _round_page("", hidden))
+        assert "INJECT" not in text and text.startswith("[airlock: 1 hidden element left out")
