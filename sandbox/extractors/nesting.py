@@ -25,42 +25,15 @@ from sandbox.extractors.registry import Refusal
 #: Elements open at once. Chromium's parser stops nesting at 512.
 MAX_NESTING = 2048
 
-#: Elements the tree builder closes when a sibling starts (``<li>`` closes an open ``<li>``
-#: found by its walk, :meth:`_Open.close_sibling`): counted, and closed so, or by an end tag
-#: of a list they are the last open elements of.
-_CLOSED_BY_SIBLING = {"li": frozenset({"li"}), "dt": frozenset({"dt", "dd"})}
-_CLOSED_BY_SIBLING["dd"] = _CLOSED_BY_SIBLING["dt"]
-#: The tree builder's "special" elements, which a list item's walk for the one before stops
-#: at (all but these three).
-_SPECIAL = frozenset(
-    {"address", "applet", "article", "aside", "blockquote", "body", "button", "caption"}
-    | {"center", "colgroup", "dd", "details", "dir", "div", "dl", "dt", "fieldset"}
-    | {"figcaption", "figure", "footer", "form", "frameset", "h1", "h2", "h3", "h4", "h5"}
-    | {"h6", "head", "header", "hgroup", "html", "iframe", "li", "listing", "main", "marquee"}
-    | {"menu", "nav", "noembed", "noframes", "noscript", "object", "ol", "p", "plaintext"}
-    | {"pre", "script", "search", "section", "select", "style", "summary", "table", "tbody"}
-    | {"template", "textarea", "tfoot", "thead", "title", "ul", "xmp"}
-)
-_PASSED_BY_SIBLING_WALK = frozenset({"address", "div", "p"})
-#: How far down from the current element a walk looks: a list item's for the one before,
-#: an end tag's for its element under open list items.
-_WALKED = 64
-#: End tags that close, with their own element, the open list items above it (HTML's "generate
-#: implied end tags" where the element is in scope; a list item is no scope boundary).
-_CLOSING_LIST_ITEMS = frozenset(
-    {"address", "article", "aside", "blockquote", "button", "center", "details", "dialog"}
-    | {"dir", "div", "dl", "fieldset", "figcaption", "figure", "footer", "header", "hgroup"}
-    | {"listing", "main", "menu", "nav", "ol", "pre", "search", "section", "summary", "ul"}
-    | {"li", "dt", "dd"}
-)
-#: Elements a sibling closes by itself wherever it stands, or that exist only in a table or a
-#: select: in HTML they do not deepen the tree for long, so they go uncounted, as void elements
-#: do. In SVG and MathML neither kind closes by itself.
-_UNCOUNTED_IN_HTML = VOID | {"p", "tr", "td", "th", "option"}
+#: Elements a sibling closes by itself, or that exist only in a table or a select: in HTML
+#: they do not deepen the tree for long, so they go uncounted, as void elements do. In SVG and
+#: MathML neither kind closes by itself. (List items a sibling does not close, ``<li><dt>``
+#: repeated, nest all the same: counting them, and closing them by HTML's walk, let elements
+#: the count kept after lexbor closed them hide depth; see docs/sandbox.md.)
+_UNCOUNTED_IN_HTML = VOID | {"p", "li", "dt", "dd", "tr", "td", "th", "option"}
 #: Start tags that end SVG or MathML: the tree builder closes the foreign elements above the
-#: nearest HTML element or integration point and reads the tag as HTML (the count stops
-#: following SVG there, and keeps them counted). ``font`` ends it only with an attribute named
-#: in :data:`_FONT_BREAKOUT`.
+#: nearest HTML element or integration point and reads the tag as HTML. ``font`` ends it only
+#: with an attribute named in :data:`_FONT_BREAKOUT`.
 _BREAKOUT = frozenset(
     {"b", "big", "blockquote", "body", "br", "center", "code", "dd", "div", "dl", "dt", "em"}
     | {"embed", "h1", "h2", "h3", "h4", "h5", "h6", "head", "hr", "i", "img", "li", "listing"}
@@ -68,6 +41,8 @@ _BREAKOUT = frozenset(
     | {"strike", "sub", "sup", "table", "tt", "u", "ul", "var"}
 )
 _FONT_BREAKOUT = frozenset({"color", "face", "size"})
+#: The one breakout tag lexbor does not break out on (checked against every one).
+_KEPT_IN_FOREIGN_BY_LEXBOR = frozenset({"sup"})
 #: End tags that end SVG or MathML as the start tags above do.
 _END_BREAKOUT = frozenset({"br", "p"})
 #: Where SVG and MathML hold HTML again: SVG's HTML integration points, and MathML's text
@@ -220,21 +195,6 @@ class _Open:
         self._close_at(self._positions[top.name].pop())
         return top
 
-    def close_sibling(self, names: frozenset[str]) -> None:
-        """Close the nearest open element of ``names`` and all above it, found walking down
-        from the current element past no special element but ``address``, ``div`` and
-        ``p``, and no further than :data:`_WALKED` places."""
-        for index in range(len(self._stack) - 1, max(len(self._stack) - _WALKED, 0) - 1, -1):
-            element = self._stack[index]
-            if element is None:
-                continue
-            if element.name in names and not element.foreign:
-                while self._stack[index] is not None:
-                    self.pop()
-                return
-            if _special(element) and element.name not in _PASSED_BY_SIBLING_WALK:
-                return
-
     def close(self, name: str) -> None:
         """Close the latest open element of ``name``, if any."""
         positions = self._positions.get(name)
@@ -251,14 +211,6 @@ class _Open:
 
     def foreign_named(self, name: str) -> int:
         return self._foreign_names[name]
-
-    def above(self, name: str, limit: int) -> list[_Element] | None:
-        """The open elements above the latest of ``name``, or None when there is none within
-        ``limit`` places (closed places included) of the top."""
-        positions = self._positions.get(name)
-        if not positions or len(self._stack) - positions[-1] > limit:
-            return None
-        return [element for element in self._stack[positions[-1] + 1 :] if element is not None]
 
     def give_up(self) -> None:
         self.exact = False
@@ -363,9 +315,12 @@ class _Scan:
                     # Of its parent's namespace: <math> in an SVG is SVG's.
                     opened.push(_element(name, opened.namespace()))
                 return
-            # The foreign elements stay counted: lexbor keeps <sup> in SVG, which the
-            # standard breaks out on, and popped they let it nest without a count.
-            opened.give_up()
+            if name in _KEPT_IN_FOREIGN_BY_LEXBOR:
+                # lexbor keeps <sup> in SVG, which the standard breaks out on: popped, the
+                # foreign elements let it nest without a count.
+                opened.give_up()
+            while opened.in_foreign_content(""):
+                opened.pop()
         # Read as HTML from here, where the count is exact and the current element is no
         # annotation-xml (whose content may be either).
         top = opened.top()
@@ -383,18 +338,12 @@ class _Scan:
             self._open_html(name)  # it may be SVG or MathML, where nothing closes by itself
 
     def _open_html(self, name: str) -> None:
-        """An HTML element, after the list item or definition it closes (HTML's walk down from
-        the current element, through anything but a special element other than ``address``,
-        ``div`` and ``p``: ``<li><a href=#>item`` closes the item before, ``<li><dt>`` none)."""
-        opened = self.open
-        if name in _CLOSED_BY_SIBLING:
-            opened.close_sibling(_CLOSED_BY_SIBLING[name])
-        opened.push(_element(name, name if name in FOREIGN else _HTML))
+        self.open.push(_element(name, name if name in FOREIGN else _HTML))
 
     def _end_tag(self, name: str) -> None:
         """In SVG and MathML an end tag closes the nearest foreign element of its name and all
-        above it; one that reaches past them is HTML's, whose rules the count follows only
-        for list items."""
+        above it; one that reaches past them is HTML's, and closes the latest element of its
+        name (the parser may ignore it: docs/sandbox.md names that gap)."""
         opened = self.open
         top = opened.top()
         if opened.exact and top is not None and top.foreign:
@@ -403,53 +352,40 @@ class _Scan:
                     pass
                 return
             opened.give_up()
-        if name in _CLOSING_LIST_ITEMS and self._close_with_list_items(name):
-            return
         opened.close(name)
-
-    def _close_with_list_items(self, name: str) -> bool:
-        """Close the latest element of ``name`` with the list items open above it, where
-        nothing else is (HTML's implied end tags); False where that is not so, or not seen
-        within :data:`_WALKED` open elements."""
-        opened = self.open
-        above = opened.above(name, _WALKED)
-        if above is None or any(element.name not in _CLOSED_BY_SIBLING for element in above):
-            return False
-        for _ in range(len(above) + 1):
-            opened.pop()
-        return True
 
     def _raw_text(self, name: str, known_html: bool) -> None:
         """Raw text (``script``, ``style``, ``textarea``...) as the tokenizer ends it: skipped
         where it is, and undecided where the start tag may be SVG's or MathML's, or ignored by
         an open frameset."""
-        end = self._raw_text_end(name)
-        self._open_html(name)
         ignored = self.open.count(_FRAMESET) > 0
-        if (known_html or not self.open.foreign_may_be_open()) and not ignored:
+        decided = (known_html or not self.open.foreign_may_be_open()) and not ignored
+        end = self._raw_text_end(name, budgeted=not decided)
+        self._open_html(name)
+        if decided:
             self._advance(end)
         else:
             self._undecided(end)
 
-    def _raw_text_end(self, name: str) -> int:
+    def _raw_text_end(self, name: str, *, budgeted: bool) -> int:
         """Where raw text that starts here ends: at an end tag of its name followed by white
         space, ``/`` or ``>`` (``</scriptx>`` does not end a script); ``plaintext`` never ends;
         a script's ``<!--`` escapes hide a ``</script>`` inside ``<script>`` from it."""
         if name == "script":
-            return self._script_end()
+            return self._script_end(budgeted)
         closing = _RAW_TEXT_ENDS.get(name)
         found = None if closing is None else self._search(closing, self.position)
         return len(self.markup) if found is None else found.start()
 
-    def _script_end(self) -> int:
+    def _script_end(self, budgeted: bool) -> int:
         """The end of script data through the tokenizer's escape states: after ``<!--`` a
         ``<script>`` starts a double escape, in which ``</script>`` only ends that escape;
-        ``-->`` returns to plain script data. A page may take :data:`_MOST_SCRIPT_STEPS` steps
-        through them in all: scripts in an undecided span, each walking the same escapes to
-        the page's end, cost 25 s on 87 KB."""
+        ``-->`` returns to plain script data. Scripts in an undecided span (``budgeted``) may
+        take :data:`_MOST_SCRIPT_STEPS` steps through them in all: each walked the same
+        escapes to the page's end, 25 s on 87 KB. Scripts read as HTML walk their own alone."""
         state, position = _SCRIPT_DATA, self.position
         while (found := self._search(state, position)) is not None:
-            self._script_steps += 1
+            self._script_steps += budgeted
             if self._script_steps > _MOST_SCRIPT_STEPS:
                 raise Refusal(
                     codes.CEILING,
@@ -469,12 +405,6 @@ class _Scan:
             else:
                 return found.start()
         return len(self.markup)
-
-
-def _special(element: _Element) -> bool:
-    """Whether ``element`` is special to the tree builder (SVG's and MathML's integration
-    points are)."""
-    return element.holds is not _Holds.FOREIGN if element.foreign else element.name in _SPECIAL
 
 
 def _breaks_out(name: str, attributes: re.Match[str]) -> bool:
