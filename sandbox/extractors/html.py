@@ -292,28 +292,23 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
     started = time.process_time()
     hidden = _matched(tree, selectors, started)
     shrunk: dict[int, list[dict[str, str]]] = {}
-    for declared, group in shrinking.items():
+    for readings, group in shrinking.items():
         for mem_id in _matched(tree, group, started):
-            shrunk.setdefault(mem_id, []).append(dict(declared))
+            shrunk.setdefault(mem_id, []).extend(dict(declared) for declared in readings)
     return _Styling(hidden, shrunk, variables)
 
 
-def _bound_shrinking(hiding: int, shrinking: dict[tuple[tuple[str, str], ...], list[str]]) -> None:
+def _bound_shrinking(hiding: int, shrinking: dict[_Readings, list[str]]) -> None:
     """Refuse a page with more rules to match than the judge matches in its time. Rules that
     set only a font size are counted apart, under a ceiling of their own: counted with those
     that hide, 3,000 rules of ``1rem`` refused a real page. Each distinct declaration block
     costs a query over the page: 60,000 distinct sizes cost a chapter 10 CPU-s."""
-    # Selectors, not readings: a rule read two ways (its var() resolved and not) is one rule.
-    sizing = len(
-        {
-            selector
-            for declared, group in shrinking.items()
-            if _SIZE_ONLY.issuperset(dict(declared))
-            for selector in group
-        }
+    sizing = sum(
+        len(group)
+        for readings, group in shrinking.items()
+        if all(_SIZE_ONLY.issuperset(dict(declared)) for declared in readings)
     )
-    rules = len({selector for group in shrinking.values() for selector in group})
-    if hiding + rules - sizing > MAX_HIDING_SELECTORS:
+    if hiding + sum(map(len, shrinking.values())) - sizing > MAX_HIDING_SELECTORS:
         raise Refusal(
             codes.CEILING,
             f"the page has more than {MAX_HIDING_SELECTORS} stylesheet rules that hide or "
@@ -327,16 +322,14 @@ def _bound_shrinking(hiding: int, shrinking: dict[tuple[tuple[str, str], ...], l
         )
 
 
-def _by_declarations(
-    rules: Iterable[tuple[tuple[str, tuple[tuple[str, str], ...]], ...]],
-) -> dict[tuple[tuple[str, str], ...], list[str]]:
+def _by_declarations(rules: Iterable[_Declaring]) -> dict[_Readings, list[str]]:
     """Selectors grouped by the declarations they share: rules that shrink alike are matched
     together, one query per declaration block."""
-    grouped: dict[tuple[tuple[str, str], ...], dict[str, None]] = {}
+    grouped: dict[_Readings, dict[str, None]] = {}
     for sheet in rules:
-        for selector, declared in sheet:
-            grouped.setdefault(declared, {})[selector] = None  # a rule repeated is one query
-    return {declared: list(selectors) for declared, selectors in grouped.items()}
+        for selector, readings in sheet:
+            grouped.setdefault(readings, {})[selector] = None  # a rule repeated is one query
+    return {readings: list(selectors) for readings, selectors in grouped.items()}
 
 
 def _matched(tree: LexborHTMLParser, selectors: list[str], started: float) -> set[int]:
@@ -356,8 +349,11 @@ def _matched(tree: LexborHTMLParser, selectors: list[str], started: float) -> se
     return found
 
 
-#: Selectors of a sheet's rules, each with the declarations it is matched for.
-_Declaring = tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+#: The readings of a rule's declarations (one, or two where its var() is read resolved and
+#: not), each as the sorted declarations it is matched for: one query, one rule counted.
+_Readings = tuple[tuple[tuple[str, str], ...], ...]
+#: Selectors of a sheet's rules, each with the readings of its declarations.
+_Declaring = tuple[tuple[str, _Readings], ...]
 
 
 @dataclass(frozen=True)
@@ -411,7 +407,7 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
     ``display:var(--h)`` under ``:root{--h:none}`` was no value, and the text read; resolved
     only, an element's own ``--d:none`` was overruled by the page's ``block``."""
     hiding: list[str] = []
-    shrinking: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+    shrinking: list[tuple[str, _Readings]] = []
     known = variables.known
     for selector, body in css.rules(sheet):
         readings = [css.declarations(body, open_variables=True)]
@@ -423,7 +419,8 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
         shrunk = {
             tuple(sorted(shrinks.items())) for one in readings if (shrinks := css.shrinking(one))
         }
-        shrinking += [(selector, declared) for declared in sorted(shrunk)]
+        if shrunk:
+            shrinking.append((selector, tuple(sorted(shrunk))))
     return _Decided(tuple(hiding), tuple(shrinking))
 
 
