@@ -279,23 +279,27 @@ def _counted_depth(page: str) -> int:
 @pytest.mark.parametrize(
     "page",
     [
-        "<svg></p></svg>" + "<![CDATA[" * 20_000,
-        "<svg></p>" + "<script>" * 2_100 + "<!---->" * 10_000,
+        "<svg></p></svg>" + "<![CDATA[" * 200_000,
+        "<svg></p>" + "<script>" * 2_100 + "<!---->" * 100_000,
     ],
     ids=["cdata-never-closed", "scripts-over-escapes"],
 )
 def test_the_count_costs_little_where_it_cannot_tell_markup_from_text(page: str) -> None:
     """Each opening in an undecided span searched the rest of the page for its end (25 s of
     CPU on 87 KB): a search is kept, and a page's scripts get 100,000 steps through their
-    escapes in all. Ten times the page must cost under thirty times the time."""
+    escapes in all. Ten times the page must cost under thirty times the time (pages large
+    enough to be timed, least of three runs: no allowance in seconds)."""
 
     def cost(part: str) -> float:
-        started = time.process_time()
-        with contextlib.suppress(Refusal):
-            nesting.bound_nesting(part)
-        return time.process_time() - started
+        timings = []
+        for _ in range(3):
+            started = time.process_time()
+            with contextlib.suppress(Refusal):
+                nesting.bound_nesting(part)
+            timings.append(time.process_time() - started)
+        return min(timings)
 
-    assert cost(page) < 30 * cost(page[: len(page) // 10]) + 0.05
+    assert cost(page) < 30 * cost(page[: len(page) // 10])
 
 
 def test_charts_after_a_breakout_and_template_scripts_are_read(runner: SandboxRunner) -> None:

@@ -510,6 +510,13 @@ def _with_entity(prologue: str) -> dict[str, bytes]:
         "ods content": ods(
             {"T": ods_row("&bomb;")}, prologue=prologue.replace("ROOT", "office:document-content")
         ),
+        # The scan reads the styles part for number formats, apart from calamine.
+        "styles": styled(
+            xlsx({"S": sheet(inline_row(1, "x"))}),
+            f'{prologue.replace("ROOT", "styleSheet")}<styleSheet xmlns="{MAIN}"><numFmts>'
+            '<numFmt numFmtId="164" formatCode="&bomb;"/></numFmts><cellXfs>'
+            '<xf numFmtId="164"/></cellXfs></styleSheet>',
+        ),
     }
 
 
@@ -526,14 +533,14 @@ def _refused_or_left_out(runner: SandboxRunner, payload: bytes) -> None:
     assert not any(isinstance(block, Table) for block in blocks)
 
 
-@pytest.mark.parametrize("part", ["sheet", "shared strings", "workbook", "ods content"])
+@pytest.mark.parametrize("part", ["sheet", "shared strings", "workbook", "ods content", "styles"])
 def test_a_billion_laughs_in_any_part_is_never_expanded(runner: SandboxRunner, part: str) -> None:
     started = time.monotonic()
     _refused_or_left_out(runner, _with_entity(laughs("ROOT"))[part])
     assert time.monotonic() - started < WALL_SECONDS
 
 
-@pytest.mark.parametrize("part", ["sheet", "shared strings", "workbook", "ods content"])
+@pytest.mark.parametrize("part", ["sheet", "shared strings", "workbook", "ods content", "styles"])
 def test_an_external_entity_in_any_part_is_never_fetched(
     runner: SandboxRunner, canary: Canary, part: str, tmp_path: Path
 ) -> None:
