@@ -4,8 +4,9 @@ One pass over the bytes with an explicit group stack (no recursion): a file of 1
 groups is refused by its depth, not by Python's stack. ``\\bin`` data is skipped by its count,
 never decoded. Destinations that are not the document's text (font and colour tables, styles,
 document information, pictures, embedded objects, field instructions, every ``\\*`` group) are
-skipped, and text marked hidden (``\\v``) is left out with a notice, as hidden PDF layers are;
-so is a shape's text box (``\\shptxt``), whose characters a notice counts.
+skipped, and text marked hidden (``\\v``) is left out with a notice, as hidden PDF layers are,
+and so is text drawn where no reader sees it (white on the white page, half a point high); so is
+a shape's text box (``\\shptxt``), whose characters a notice counts.
 See docs/sandbox.md, "Parsers".
 """
 
@@ -14,10 +15,13 @@ from __future__ import annotations
 import codecs
 import contextlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from sandbox import codes
 from sandbox.document import MAX_COLUMNS, Block, Document, Notice, Paragraph, Table
+from sandbox.extractors.css import WHITE, Colour
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -37,7 +41,7 @@ _TOKEN = re.compile(
 #: Destinations whose contents are not the document's text.
 _SKIPPED = frozenset(
     {
-        b"fonttbl", b"colortbl", b"stylesheet", b"info", b"pict", b"object", b"fldinst",
+        b"stylesheet", b"info", b"pict", b"object", b"fldinst",
         b"listtable", b"listoverridetable", b"revtbl", b"rsidtbl", b"generator", b"filetbl",
         b"themedata", b"colorschememapping", b"datastore", b"latentstyles", b"xmlnstbl",
         b"pgdsctbl", b"nonshppict",
@@ -59,6 +63,28 @@ _CHARSETS = {
 _BLANK_LINES = re.compile(r"\n(?:[ \t]*\n)+")
 #: A \ucN above this is a forgery: N characters of stand-in follow each \u.
 _MAX_UNICODE_SKIP = 8
+#: Word's size of text no \fs sets, in half-points.
+_DEFAULT_SIZE = 24
+#: Text of this many half-points or fewer is drawn under a pixel high, where no reader sees it
+#: (the web page's rule, ``css._SMALLEST_PX``). ``\fs0`` is no size: read at the default.
+_UNSEEN_SIZE = 1
+#: The control words that name the colour behind a run's text (its highlight, its shading, its
+#: background: Word writes ``\\chcbpat``, WordPad ``\\cb``) and behind a paragraph's.
+_HIGHLIGHT = b"highlight"
+_RUN_BACKGROUNDS = frozenset({b"chcbpat", b"cb"})
+_PARAGRAPH_BACKGROUND = b"cbpat"
+#: A shading percentage mixes two colours behind the text: what shows through is not judged.
+_RUN_PATTERN = b"chshdng"
+_PARAGRAPH_PATTERN = b"shading"
+#: More colours than this refuse the document (Word keeps a few dozen): a table of millions
+#: of empty entries held a list of that length.
+MAX_COLOURS = 65_536
+#: The most characters of the page background's shape properties kept to read its fill.
+_BACKGROUND_CHARS = 4_096
+_FILL_COLOUR = re.compile(r"fillColor(\d{1,10})(?!\d)")
+_FILL_TYPE = re.compile(r"fillType(\d{1,10})(?!\d)")
+#: A colour's components, in the order :class:`Colour` takes them.
+_COMPONENTS = (b"red", b"green", b"blue")
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,17 @@ class _Group:
 
     skip: bool = False
     hidden: bool = False
+    #: The index of the text's colour in the colour table (0: automatic), and its size.
+    colour: int = 0
+    size: int = _DEFAULT_SIZE
+    #: The colours behind the text, nearest first, as colour-table indexes (0: none): the
+    #: run's highlight and shading, the paragraph's shading (which ``\\pard`` ends). A
+    #: shading percentage makes what lies behind unknown.
+    highlight: int = 0
+    run_background: int = 0
+    paragraph_background: int = 0
+    run_shading: int = 0
+    paragraph_shading: int = 0
     #: A text box a skipped destination holds (a shape's ``\\shptxt``): its text is counted,
     #: not read.
     box: bool = False
@@ -92,6 +129,44 @@ class _Reader:
     paragraph_in_table: bool = False
     hidden_characters: int = 0
     box_characters: int = 0
+    #: The colour table; None for an entry that sets no colour (automatic).
+    colours: list[Colour | None] = field(default_factory=list)
+    #: The shading of each cell of the table row being defined (``\\clcbpat`` before its
+    #: ``\\cellx``), and of the next cell to define.
+    cell_backgrounds: list[int] = field(default_factory=list)
+    next_cell_background: int = 0
+    #: The page's colour; None when it is a picture, a gradient or a pattern.
+    page: Colour | None = WHITE
+
+    def unseen(self, group: _Group) -> bool:
+        """Whether the group's text is drawn where no reader sees it: hidden, half a point
+        high, or in the colour of what lies behind it (white on the white page, white on a
+        white highlight). Text in the automatic colour is always seen: Word draws it in
+        black or white against what is behind it."""
+        if group.hidden or 0 < group.size <= _UNSEEN_SIZE:
+            return True
+        colour = self._colour(group.colour)
+        return colour is not None and colour.unseen_on(self._behind(group))
+
+    def _behind(self, group: _Group) -> Colour | None:
+        """The colour behind the group's text, None where it is not known."""
+        if group.run_shading or group.paragraph_shading:
+            return None
+        cell = len(self.row)
+        shading = (
+            self.cell_backgrounds[cell]
+            if self.in_table and cell < len(self.cell_backgrounds)
+            else 0
+        )
+        for index in (group.highlight, group.run_background, group.paragraph_background, shading):
+            if index:
+                return self._colour(index)
+        return self.page
+
+    def _colour(self, index: int) -> Colour | None:
+        """The colour at ``index``; None for an automatic one. Index 0 is automatic whatever
+        the table holds there, as Word writes it: text that names no colour takes it."""
+        return self.colours[index] if 0 < index < len(self.colours) else None
 
     def write(self, text: str, group: _Group) -> None:
         self.flush_bytes()
@@ -100,7 +175,7 @@ class _Reader:
         if group.box:
             self.box_characters += len(text)
             return
-        if group.hidden:
+        if self.unseen(group):
             self.hidden_characters += len(text)
             return
         self._target().append(self.budget.spend(text))
@@ -111,7 +186,7 @@ class _Reader:
         if group.box:
             self.box_characters += 1
             return
-        if group.hidden:
+        if self.unseen(group):
             self.hidden_characters += 1
             return
         codepage = self.codepage_of(group)
@@ -175,6 +250,104 @@ class _Reader:
         self.text.clear()
 
 
+class _Table(Protocol):
+    """A destination read for what it defines rather than as text: it ends with the group
+    it opens at ``depth``, and takes every control word and run inside it."""
+
+    depth: int
+
+    def word(self, reader: _Reader, word: bytes, number: int | None) -> None: ...
+
+    def text(self, reader: _Reader, run: bytes) -> None: ...
+
+    def end(self, reader: _Reader) -> None: ...
+
+
+@dataclass
+class _FontTable:
+    """The fonts' character sets, which decode the ``\\'hh`` bytes written in each font."""
+
+    depth: int
+    defining: int | None = None
+
+    def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
+        if word == b"f":
+            self.defining = number
+        elif word == b"fcharset" and number in _CHARSETS and self.defining is not None:
+            reader.fonts[self.defining] = _CHARSETS[number]
+
+    def text(self, reader: _Reader, run: bytes) -> None:
+        pass  # font names
+
+    def end(self, reader: _Reader) -> None:
+        pass
+
+
+@dataclass
+class _ColourTable:
+    """The colours ``\\cf`` and the backgrounds name by index: each ``;`` ends one, and one
+    without components is automatic (Word's first)."""
+
+    depth: int
+    components: dict[bytes, int] = field(default_factory=dict)
+
+    def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
+        if word in _COMPONENTS:
+            self.components[word] = min(max(number or 0, 0), 255)
+
+    def text(self, reader: _Reader, run: bytes) -> None:
+        for _ in range(run.count(b";")):
+            if len(reader.colours) >= MAX_COLOURS:
+                raise Refusal(codes.CEILING, f"the colour table has over {MAX_COLOURS} colours")
+            reader.colours.append(
+                Colour(*(self.components.get(name, 0) for name in _COMPONENTS))
+                if self.components
+                else None
+            )
+            self.components = {}
+
+    def end(self, reader: _Reader) -> None:
+        pass
+
+
+@dataclass
+class _PageBackground:
+    """The page's colour (``{\\*\\background}``), from its shape's fill: white unless a
+    colour is given, unknown for a picture, a gradient or a pattern."""
+
+    depth: int
+    properties: list[str] = field(default_factory=list)
+    kept: int = 0
+
+    def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
+        pass
+
+    def text(self, reader: _Reader, run: bytes) -> None:
+        if self.kept < _BACKGROUND_CHARS:
+            piece = run[: _BACKGROUND_CHARS - self.kept].decode("latin-1")
+            self.properties.append(piece)
+            self.kept += len(piece)
+
+    def end(self, reader: _Reader) -> None:
+        properties = "".join("".join(self.properties).split())
+        fill_type = _FILL_TYPE.search(properties)
+        if fill_type is not None and int(fill_type.group(1)) != 0:
+            reader.page = None
+            return
+        fill = _FILL_COLOUR.search(properties)
+        if fill is not None:
+            bgr = int(fill.group(1))
+            reader.page = Colour(bgr & 0xFF, bgr >> 8 & 0xFF, bgr >> 16 & 0xFF)
+
+
+#: The destinations read as tables, by the control word that opens each.
+_TABLES: dict[bytes, Callable[[int], _Table]] = {
+    b"fonttbl": _FontTable,
+    b"colortbl": _ColourTable,
+    b"background": _PageBackground,
+}
+
+
 @extractor("rtf")
 def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Document:
     if not payload.startswith(SIGNATURE):
@@ -186,8 +359,7 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
     group = _Group()
     position, end = 0, len(payload)
     fallback = 0  # characters of a \uN's stand-in still to drop
-    font_table: int | None = None  # the depth of \fonttbl, while in it
-    defining: int | None = None  # the font the font table is defining
+    table: _Table | None = None  # the font or colour table or page background being read
     while position < end:
         token = _TOKEN.match(payload, position)
         assert token is not None  # the last alternative matches any byte left
@@ -199,8 +371,9 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
                     raise Refusal(codes.CEILING, f"groups nest more than {MAX_DEPTH} deep")
                 stack.append(group)
             else:
-                if font_table is not None and len(stack) <= font_table:
-                    font_table = None
+                if table is not None and len(stack) <= table.depth:
+                    table.end(reader)
+                    table = None
                 group = stack.pop() if stack else group
             fallback = 0
             continue
@@ -217,13 +390,12 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
             number = int(parameter) if parameter is not None else None
             if word == b"bin":  # raw bytes of the stated length, never text
                 position = min(end, position + max(number or 0, 0))
-            elif font_table is not None:
-                if word == b"f":
-                    defining = number
-                elif word == b"fcharset" and number in _CHARSETS and defining is not None:
-                    reader.fonts[defining] = _CHARSETS[number]
+            elif table is not None:
+                table.word(reader, word, number)
+            elif word in _TABLES:
+                table = _TABLES[word](len(stack))
+                group = replace(group, skip=True)
             elif word in _SKIPPED:
-                font_table = len(stack) if word == b"fonttbl" else font_table
                 group = replace(group, skip=True)
             else:
                 group, fallback = _control(reader, group, word, number)
@@ -234,8 +406,11 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
                 group = replace(group, skip=True)
             else:
                 reader.write(_CONTROL_SYMBOLS.get(symbol, ""), group)
-        elif run is not None and font_table is None:
-            reader.write(run.decode(reader.codepage_of(group), errors="replace"), group)
+        elif run is not None:
+            if table is not None:
+                table.text(reader, run)
+            else:
+                reader.write(run.decode(reader.codepage_of(group), errors="replace"), group)
     if reader.in_table:
         reader.end_table()
     reader.end_paragraphs()
@@ -258,7 +433,28 @@ def _notices(reader: _Reader) -> list[Block]:
 
 
 #: The control words that lay out paragraphs and tables, which only text that is read obeys.
-_TABLE_WORDS = frozenset({b"pard", b"intbl", b"cell", b"row"})
+_TABLE_WORDS = frozenset({b"pard", b"intbl", b"cell", b"row", b"trowd", b"clcbpat", b"cellx"})
+#: The control words that set how text is drawn, each with the field of :class:`_Group` it
+#: sets and the value it sets without a parameter: the colour of the text or of what lies
+#: behind it (a colour-table index), its size, and a shading percentage.
+_INK: dict[bytes, tuple[str, int]] = {
+    b"cf": ("colour", 0),
+    b"fs": ("size", _DEFAULT_SIZE),
+    _HIGHLIGHT: ("highlight", 0),
+    **dict.fromkeys(_RUN_BACKGROUNDS, ("run_background", 0)),
+    _PARAGRAPH_BACKGROUND: ("paragraph_background", 0),
+    _RUN_PATTERN: ("run_shading", 0),
+    _PARAGRAPH_PATTERN: ("paragraph_shading", 0),
+}
+#: What ``\\plain`` restores: the default character formatting.
+_PLAIN: dict[str, Any] = {
+    "hidden": False,
+    "colour": 0,
+    "size": _DEFAULT_SIZE,
+    "highlight": 0,
+    "run_background": 0,
+    "run_shading": 0,
+}
 
 
 def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) -> tuple[_Group, int]:
@@ -287,6 +483,22 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
         pass
     elif word == b"pard":
         reader.paragraph_in_table = False
+        group = replace(group, paragraph_background=0, paragraph_shading=0)
+    elif word == b"trowd":
+        reader.cell_backgrounds.clear()
+        reader.next_cell_background = 0
+    elif word == b"clcbpat":
+        reader.next_cell_background = number or 0
+    elif word == b"cellx":
+        if len(reader.cell_backgrounds) < MAX_COLUMNS:  # a wider row is refused by its cells
+            reader.cell_backgrounds.append(reader.next_cell_background)
+        reader.next_cell_background = 0
+    elif word in _INK:
+        name, default = _INK[word]
+        setting: dict[str, Any] = {name: default if number is None else number}
+        group = replace(group, **setting)
+    elif word == b"plain":
+        group = replace(group, **_PLAIN)
     elif word == b"intbl":
         reader.in_table = reader.paragraph_in_table = True
     elif word == b"cell":
