@@ -7,6 +7,7 @@ See docs/sandbox.md, "Parsers" and "Notes by module".
 
 from __future__ import annotations
 
+import colorsys
 import io
 import re
 import zipfile
@@ -37,6 +38,7 @@ from sandbox.document import (
     Table,
     words,
 )
+from sandbox.extractors import css
 from sandbox.extractors.docx_numbering import Numbering
 from sandbox.extractors.registry import Refusal, extractor
 from sandbox.extractors.text import TextBudget
@@ -46,6 +48,8 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _R = "{http://schemas.openxmlformats.org/officeDocument/2006/relationships}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
+_W14 = "{http://schemas.microsoft.com/office/word/2010/wordml}"
+_DRAWING = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 
 # Elements that hold paragraphs and tables and only wrap them (content controls, custom XML).
 _BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
@@ -55,6 +59,8 @@ _BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
 # w:pPr and w:rPr are properties: a w:tab inside them is a tab stop, not a tab character.
 _SKIPPED_INLINE = frozenset({_MC + "Fallback", _W + "moveFrom", _W + "pPr", _W + "rPr"})
 _TEXT_BOX = _W + "txbxContent"
+#: Tracked insertions, which Word's markup view draws in their author's colour.
+_TRACKED_INSERTIONS = frozenset({_W + "ins", _W + "moveTo"})
 _ALTERNATE = _MC + "AlternateContent"
 #: The extension namespaces Word reads, which an ``mc:Choice`` may require: Word shows a
 #: Choice only when it knows every namespace the Choice names, else its Fallback.
@@ -121,6 +127,46 @@ _HEX = re.compile(r"[0-9A-Fa-f]{1,4}")
 _LOOK_FIRST_ROW = 0x20
 _COUNT_DIGITS = len(str(MAX_COLUMNS + 1))
 _OUTLINE_LEVELS = frozenset("012345678")
+#: Effects drawn around a letter in its colour's stead or beside it: white text with a shadow,
+#: an outline or an embossing shows, as do Word 2010's text effects (``w14:``, any of them).
+_EFFECTS = (_W + "shadow", _W + "emboss", _W + "imprint", _W + "outline")
+#: The run properties that decide whether a reader sees a run's text, ordinary properties
+#: (the nearest setting wins): its colour, its size (``w:szCs`` for complex-script text, and
+#: all a run marked ``w:cs`` or ``w:rtl`` holds), and what is drawn behind or around it.
+_INK = frozenset(
+    {_W + name for name in ("color", "sz", "szCs", "cs", "rtl", "shd", "highlight")}
+).union(_EFFECTS)
+#: Where a style's paragraph shading is kept among its run properties.
+_PARAGRAPH_SHADING = "paragraph " + _W + "shd"
+#: Highlights that paint nothing a white letter shows on.
+_NO_HIGHLIGHT = frozenset({"none", "white"})
+#: Pixels in a half-point (a point is 4/3 of a pixel, as CSS has it): a size of 1 (half a
+#: point) is under the web page's one pixel (``css._SMALLEST_PX``), Word's smallest, 2, is not.
+_PX_PER_HALF_POINT = 2 / 3
+#: Scripts Word sizes by ``w:szCs``: Hebrew to Arabic's supplements, the Indic scripts, Thai,
+#: Lao, Tibetan, Myanmar, Khmer, and the Hebrew and Arabic presentation forms.
+_COMPLEX_SCRIPT = re.compile(
+    "[\u0590-\u08ff\u0900-\u0dff\u0e00-\u0fff\u1000-\u109f\u1780-\u17ff\ufb1d-\ufdff\ufe70-\ufeff]"
+)
+#: The theme colour a ``w:themeColor`` names, by the settings' ``w:clrSchemeMapping``
+#: attribute that maps it (Word's defaults beside), or directly.
+_MAPPED_THEME_COLOURS = {
+    "background1": ("bg1", "light1"),
+    "text1": ("t1", "dark1"),
+    "background2": ("bg2", "light2"),
+    "text2": ("t2", "dark2"),
+    **{name: (name, name) for name in (*(f"accent{n}" for n in range(1, 7)), "hyperlink")},
+    "followedHyperlink": ("followedHyperlink", "followedHyperlink"),
+}
+#: The element of a theme's ``a:clrScheme`` holding each theme colour.
+_SCHEME_ELEMENTS = {
+    "dark1": "dk1", "light1": "lt1", "dark2": "dk2", "light2": "lt2",
+    **{f"accent{n}": f"accent{n}" for n in range(1, 7)},
+    "hyperlink": "hlink", "followedHyperlink": "folHlink",
+}  # fmt: skip
+_HEX_COLOUR = re.compile(r"[0-9A-Fa-f]{6}")
+_HEX_BYTE = re.compile(r"[0-9A-Fa-f]{2}")
+_Ink = dict[str, etree._Element]
 # Every OOXML package has this member; an archive without it is some other kind of ZIP.
 _CONTENT_TYPES = "[Content_Types].xml"
 
@@ -130,15 +176,20 @@ def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
     with _well_formed():
         document_part = _main_part(payload)
         numbering, styles = _definitions(document_part)
+        settings = _settings(document_part)
         walker = _Walker(
             TextBudget(limits),
             Numbering(numbering, styles),
             _heading_levels(styles),
             _vanish(styles),
+            _Page(
+                coloured=document_part.element.find(_W + "background") is not None,
+                theme=_theme_colours(document_part, settings),
+            ),
         )
         # Walked in reading order, so list counters and note numbers advance as a reader's would.
         body = walker.blocks(document_part.element.body)
-        shown = _shown_furniture(document_part)
+        shown = _shown_furniture(settings)
         headers = _furniture(document_part, walker, "header", shown)
         footers = _furniture(document_part, walker, "footer", shown)
         notes = _notes(document_part, walker)
@@ -217,15 +268,27 @@ class _Walker:
         numbering: Numbering,
         heading_levels: dict[str, int],
         vanish: _Vanish,
+        page: _Page,
     ) -> None:
         self._budget = budget
         self._numbering = numbering
         self._heading_levels = heading_levels
         self._vanish = vanish
+        self._page = page
         #: Whether the style of the table whose cell is being read turns hidden text around,
         #: and whether its conditional formatting hides it all (:func:`_conditionally_hidden`).
         self._table_hides = False
         self._table_forced = False
+        #: The run properties of the style of the table whose cell is being read (None outside
+        #: a table), and whether something coloured is behind the text read (the page, a
+        #: shaded table or cell, a text box's shape): white text on it shows.
+        self._table_ink: _Ink | None = None
+        self._backed = page.coloured
+        #: The run properties beneath a run's own and its character style's, in each order Word
+        #: may apply them (:meth:`_ink_beneath`), for the paragraph being read, and whether
+        #: something coloured is behind its text (its shading, or what is behind it all).
+        self._beneath: list[tuple[_Ink, ...]] = [(vanish.default_ink,)]
+        self._paragraph_backed = False
         self.note_numbers: dict[tuple[str, str], int] = {}
         #: Characters Word does not show (hidden text), left out; and whether a header or
         #: footer part Word does not show was.
@@ -261,9 +324,9 @@ class _Walker:
         pieces: list[str] = []
         boxes: list[etree._Element] = []
         style = paragraph.find(f"{_W}pPr/{_W}pStyle")
-        hidden = self._vanish.paragraph_hidden(
-            None if style is None else style.get(_W + "val"), self._table_hides
-        )
+        style_id = None if style is None else style.get(_W + "val")
+        hidden = self._vanish.paragraph_hidden(style_id, self._table_hides)
+        self._ink_beneath(paragraph, style_id)
         self._inline(paragraph, pieces, boxes, hidden)
         text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
         blocks: list[Block] = []
@@ -282,22 +345,43 @@ class _Walker:
             blocks.append(Paragraph(text))
         for box in boxes:
             # A text box is a story of its own: the style of a table it is anchored in does
-            # not reach its text.
-            with self._in_table(hides=False, forced=False):
+            # not reach its text. Its shape has a fill, which white text may be drawn on.
+            with self._in_table(hides=False, forced=False, ink=None, backed=True):
                 blocks += self.blocks(box)
         return blocks
 
     @contextmanager
-    def _in_table(self, *, hides: bool, forced: bool) -> Iterator[None]:
+    def _in_table(
+        self, *, hides: bool, forced: bool, ink: _Ink | None, backed: bool
+    ) -> Iterator[None]:
         """Reads in a table whose style ``hides`` text (a toggle) or is ``forced`` to hide it
-        all, or neither, and then as before: a nested table's cells have their own table's
-        style, not the outer one's."""
-        outer = self._table_hides, self._table_forced
-        self._table_hides, self._table_forced = hides, forced
+        all, or neither, sets the run properties ``ink``, and is ``backed`` by a colour, and
+        then as before: a nested table's cells have their own table's style, not the outer
+        one's (but the outer cell's shading is behind them)."""
+        outer = self._table_hides, self._table_forced, self._table_ink, self._backed
+        self._table_hides, self._table_forced, self._table_ink = hides, forced, ink
+        self._backed = self._backed or backed
         try:
             yield
         finally:
-            self._table_hides, self._table_forced = outer
+            self._table_hides, self._table_forced, self._table_ink, self._backed = outer
+
+    def _ink_beneath(self, paragraph: etree._Element, style_id: str | None) -> None:
+        """Sets what the paragraph's runs' colour and size come from beneath their own and
+        their character style's properties: its style's, its table style's, the defaults'.
+        Whether Word puts a table style's properties over the default paragraph style's is not
+        known: both orders are kept, and a run is taken as unseen only in both."""
+        if style_id is None or style_id not in self._vanish.styles_by_kind.get("paragraph", ()):
+            style_id = self._vanish.default_styles.get("paragraph", "")
+        ink = self._vanish.ink.get(style_id, {})
+        table = self._table_ink
+        defaults = self._vanish.default_ink
+        self._beneath = [(ink, defaults) if table is None else (ink, table, defaults)]
+        if table is not None and style_id == self._vanish.default_styles.get("paragraph"):
+            self._beneath.append((table, ink, defaults))
+        own = paragraph.find(f"{_W}pPr/{_W}shd")
+        shading = own if own is not None else ink.get(_PARAGRAPH_SHADING)
+        self._paragraph_backed = self._backed or _painted(shading)
 
     def _heading_level(self, paragraph: etree._Element) -> int | None:
         """The paragraph's heading level by its own outline level, else by its style's."""
@@ -316,16 +400,27 @@ class _Walker:
         pieces: list[str],
         boxes: list[etree._Element],
         hidden: bool,
+        unseen: bool = False,
     ) -> None:
         """The text of ``element``'s runs into ``pieces``, its text boxes into ``boxes``;
         ``hidden``: whether its runs are hidden text unless their own properties say not.
         Hiddenness decides what a run shows, not what is walked: a hyperlink or an insertion
-        inside a hidden paragraph may hold a run that shows itself again."""
+        inside a hidden paragraph may hold a run that shows itself again. ``unseen``: whether
+        the text is drawn where no reader sees it (:meth:`_unseen`), which leaves out its
+        letters only: its spaces, breaks, note marks and text boxes are drawn as ever."""
         for child in element:
             tag = child.tag
             if tag == _W + "r":
-                self._inline(child, pieces, boxes, self._run_hidden(child, hidden))
-            elif tag in (_W + "t", _MATH + "t") and hidden:
+                run_hidden = self._run_hidden(child, hidden)
+                self._inline(
+                    child, pieces, boxes, run_hidden, not run_hidden and self._unseen(child)
+                )
+            elif tag == _MATH + "r":
+                # An equation's run has its own run properties, colour and size among them.
+                self._inline(child, pieces, boxes, hidden, not hidden and self._unseen(child))
+            elif tag in (_W + "t", _MATH + "t") and (
+                hidden or (unseen and not (child.text or "").isspace())
+            ):
                 self.hidden_characters += len(child.text or "")
             elif tag in (_W + "t", _MATH + "t"):
                 pieces.append(self._budget.spend(child.text or ""))
@@ -344,9 +439,27 @@ class _Walker:
             elif tag == _ALTERNATE:
                 branch = _chosen_branch(child)
                 if branch is not None:
-                    self._inline(branch, pieces, boxes, hidden)
+                    self._inline(branch, pieces, boxes, hidden, unseen)
+            elif tag in _TRACKED_INSERTIONS:
+                self._insertion(child, pieces, boxes, hidden)
             elif tag not in _SKIPPED_INLINE and self._compatibility.reading(child) != "nothing":
-                self._inline(child, pieces, boxes, hidden)
+                self._inline(child, pieces, boxes, hidden, unseen)
+
+    def _insertion(
+        self,
+        insertion: etree._Element,
+        pieces: list[str],
+        boxes: list[etree._Element],
+        hidden: bool,
+    ) -> None:
+        """A tracked insertion's runs, read as :meth:`_inline` reads them but for their colour:
+        Word's markup view draws inserted text in its author's colour, white text too."""
+        outer = self._paragraph_backed
+        self._paragraph_backed = True
+        try:
+            self._inline(insertion, pieces, boxes, hidden)
+        finally:
+            self._paragraph_backed = outer
 
     def _run_hidden(self, run: etree._Element, inherited: bool) -> bool:
         """Whether Word hides the run: its own ``w:vanish`` (or ``w:specVanish``) decides, as
@@ -371,6 +484,60 @@ class _Walker:
         # paragraph's text.
         return True if style_id == self._vanish.default_styles.get("character") else not inherited
 
+    def _unseen(self, run: etree._Element) -> bool:
+        """Whether Word draws the run's text where no reader sees it, in every order its
+        properties may be applied in: white (or near it) with nothing coloured behind or around
+        it, or under a pixel high. The résumé's white text, planted for the model, was read."""
+        properties = run.find(_W + "rPr")
+        style = None if properties is None else properties.find(_W + "rStyle")
+        own = _ink_of(properties)
+        character = self._vanish.ink.get(self._vanish.style_of("character", style), {})
+        orders = [(own, character, *beneath) for beneath in self._beneath]
+        return all(self._tiny(levels, run) or self._white(levels) for levels in orders)
+
+    def _white(self, levels: tuple[_Ink, ...]) -> bool:
+        """Whether the run's colour is white to a reader's eye (within 16 in each channel, the
+        web page's rule) and nothing but the white page is behind it: no shading (of the run,
+        its paragraph, its cell or table, a text box's shape, the page), no highlight, no
+        effect drawn around its letters."""
+        colour = self._colour(_nearest(levels, _W + "color"))
+        if colour is None or not colour.unseen_on(css.WHITE) or self._paragraph_backed:
+            return False
+        shading = _nearest(levels, _W + "shd")
+        highlight = _nearest(levels, _W + "highlight")
+        return (
+            not _painted(shading)
+            and (highlight is None or highlight.get(_W + "val") in _NO_HIGHLIGHT)
+            and not _drawn_around(levels)
+        )
+
+    def _colour(self, setting: etree._Element | None) -> css.Colour | None:
+        """A ``w:color``'s colour: the theme's when it names one (Word draws that, not the
+        ``w:val`` kept beside it), tinted or shaded as it says; None when automatic (dark on
+        the light page) or not known."""
+        if setting is None:
+            return None
+        theme = setting.get(_W + "themeColor")
+        if theme is None:
+            return _hex_colour(setting.get(_W + "val"))
+        colour = self._page.theme.get(theme)
+        return None if colour is None else _tinted(colour, setting)
+
+    @staticmethod
+    def _tiny(levels: tuple[_Ink, ...], run: etree._Element) -> bool:
+        """Whether the run's text is under a pixel high: ``w:sz`` for most text, ``w:szCs``
+        for complex-script text (Arabic, Hebrew, Thai, the Indic scripts) and for all of a run
+        marked complex-script or right-to-left; a run holding both is tiny only at both."""
+        if not _too_small(_nearest(levels, _W + "sz")):
+            return False
+        if _too_small(_nearest(levels, _W + "szCs")):
+            return True
+        marked = (_nearest(levels, _W + tag) for tag in ("cs", "rtl"))
+        if any(mark is not None and _on(mark) for mark in marked):
+            return False
+        texts = run.iterchildren(_W + "t", _MATH + "t")
+        return not any(_COMPLEX_SCRIPT.search(text.text or "") for text in texts)
+
     def _note_mark(self, kind: str, note_id: str) -> str:
         """Number notes in order of first reference, footnotes and endnotes together."""
         number = self.note_numbers.setdefault((kind, note_id), len(self.note_numbers) + 1)
@@ -389,7 +556,11 @@ class _Walker:
         style = table.find(f"{_W}tblPr/{_W}tblStyle")
         style_id = self._vanish.style_of("table", style)
         with self._in_table(
-            hides=self._vanish.toggles(style_id), forced=style_id in self._vanish.forced
+            hides=self._vanish.toggles(style_id),
+            forced=style_id in self._vanish.forced,
+            ink=self._vanish.ink.get(style_id, {}),
+            backed=style_id in self._vanish.painted_tables
+            or _painted(table.find(f"{_W}tblPr/{_W}shd")),
         ):
             return self._rows(table)
 
@@ -407,7 +578,7 @@ class _Walker:
                 if merge is not None and merge.get(_W + "val") != "restart":
                     text = self._budget.spend(merged_above.get(column, ""))
                 else:
-                    text = " ".join(words(Document(self.blocks(cell))).split())
+                    text = " ".join(words(Document(self._cell(row, cell))).split())
                     merged_above[column] = text
                 span = _columns(cell.find(f"{_W}tcPr/{_W}gridSpan"), 1)
                 column += span
@@ -422,6 +593,20 @@ class _Walker:
                 header = header or (index == 0 and _first_row_is_header(table, row))
                 rows.append(cells)
         return [Table(rows, header)] if rows else []
+
+    def _cell(self, row: etree._Element, cell: etree._Element) -> list[Block]:
+        """A cell's blocks, with its shading (``w:tcPr/w:shd``) or its row's (``w:tblPrEx``,
+        the table's properties made different for the row) behind their text."""
+        outer = self._backed
+        self._backed = (
+            outer
+            or _painted(cell.find(f"{_W}tcPr/{_W}shd"))
+            or _painted(row.find(f"{_W}tblPrEx/{_W}shd"))
+        )
+        try:
+            return self.blocks(cell)
+        finally:
+            self._backed = outer
 
 
 class _Compatibility:
@@ -597,13 +782,17 @@ def _chosen_branch(alternate: etree._Element) -> etree._Element | None:
     return None
 
 
-def _shown_furniture(document_part: XmlPart) -> frozenset[str]:
-    """``{"even"}`` when the document's settings give even pages their own headers."""
+def _settings(document_part: XmlPart) -> etree._Element | None:
+    """The document's settings part, None when it has none."""
     try:
-        settings = _part_root(document_part.part_related_by(RELATIONSHIP_TYPE.SETTINGS))
+        return _part_root(document_part.part_related_by(RELATIONSHIP_TYPE.SETTINGS))
     except KeyError:
-        return frozenset()
-    toggle = settings.find(_W + "evenAndOddHeaders")
+        return None
+
+
+def _shown_furniture(settings: etree._Element | None) -> frozenset[str]:
+    """``{"even"}`` when the document's settings give even pages their own headers."""
+    toggle = None if settings is None else settings.find(_W + "evenAndOddHeaders")
     return frozenset({"even"}) if toggle is not None and _on(toggle) else frozenset()
 
 
@@ -619,6 +808,10 @@ class _Vanish:
     sets it turns it around, a paragraph style sets it outright (as Word does, [MS-OI29500]
     2.1.258), and a run's own formatting decides over all of them. Reading a style as simply
     hidden hid the text of a hidden character style in a hidden paragraph, which Word shows.
+
+    The run properties that decide whether a reader sees text at all (its colour, its size,
+    what is behind it) are resolved through the same ``w:basedOn`` chains, as ordinary
+    properties: the nearest setting wins.
     """
 
     #: The first value each style's ``w:basedOn`` chain sets, for the styles whose chain does.
@@ -633,6 +826,15 @@ class _Vanish:
     #: and the styles based on them: their tables are hidden whatever the toggles say, since a
     #: part that reaches some rows only, read as a toggle, turned hidden text in the others on.
     forced: frozenset[str] = frozenset()
+    #: The run properties that decide whether a reader sees text (:data:`_INK`) each style's
+    #: ``w:basedOn`` chain sets, nearest first, and the defaults' (``w:rPrDefault``): resolved
+    #: once per style, so a run costs a few look-ups, not a walk of its styles.
+    ink: dict[str, _Ink] = field(default_factory=dict)
+    default_ink: _Ink = field(default_factory=dict)
+    #: The table styles that shade any part of their table, and the styles based on them:
+    #: white text in their tables is read (a header row's white on blue is the common case,
+    #: and which cells each part reaches is not worked out).
+    painted_tables: frozenset[str] = frozenset()
 
     def paragraph_hidden(self, style_id: str | None, table_hides: bool) -> bool:
         """Whether a paragraph's runs are hidden before their own properties: its style's
@@ -660,11 +862,14 @@ class _Vanish:
 
 def _vanish(styles: etree._Element | None) -> _Vanish:
     """The document's :class:`_Vanish`: each style's own ``w:vanish``, or the first one a style
-    it is based on sets (followed at most :data:`_MAX_BASED_ON` deep, so a cycle ends)."""
+    it is based on sets (followed at most :data:`_MAX_BASED_ON` deep, so a cycle ends); and
+    likewise each of the run properties of :data:`_INK`."""
     if styles is None:
         return _Vanish({}, by_default=False, default_styles={})
     defaults = styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr/{_W}vanish")
     own: dict[str, bool | None] = {}
+    own_ink: dict[str, _Ink] = {}
+    painted: set[str] = set()
     parent: dict[str, str] = {}
     default_styles: dict[str, str] = {}
     styles_by_kind: dict[str, set[str]] = {}
@@ -675,8 +880,11 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
             continue
         toggle = style.find(f"{_W}rPr/{_W}vanish")
         own[style_id] = None if toggle is None else _on(toggle)
+        own_ink[style_id] = _style_ink(style)
         if style.get(_W + "type") == "table" and _conditionally_hidden(style):
             conditional.add(style_id)
+        if style.get(_W + "type") == "table" and any(map(_painted, style.iter(_W + "shd"))):
+            painted.add(style_id)
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
@@ -686,6 +894,8 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
             default_styles[kind] = style_id
     by_style: dict[str, bool] = {}
     forced: set[str] = set()
+    ink: dict[str, _Ink] = {}
+    painted_tables: set[str] = set()
     for style_id in own:
         chain = _based_on_chain(style_id, parent)
         decided = next((own[link] for link in chain if own.get(link) is not None), None)
@@ -693,6 +903,14 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
             by_style[style_id] = decided
         if conditional.intersection(chain):
             forced.add(style_id)
+        # Nearest last, so its settings are the ones kept.
+        ink[style_id] = {
+            tag: setting
+            for link in reversed(chain)
+            for tag, setting in own_ink.get(link, {}).items()
+        }
+        if painted.intersection(chain):
+            painted_tables.add(style_id)
     hidden_by_default = defaults is not None and _on(defaults)
     return _Vanish(
         by_style,
@@ -700,6 +918,9 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
         default_styles,
         {kind: frozenset(ids) for kind, ids in styles_by_kind.items()},
         frozenset(forced),
+        ink,
+        _ink_of(styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr")),
+        frozenset(painted_tables),
     )
 
 
@@ -721,6 +942,146 @@ def _conditionally_hidden(table_style: etree._Element) -> bool:
     hide all its table, since text hidden that way was read and no real document hides text
     with a table's banding."""
     return any(_on(toggle) for toggle in table_style.iterfind(f"{_W}tblStylePr/{_W}rPr/{_W}vanish"))
+
+
+def _style_ink(style: etree._Element) -> _Ink:
+    """A style's own run properties of :data:`_INK`, and its paragraph shading."""
+    ink = _ink_of(style.find(_W + "rPr"))
+    shading = style.find(f"{_W}pPr/{_W}shd")
+    if shading is not None:
+        ink[_PARAGRAPH_SHADING] = shading
+    return ink
+
+
+def _ink_of(properties: etree._Element | None) -> _Ink:
+    """The properties of :data:`_INK` a ``w:rPr`` sets, and any Word 2010 text effect."""
+    if properties is None:
+        return {}
+    return {
+        child.tag: child
+        for child in properties
+        if isinstance(child.tag, str) and (child.tag in _INK or child.tag.startswith(_W14))
+    }
+
+
+def _nearest(levels: tuple[_Ink, ...], tag: str) -> etree._Element | None:
+    """The setting of ``tag`` at the nearest level that has one."""
+    return next((level[tag] for level in levels if tag in level), None)
+
+
+def _drawn_around(levels: tuple[_Ink, ...]) -> bool:
+    """Whether an effect is drawn around the letters (a shadow, an outline, an embossing, a
+    Word 2010 effect at any level), which shows white text."""
+    if any(key.startswith(_W14) for level in levels for key in level):
+        return True
+    effects = (_nearest(levels, tag) for tag in _EFFECTS)
+    return any(effect is not None and _on(effect) for effect in effects)
+
+
+def _painted(shading: etree._Element | None) -> bool:
+    """Whether a ``w:shd`` paints a colour behind text: a pattern (anything but ``clear`` or
+    ``nil``), a theme fill, or a fill neither automatic nor white to the eye."""
+    if shading is None:
+        return False
+    pattern = shading.get(_W + "val")
+    if pattern == "nil":
+        return False
+    if pattern != "clear" or shading.get(_W + "themeFill") is not None:
+        return True
+    fill = shading.get(_W + "fill", "auto")
+    colour = _hex_colour(fill)
+    return fill != "auto" and (colour is None or not colour.unseen_on(css.WHITE))
+
+
+def _too_small(size: etree._Element | None) -> bool:
+    """Whether a ``w:sz`` or ``w:szCs`` (half-points) draws text under the web page's one
+    pixel (``css._SMALLEST_PX``): half a point is, Word's smallest, one point, is not. A size
+    of 0, like RTF's ``\\fs0``, is no size, and a value not a count is not known: read."""
+    value = "" if size is None else size.get(_W + "val", "")
+    digits = value.lstrip("0")
+    if not value.isascii() or not value.isdigit() or not digits or len(digits) > 4:
+        return False
+    return int(digits) * _PX_PER_HALF_POINT < css._SMALLEST_PX
+
+
+def _hex_colour(value: str | None) -> css.Colour | None:
+    """An ``RRGGBB`` value's colour; None for ``auto`` or anything else."""
+    if value is None or _HEX_COLOUR.fullmatch(value) is None:
+        return None
+    return css.parse_colour("#" + value)
+
+
+def _tinted(colour: css.Colour, setting: etree._Element) -> css.Colour:
+    """A theme colour with its ``w:themeShade`` and ``w:themeTint`` (hexadecimal fractions of
+    255) applied to its luminance, as ECMA-376 Part 1, 17.3.2.6 says: a shade darkens toward
+    black, a tint lightens toward white."""
+    hue, lightness, saturation = colorsys.rgb_to_hls(
+        colour.red / 255, colour.green / 255, colour.blue / 255
+    )
+    shade = setting.get(_W + "themeShade") or ""
+    tint = setting.get(_W + "themeTint") or ""
+    if _HEX_BYTE.fullmatch(shade):
+        lightness *= int(shade, 16) / 255
+    if _HEX_BYTE.fullmatch(tint):
+        lightness = lightness * int(tint, 16) / 255 + 1 - int(tint, 16) / 255
+    red, green, blue = colorsys.hls_to_rgb(hue, lightness, saturation)
+    return css.Colour(round(red * 255), round(green * 255), round(blue * 255))
+
+
+@dataclass(frozen=True)
+class _Page:
+    """What is behind all the document's text: whether the page is coloured (``w:background``:
+    a colour or a picture, which white text may show on), and the theme's colours, which a
+    ``w:themeColor`` names in place of its ``w:val``."""
+
+    coloured: bool
+    theme: dict[str, css.Colour]
+
+
+def _theme_colours(
+    document_part: XmlPart, settings: etree._Element | None
+) -> dict[str, css.Colour]:
+    """Each ``w:themeColor`` name's colour, from the theme's colour scheme through the
+    settings' ``w:clrSchemeMapping`` (``background1`` is ``light1`` unless it says otherwise).
+    A colour the scheme gives other than as RGB or a system colour's last value, or with
+    modifiers, is not known, and text in it is read; so is all of a theme that is missing or
+    not well-formed XML (it only decides what is left out: it never refuses the document)."""
+    try:
+        theme = _part_root(document_part.part_related_by(RELATIONSHIP_TYPE.THEME))
+    except (KeyError, etree.XMLSyntaxError):
+        return {}
+    scheme = theme.find(f"{_DRAWING}themeElements/{_DRAWING}clrScheme")
+    if scheme is None:
+        return {}
+    colours: dict[str, css.Colour] = {}
+    for name, tag in _SCHEME_ELEMENTS.items():
+        colour = _scheme_colour(scheme.find(_DRAWING + tag))
+        if colour is not None:
+            colours[name] = colour
+    mapping = None if settings is None else settings.find(_W + "clrSchemeMapping")
+    mapped: dict[str, css.Colour] = {}
+    for name, (attribute, default) in _MAPPED_THEME_COLOURS.items():
+        target = default if mapping is None else mapping.get(_W + attribute, default)
+        if target in colours:
+            mapped[name] = colours[target]
+    # A mapped name is what its mapping says, never the scheme's entry of the same name.
+    unmapped = {
+        name: colour for name, colour in colours.items() if name not in _MAPPED_THEME_COLOURS
+    }
+    return unmapped | mapped
+
+
+def _scheme_colour(element: etree._Element | None) -> css.Colour | None:
+    """A colour scheme entry's colour: its ``a:srgbClr`` value or its ``a:sysClr``'s last
+    value, when nothing modifies it."""
+    colour = None if element is None else next(iter(element), None)
+    if colour is None or len(colour):
+        return None
+    if colour.tag == _DRAWING + "srgbClr":
+        return _hex_colour(colour.get("val"))
+    if colour.tag == _DRAWING + "sysClr":
+        return _hex_colour(colour.get("lastClr"))
+    return None
 
 
 def _on_attribute(value: str | None) -> bool:

@@ -28,13 +28,16 @@ def docx_with(replacements: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def document_xml(body: str, doctype: str = "", root_attributes: str = "") -> bytes:
+def document_xml(
+    body: str, doctype: str = "", root_attributes: str = "", background: str = ""
+) -> bytes:
     """The main document part around ``body``; ``root_attributes`` go on ``w:document``, where
-    Word declares its namespaces and which of them are ignorable."""
+    Word declares its namespaces and which of them are ignorable; ``background`` (a page colour,
+    ``w:background``) stands before the body."""
     return (
         f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n{doctype}'
-        f'<w:document xmlns:w="{WORD_NAMESPACE}" {root_attributes}><w:body>{body}</w:body>'
-        "</w:document>"
+        f'<w:document xmlns:w="{WORD_NAMESPACE}" {root_attributes}>{background}'
+        f"<w:body>{body}</w:body></w:document>"
     ).encode()
 
 

@@ -6,6 +6,7 @@ inherits. Text Word hides is where a planted instruction sits; text Word shows m
 from __future__ import annotations
 
 import io
+import time
 
 import docx as python_docx
 import pytest
@@ -58,10 +59,12 @@ def _table(table_style: str, content: str) -> str:
     return f"<w:tbl><w:tblPr>{style}</w:tblPr><w:tr><w:tc>{content}</w:tc></w:tr></w:tbl>"
 
 
-def _rendered(body: str, styles: str, root_attributes: str = "") -> list[str]:
+def _rendered(body: str, styles: str, root_attributes: str = "", background: str = "") -> list[str]:
     payload = docx_with(
         {
-            "word/document.xml": document_xml(body, root_attributes=root_attributes),
+            "word/document.xml": document_xml(
+                body, root_attributes=root_attributes, background=background
+            ),
             "word/styles.xml": styles_xml(styles),
         }
     )
@@ -293,3 +296,309 @@ def test_docx_the_default_character_style_hides_runs_naming_none(
     text it hides was."""
     body = _paragraph(paragraph_style, run)
     assert _rendered(body, _STYLES + _HIDDEN_DEFAULT_CHARACTER_STYLE) == expected
+
+
+# Text Word draws where no reader sees it: white on the white page, or too small to see.
+_WHITE = '<w:color w:val="FFFFFF"/>'
+_DARK_FILL = '<w:shd w:val="clear" w:color="auto" w:fill="1F3864"/>'
+_INK_STYLES = (
+    '<w:style w:type="character" w:styleId="WhiteChar"><w:rPr><w:color w:val="FFFFFF"/>'
+    "</w:rPr></w:style>"
+    '<w:style w:type="character" w:styleId="WhiteCharChild"><w:basedOn w:val="WhiteChar"/>'
+    "</w:style>"
+    '<w:style w:type="paragraph" w:styleId="WhitePara"><w:rPr><w:color w:val="FFFFFF"/>'
+    "</w:rPr></w:style>"
+    '<w:style w:type="paragraph" w:styleId="TinyPara"><w:rPr><w:sz w:val="1"/></w:rPr>'
+    "</w:style>"
+    '<w:style w:type="paragraph" w:styleId="ShadedPara"><w:pPr><w:shd w:val="clear" '
+    'w:fill="000000"/></w:pPr></w:style>'
+    '<w:style w:type="table" w:styleId="WhiteTable"><w:rPr><w:color w:val="FFFFFF"/></w:rPr>'
+    "</w:style>"
+    '<w:style w:type="table" w:styleId="HeaderRow"><w:tblStylePr w:type="firstRow"><w:rPr>'
+    '<w:color w:val="FFFFFF"/></w:rPr><w:tcPr><w:shd w:val="clear" w:color="auto" '
+    'w:fill="4472C4"/></w:tcPr></w:tblStylePr></w:style>'
+    '<w:style w:type="table" w:styleId="HeaderRowChild"><w:basedOn w:val="HeaderRow"/>'
+    "</w:style>"
+)
+_WHITE_BY_DEFAULT = (
+    '<w:docDefaults><w:rPrDefault><w:rPr><w:color w:val="FFFFFF"/></w:rPr></w:rPrDefault>'
+    "</w:docDefaults>"
+)
+
+
+@pytest.mark.parametrize(
+    ("paragraph_style", "character_style", "direct", "styles"),
+    [
+        ("", "", _WHITE, ""),
+        ("", "", '<w:color w:val="ffffff"/>', ""),
+        # Within 16 of white in each channel, the HTML reader's measure of a colour unseen.
+        ("", "", '<w:color w:val="F0F0F0"/>', ""),
+        ("", "", '<w:color w:val="EFFFEF"/>', ""),
+        ("", "WhiteChar", "", ""),
+        ("", "WhiteCharChild", "", ""),
+        ("WhitePara", "", "", ""),
+        ("", "", "", _WHITE_BY_DEFAULT),
+        # Nothing painted behind it: a clear shading with no fill, a white one, no highlight.
+        ("", "", _WHITE + '<w:shd w:val="clear" w:color="auto" w:fill="auto"/>', ""),
+        ("", "", _WHITE + '<w:shd w:val="clear" w:fill="FFFFFF"/>', ""),
+        ("", "", _WHITE + '<w:highlight w:val="none"/>', ""),
+        ("", "", _WHITE + '<w:highlight w:val="white"/>', ""),
+        # Too small to see: half a point, under the HTML reader's one pixel.
+        ("", "", '<w:sz w:val="1"/>', ""),
+        ("TinyPara", "", "", ""),
+        # Hidden and white at once is counted once.
+        ("", "", "<w:vanish/>" + _WHITE, ""),
+        ("", "", "<w:vanish/>" + '<w:sz w:val="1"/>', ""),
+    ],
+)
+def test_docx_white_or_tiny_text_is_left_out(
+    paragraph_style: str, character_style: str, direct: str, styles: str
+) -> None:
+    """White text on the white page, or text half a point high, is drawn where no reader sees
+    it (the planted instruction in a résumé's white text): it was read."""
+    body = _paragraph(paragraph_style, _run(character_style, direct))
+    assert _rendered(body, styles + _INK_STYLES) == _HIDDEN
+
+
+def test_docx_white_text_in_a_table_style_without_shading_is_left_out() -> None:
+    """A table style's text colour reaches its cells' runs as a paragraph style's does."""
+    body = _table("WhiteTable", _paragraph("", _run("", "")))
+    assert _rendered(body, _INK_STYLES) == _HIDDEN
+
+
+@pytest.mark.parametrize(
+    ("paragraph_style", "character_style", "direct", "styles"),
+    [
+        # Something painted behind it.
+        ("", "", _WHITE + _DARK_FILL, ""),
+        ("", "WhiteChar", _DARK_FILL, ""),
+        ("", "", _WHITE + '<w:shd w:val="pct50" w:color="auto" w:fill="auto"/>', ""),
+        ("", "", _WHITE + '<w:shd w:val="clear" w:fill="auto" w:themeFill="text1"/>', ""),
+        ("", "", _WHITE + '<w:highlight w:val="black"/>', ""),
+        ("ShadedPara", "", _WHITE, ""),
+        # Drawn around: a shadow, an outline, an embossing, a Word 2010 text effect.
+        ("", "", _WHITE + "<w:shadow/>", ""),
+        ("", "", _WHITE + "<w:emboss/>", ""),
+        ("", "", _WHITE + "<w:outline/>", ""),
+        (
+            "",
+            "",
+            _WHITE + '<w14:textOutline xmlns:w14="http://schemas.microsoft.com/office/word/'
+            '2010/wordml" w14:w="9525"/>',
+            "",
+        ),
+        # Not white: automatic, a pale grey just past the measure, a colour run over nearer.
+        ("", "", '<w:color w:val="auto"/>', ""),
+        ("", "", '<w:color w:val="EEEEEE"/>', ""),
+        ("", "", '<w:color w:val="FFFF00"/>', ""),
+        ("", "WhiteChar", '<w:color w:val="000000"/>', ""),
+        ("WhitePara", "", '<w:color w:val="auto"/>', ""),
+        (
+            "",
+            "",
+            "",
+            _WHITE_BY_DEFAULT.replace("<w:color", '<w:sz w:val="20"/><w:color')
+            + (
+                '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:rPr>'
+                '<w:color w:val="222222"/></w:rPr></w:style>'
+            ),
+        ),
+        # Word's smallest size, one point (1.33 pixels), is read; a tiny size run over nearer.
+        ("", "", '<w:sz w:val="2"/>', ""),
+        ("TinyPara", "", '<w:sz w:val="24"/>', ""),
+        # A size of 0 is no size (as RTF's \\fs0), one not a count is not known.
+        ("", "", '<w:sz w:val="0"/>', ""),
+        ("", "", '<w:sz w:val="pt"/>', ""),
+    ],
+)
+def test_docx_white_or_small_text_word_shows_is_read(
+    paragraph_style: str, character_style: str, direct: str, styles: str
+) -> None:
+    """White text on a shading, a highlight or with an effect drawn around it shows, as does
+    text of another colour or at Word's smallest size: none of it may be lost."""
+    body = _paragraph(paragraph_style, _run(character_style, direct))
+    assert _rendered(body, styles + _INK_STYLES) == _SHOWN
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        # A shaded cell, a shaded table, a table style with a dark header row (and one based
+        # on it), where Word's tables put white text.
+        '<w:tbl><w:tr><w:tc><w:tcPr><w:shd w:val="clear" w:fill="000000"/></w:tcPr>{}</w:tc>'
+        "</w:tr></w:tbl>",
+        '<w:tbl><w:tblPr><w:shd w:val="clear" w:fill="000000"/></w:tblPr><w:tr><w:tc>{}</w:tc>'
+        "</w:tr></w:tbl>",
+        _table("HeaderRow", "{}"),
+        _table("HeaderRowChild", "{}"),
+        # A row whose table properties are made different for it, shading it.
+        '<w:tbl><w:tr><w:tblPrEx><w:shd w:val="clear" w:fill="000000"/></w:tblPrEx><w:tc>{}'
+        "</w:tc></w:tr></w:tbl>",
+        # The outer table's shaded cell is behind a table nested in it.
+        '<w:tbl><w:tr><w:tc><w:tcPr><w:shd w:val="clear" w:fill="000000"/></w:tcPr>'
+        + _table("", "{}")
+        + "<w:p/></w:tc></w:tr></w:tbl>",
+    ],
+)
+def test_docx_white_text_on_a_shaded_table_is_read(table: str) -> None:
+    """White text in a cell a table's shading or its style's conditional formatting paints
+    (a header row's white on blue) shows."""
+    body = table.format(_paragraph("", _run("", _WHITE)))
+    lines = _rendered(body, _INK_STYLES)
+    assert "| Text. |" in lines
+    assert not any(line.startswith("[airlock:") for line in lines)
+
+
+def test_docx_a_table_style_and_the_default_paragraph_style_decide_together() -> None:
+    """Whether Word puts a table style's text colour over the default paragraph style's is not
+    known: white under either order is read, not left out."""
+    styles = _INK_STYLES + (
+        '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:rPr>'
+        '<w:color w:val="000000"/></w:rPr></w:style>'
+    )
+    assert _rendered(_table("WhiteTable", _paragraph("", _run("", ""))), styles) == (
+        _SHOWN_IN_A_TABLE
+    )
+
+
+def test_docx_white_text_in_a_text_box_or_on_a_coloured_page_is_read() -> None:
+    """A text box's shape has a fill, and a page colour (``w:background``) is behind all the
+    text: white text on either shows. The box of a white anchor run is read all the same."""
+    box = f"<w:txbxContent>{_paragraph('', _run('', _WHITE))}</w:txbxContent>"
+    anchor = f"<w:r><w:rPr>{_WHITE}</w:rPr><w:t>Anchor</w:t>{box}</w:r>"
+    assert _rendered(_paragraph("", anchor), "") == [
+        "Text.",
+        "[airlock: 6 characters of hidden text left out]",
+    ]
+    page = '<w:background w:color="1F3864"/>'
+    assert _rendered(_paragraph("", _run("", _WHITE)), "", background=page) == _SHOWN
+
+
+def test_docx_white_text_in_an_equation_is_left_out() -> None:
+    """An equation's runs (``m:r``) carry run properties of their own, colour among them."""
+    math = "http://schemas.openxmlformats.org/officeDocument/2006/math"
+    body = (
+        f'<w:p><m:oMath xmlns:m="{math}"><m:r><w:rPr>{_WHITE}</w:rPr><m:t>Text.</m:t></m:r>'
+        "<m:r><m:t>x</m:t></m:r></m:oMath></w:p>"
+    )
+    assert _rendered(body, "") == ["x", *_HIDDEN]
+
+
+def test_docx_white_text_tracked_as_inserted_is_read() -> None:
+    """Word's markup view draws a tracked insertion in its author's colour, white or not."""
+    runs = f'<w:ins w:id="1" w:author="a">{_run("", _WHITE)}</w:ins>'
+    assert _rendered(_paragraph("", runs), "") == _SHOWN
+
+
+def test_docx_a_white_space_between_words_is_read() -> None:
+    """A space is a space whatever its colour: a white one between two words keeps them
+    apart."""
+    runs = (
+        "<w:r><w:t>Two</w:t></w:r>"
+        f'<w:r><w:rPr>{_WHITE}</w:rPr><w:t xml:space="preserve"> </w:t></w:r>'
+        "<w:r><w:t>words.</w:t></w:r>"
+    )
+    assert _rendered(_paragraph("", runs), "") == ["Two words."]
+
+
+@pytest.mark.parametrize(
+    ("direct", "text", "expected"),
+    [
+        # Word sizes complex-script text (Arabic, Hebrew, Thai, Devanagari) by w:szCs.
+        ('<w:sz w:val="1"/><w:szCs w:val="24"/>', "\u0645\u0631\u062d\u0628\u0627", "shown"),
+        ('<w:sz w:val="1"/><w:szCs w:val="24"/><w:rtl/>', "Text.", "shown"),
+        ('<w:sz w:val="1"/><w:szCs w:val="24"/><w:cs/>', "Text.", "shown"),
+        ('<w:sz w:val="1"/><w:szCs w:val="24"/>', "Text.", "hidden"),
+        ('<w:sz w:val="1"/><w:szCs w:val="1"/><w:rtl/>', "Text.", "hidden"),
+    ],
+)
+def test_docx_complex_script_text_is_sized_by_its_own_size(
+    direct: str, text: str, expected: str
+) -> None:
+    """Word draws complex-script text, and a run marked right-to-left or complex script, at
+    ``w:szCs``, not ``w:sz``: a tiny ``w:sz`` does not hide Arabic at twelve points."""
+    body = f"<w:p><w:r><w:rPr>{direct}</w:rPr><w:t>{text}</w:t></w:r></w:p>"
+    lines = _rendered(body, "")
+    assert lines == ([text] if expected == "shown" else [lines[0]])
+    assert (expected == "hidden") == lines[0].startswith("[airlock:")
+
+
+@pytest.mark.parametrize(
+    ("color", "expected"),
+    [
+        # Word draws a theme colour, not the value cached beside it: background1 is light1
+        # by the settings' mapping, the theme's window colour, white.
+        ('w:val="000000" w:themeColor="background1"', _HIDDEN),
+        ('w:val="000000" w:themeColor="light1"', _HIDDEN),
+        ('w:val="FFFFFF" w:themeColor="text1"', _SHOWN),
+        ('w:val="FFFFFF" w:themeColor="accent1"', _SHOWN),
+        # Shaded to three quarters: grey, not white.
+        ('w:val="FFFFFF" w:themeColor="background1" w:themeShade="BF"', _SHOWN),
+        ('w:val="FFFFFF" w:themeColor="background1" w:themeTint="33"', _HIDDEN),
+        ('w:val="FFFFFF" w:themeColor="nonsense"', _SHOWN),
+    ],
+)
+def test_docx_a_theme_colour_is_resolved_through_the_theme(color: str, expected: list[str]) -> None:
+    """A run coloured by the theme's background colour is white on the page whatever its
+    ``w:val`` says."""
+    body = _paragraph("", _run("", f"<w:color {color}/>"))
+    assert _rendered(body, "") == expected
+
+
+@pytest.mark.parametrize(
+    ("member", "content"),
+    [
+        # The settings map background1 to the theme's dark colour (a dark-mapped document).
+        (
+            "word/settings.xml",
+            f'<w:settings xmlns:w="{WORD_NAMESPACE}"><w:clrSchemeMapping w:bg1="dark1" '
+            'w:t1="light1"/></w:settings>',
+        ),
+        # A theme that is not well-formed decides nothing, and refuses nothing.
+        ("word/theme/theme1.xml", "<a:theme"),
+    ],
+)
+def test_docx_a_theme_colour_not_known_to_be_white_is_read(member: str, content: str) -> None:
+    """Only a theme colour the theme and the settings' mapping make white leaves text out."""
+    body = _paragraph("", _run("", '<w:color w:val="FFFFFF" w:themeColor="background1"/>'))
+    payload = docx_with({"word/document.xml": document_xml(body), member: content.encode()})
+    assert rendered_docx("application/octet-stream", payload, LIMITS).splitlines() == _SHOWN
+
+
+def test_docx_white_text_in_a_header_is_left_out() -> None:
+    """Headers, footers and notes are read by the same walk as the body."""
+    document = python_docx.Document()
+    header = document.sections[0].header.paragraphs[0]
+    header.add_run("Header. ")
+    header.add_run("Planted.").font.color.rgb = python_docx.shared.RGBColor(0xFF, 0xFF, 0xFF)
+    document.add_paragraph("Body.")
+    lines = rendered_docx("application/octet-stream", _saved(document), LIMITS).splitlines()
+    assert "Planted." not in "\n".join(lines)
+    assert lines[-1] == "[airlock: 8 characters of hidden text left out]"
+
+
+def test_docx_ink_costs_linear_time_in_runs() -> None:
+    """Each run's colour and size are looked up in what each style resolves to once, not
+    walked through the styles again: ten times the runs must cost under thirty times the time
+    (enough runs to be timed, least of three: no allowance in seconds)."""
+    styles = _INK_STYLES + "".join(
+        f'<w:style w:type="character" w:styleId="C{n}"><w:basedOn w:val="C{n + 1}"/></w:style>'
+        for n in range(60)
+    )
+    run = '<w:r><w:rPr><w:rStyle w:val="C0"/><w:sz w:val="1"/></w:rPr><w:t>a</w:t></w:r>'
+
+    def cost(runs: int) -> float:
+        payload = docx_with(
+            {
+                "word/document.xml": document_xml(_paragraph("WhitePara", run * runs)),
+                "word/styles.xml": styles_xml(styles),
+            }
+        )
+        timings = []
+        for _ in range(3):
+            started = time.process_time()
+            docx_extractor.extract_docx("application/octet-stream", payload, LIMITS)
+            timings.append(time.process_time() - started)
+        return min(timings)
+
+    assert cost(100_000) < 30 * cost(10_000)
