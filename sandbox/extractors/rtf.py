@@ -81,8 +81,6 @@ _PARAGRAPH_PATTERN = b"shading"
 MAX_COLOURS = 65_536
 #: The most characters of the page background's shape properties kept to read its fill.
 _BACKGROUND_CHARS = 4_096
-_FILL_COLOUR = re.compile(r"fillColor(\d{1,10})(?!\d)")
-_FILL_TYPE = re.compile(r"fillType(\d{1,10})(?!\d)")
 #: A colour's components, in the order :class:`Colour` takes them.
 _COMPONENTS = (b"red", b"green", b"blue")
 
@@ -93,8 +91,8 @@ class _Group:
 
     skip: bool = False
     hidden: bool = False
-    #: The index of the text's colour in the colour table (0: automatic), and its size.
-    colour: int = 0
+    #: The index of the text's colour in the colour table (None: automatic), and its size.
+    colour: int | None = None
     size: int = _DEFAULT_SIZE
     #: The colours behind the text, nearest first, as colour-table indexes (0: none): the
     #: run's highlight and shading, the paragraph's shading (which ``\\pard`` ends). A
@@ -132,11 +130,17 @@ class _Reader:
     #: The colour table; None for an entry that sets no colour (automatic).
     colours: list[Colour | None] = field(default_factory=list)
     #: The shading of each cell of the table row being defined (``\\clcbpat`` before its
-    #: ``\\cellx``), and of the next cell to define.
-    cell_backgrounds: list[int] = field(default_factory=list)
-    next_cell_background: int = 0
-    #: The page's colour; None when it is a picture, a gradient or a pattern.
+    #: ``\\cellx``; None where a shading percentage makes it unknown), and of the next cell
+    #: to define.
+    cell_backgrounds: list[int | None] = field(default_factory=list)
+    next_cell_background: int | None = 0
+    #: The page's colour; None when it is a picture, a gradient or a pattern. Word shows a
+    #: background only under ``\\viewbksp1``.
     page: Colour | None = WHITE
+    background_shown: bool = False
+    colour_table_read: bool = False
+    #: The row's own shading (``\\trcbpat``), behind every cell that sets none.
+    row_background: int = 0
 
     def unseen(self, group: _Group) -> bool:
         """Whether the group's text is drawn where no reader sees it: hidden, half a point
@@ -152,21 +156,24 @@ class _Reader:
         """The colour behind the group's text, None where it is not known."""
         if group.run_shading or group.paragraph_shading:
             return None
-        cell = len(self.row)
-        shading = (
-            self.cell_backgrounds[cell]
-            if self.in_table and cell < len(self.cell_backgrounds)
-            else 0
-        )
+        shading = 0
+        if self.paragraph_in_table:  # the first paragraph after a table is not in its cell
+            cell = len(self.row)
+            own = self.cell_backgrounds[cell] if cell < len(self.cell_backgrounds) else 0
+            if own is None:
+                return None
+            shading = own or self.row_background
         for index in (group.highlight, group.run_background, group.paragraph_background, shading):
             if index:
                 return self._colour(index)
         return self.page
 
-    def _colour(self, index: int) -> Colour | None:
-        """The colour at ``index``; None for an automatic one. Index 0 is automatic whatever
-        the table holds there, as Word writes it: text that names no colour takes it."""
-        return self.colours[index] if 0 < index < len(self.colours) else None
+    def _colour(self, index: int | None) -> Colour | None:
+        """The colour at ``index``; None for an automatic one: text that names no colour, an
+        entry without components (Word's first), an index the table lacks."""
+        if index is None:
+            return None
+        return self.colours[index] if 0 <= index < len(self.colours) else None
 
     def write(self, text: str, group: _Group) -> None:
         self.flush_bytes()
@@ -175,7 +182,8 @@ class _Reader:
         if group.box:
             self.box_characters += len(text)
             return
-        if self.unseen(group):
+        if group.hidden or (not text.isspace() and self.unseen(group)):
+            # Spaces, tabs and breaks in an unseen colour or size still part words and lines.
             self.hidden_characters += len(text)
             return
         self._target().append(self.budget.spend(text))
@@ -268,6 +276,7 @@ class _FontTable:
     """The fonts' character sets, which decode the ``\\'hh`` bytes written in each font."""
 
     depth: int
+    reader: _Reader
     defining: int | None = None
 
     def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
@@ -289,14 +298,21 @@ class _ColourTable:
     without components is automatic (Word's first)."""
 
     depth: int
+    reader: _Reader
     components: dict[bytes, int] = field(default_factory=dict)
+    #: False for a second colour table, which defines nothing.
+    first: bool = True
+
+    def __post_init__(self) -> None:
+        self.first = not self.reader.colour_table_read
+        self.reader.colour_table_read = True
 
     def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
         if word in _COMPONENTS:
             self.components[word] = min(max(number or 0, 0), 255)
 
     def text(self, reader: _Reader, run: bytes) -> None:
-        for _ in range(run.count(b";")):
+        for _ in range(run.count(b";") if self.first else 0):
             if len(reader.colours) >= MAX_COLOURS:
                 raise Refusal(codes.CEILING, f"the colour table has over {MAX_COLOURS} colours")
             reader.colours.append(
@@ -312,36 +328,58 @@ class _ColourTable:
 
 @dataclass
 class _PageBackground:
-    """The page's colour (``{\\*\\background}``), from its shape's fill: white unless a
-    colour is given, unknown for a picture, a gradient or a pattern."""
+    """The page's colour (``{\\*\\background}``), from its shape's properties (``{\\sn
+    name}{\\sv value}`` pairs): white unless Word shows the background (``\\viewbksp1``)
+    with a fill of a colour; unknown for a picture, a gradient or a pattern, or a fill not
+    fully opaque."""
 
     depth: int
-    properties: list[str] = field(default_factory=list)
+    reader: _Reader
+    properties: dict[str, str] = field(default_factory=dict)
+    #: The property being read: its name, and whether its value is being read.
+    name: list[str] = field(default_factory=list)
+    value: list[str] = field(default_factory=list)
+    in_value: bool = False
     kept: int = 0
 
     def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
-        pass
+        if word == b"sn":
+            self._close()
+            self.in_value = False
+        elif word == b"sv":
+            self.in_value = True
 
     def text(self, reader: _Reader, run: bytes) -> None:
         if self.kept < _BACKGROUND_CHARS:
             piece = run[: _BACKGROUND_CHARS - self.kept].decode("latin-1")
-            self.properties.append(piece)
+            (self.value if self.in_value else self.name).append(piece)
             self.kept += len(piece)
 
+    def _close(self) -> None:
+        if self.name:
+            self.properties["".join(self.name).strip()] = "".join(self.value).strip()
+        self.name, self.value = [], []
+
     def end(self, reader: _Reader) -> None:
-        properties = "".join("".join(self.properties).split())
-        fill_type = _FILL_TYPE.search(properties)
-        if fill_type is not None and int(fill_type.group(1)) != 0:
-            reader.page = None
+        self._close()
+        if not reader.background_shown:
             return
-        fill = _FILL_COLOUR.search(properties)
-        if fill is not None:
-            bgr = int(fill.group(1))
+        if self.properties.get("fFilled") == "0" or self.properties.get("fillOpacity") == "0":
+            return  # no fill: the page stays white
+        solid = {"fillType": "0", "fillOpacity": "65536"}
+        if any(self.properties.get(name, default) != default for name, default in solid.items()):
+            reader.page = None  # a picture, a gradient, a pattern, or a fill seen through
+            return
+        fill = self.properties.get("fillColor", "")
+        if fill.isascii() and fill.isdigit() and int(fill) < 1 << 24:
+            bgr = int(fill)
             reader.page = Colour(bgr & 0xFF, bgr >> 8 & 0xFF, bgr >> 16 & 0xFF)
+        elif fill:
+            reader.page = None  # a system or scheme colour, not known here
 
 
 #: The destinations read as tables, by the control word that opens each.
-_TABLES: dict[bytes, Callable[[int], _Table]] = {
+_TABLES: dict[bytes, Callable[[int, _Reader], _Table]] = {
     b"fonttbl": _FontTable,
     b"colortbl": _ColourTable,
     b"background": _PageBackground,
@@ -392,8 +430,11 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
                 position = min(end, position + max(number or 0, 0))
             elif table is not None:
                 table.word(reader, word, number)
-            elif word in _TABLES:
-                table = _TABLES[word](len(stack))
+            elif word in _TABLES and not (stack and stack[-1].skip):
+                # A table inside a destination no reader reads defines nothing ("{\*\x
+                # {\colortbl...}}" made white text black), and the first colour table is the
+                # document's. Its own group may be one (``{\*\background``).
+                table = _TABLES[word](len(stack), reader)
                 group = replace(group, skip=True)
             elif word in _SKIPPED:
                 group = replace(group, skip=True)
@@ -433,7 +474,15 @@ def _notices(reader: _Reader) -> list[Block]:
 
 
 #: The control words that lay out paragraphs and tables, which only text that is read obeys.
-_TABLE_WORDS = frozenset({b"pard", b"intbl", b"cell", b"row", b"trowd", b"clcbpat", b"cellx"})
+#: A cell's shading colour (LibreOffice reads the raw form as the other), and the shading
+#: percentages that make what lies behind a cell or row unknown.
+_CELL_BACKGROUNDS = frozenset({b"clcbpat", b"clcbpatraw"})
+_CELL_SHADINGS = frozenset({b"clshdng", b"clshdngraw", b"trshdng"})
+_TABLE_WORDS = frozenset(
+    {b"pard", b"intbl", b"cell", b"row", b"trowd", b"cellx", b"trcbpat"}
+    | _CELL_BACKGROUNDS
+    | _CELL_SHADINGS
+)
 #: The control words that set how text is drawn, each with the field of :class:`_Group` it
 #: sets and the value it sets without a parameter: the colour of the text or of what lies
 #: behind it (a colour-table index), its size, and a shading percentage.
@@ -449,7 +498,7 @@ _INK: dict[bytes, tuple[str, int]] = {
 #: What ``\\plain`` restores: the default character formatting.
 _PLAIN: dict[str, Any] = {
     "hidden": False,
-    "colour": 0,
+    "colour": None,
     "size": _DEFAULT_SIZE,
     "highlight": 0,
     "run_background": 0,
@@ -484,11 +533,18 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
     elif word == b"pard":
         reader.paragraph_in_table = False
         group = replace(group, paragraph_background=0, paragraph_shading=0)
+    elif word == b"viewbksp":
+        reader.background_shown = number == 1
     elif word == b"trowd":
         reader.cell_backgrounds.clear()
-        reader.next_cell_background = 0
-    elif word == b"clcbpat":
-        reader.next_cell_background = number or 0
+        reader.next_cell_background = reader.row_background = 0
+    elif word == b"trcbpat":
+        reader.row_background = number or 0
+    elif word in _CELL_BACKGROUNDS:
+        if reader.next_cell_background is not None:
+            reader.next_cell_background = number or 0
+    elif word in _CELL_SHADINGS and number:
+        reader.next_cell_background = None
     elif word == b"cellx":
         if len(reader.cell_backgrounds) < MAX_COLUMNS:  # a wider row is refused by its cells
             reader.cell_backgrounds.append(reader.next_cell_background)

@@ -208,7 +208,7 @@ def test_white_text_in_a_shaded_cell_or_on_a_coloured_page_is_read(
         Paragraph("after"),
         Notice("[airlock: 11 characters of hidden text left out]"),
     ]
-    page = b"{\\*\\background{\\shp{\\*\\shpinst{\\sp{\\sn fillColor}{\\sv 6299648}}}}}"
+    page = b"\\viewbksp1{\\*\\background{\\shp{\\*\\shpinst{\\sp{\\sn fillColor}{\\sv 6299648}}}}}"
     assert _blocks(runner, _coloured(page + b"\\pard {\\cf1 on a dark page}\\par")) == [
         Paragraph("on a dark page")
     ]
@@ -253,9 +253,11 @@ def test_the_page_background_decides_what_white_and_black_text_show(
 ) -> None:
     """The page's fill is its colour (``fillColor`` is blue-green-red); a fill that is a
     picture or a gradient may show any colour, so text on it is read."""
-    white_fill = _page(b"{\\sp{\\sn fillColor}{\\sv 16777215}}")
-    black_fill = _page(b"{\\sp{\\sn fillColor}{\\sv 0}}")
-    picture = _page(b"{\\sp{\\sn fillType}{\\sv 2}}{\\sp{\\sn fillColor}{\\sv 16777215}}")
+    white_fill = b"\\viewbksp1" + _page(b"{\\sp{\\sn fillColor}{\\sv 16777215}}")
+    black_fill = b"\\viewbksp1" + _page(b"{\\sp{\\sn fillColor}{\\sv 0}}")
+    picture = b"\\viewbksp1" + _page(
+        b"{\\sp{\\sn fillType}{\\sv 2}}{\\sp{\\sn fillColor}{\\sv 16777215}}"
+    )
     white, black = b"\\pard {\\cf1 white words}\\par", b"\\pard {\\cf2 black words}\\par"
     hidden = Notice("[airlock: 11 characters of hidden text left out]")
     assert _blocks(runner, _coloured(white_fill + white + black)) == [
@@ -282,10 +284,76 @@ def test_a_colour_table_past_the_ceiling_is_refused(runner: SandboxRunner) -> No
     ]
 
 
-def test_the_first_colour_is_automatic_whatever_the_table_holds_there(
+def test_text_naming_no_colour_is_automatic_and_a_named_first_colour_is_that_colour(
     runner: SandboxRunner,
 ) -> None:
-    """Text that names no colour has colour 0; a table whose first entry is white must not
-    hide it."""
+    """Text that names no colour is drawn automatic, whatever the table holds first; ``\\cf0``
+    names the first entry, white when it has components (LibreOffice draws it so), automatic
+    when it has none (Word's own tables)."""
     payload = _rtf(b"{\\colortbl\\red255\\green255\\blue255;}\\pard plain {\\cf0 named}\\par")
-    assert _blocks(runner, payload) == [Paragraph("plain named")]
+    assert _blocks(runner, payload) == [
+        Paragraph("plain "),
+        Notice("[airlock: 5 characters of hidden text left out]"),
+    ]
+    assert _blocks(runner, _coloured(b"\\pard plain {\\cf0 named}\\par")) == [
+        Paragraph("plain named")
+    ]
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        pytest.param(b"{\\*\\x{\\colortbl;\\red0\\green0\\blue0;}}", id="table-in-a-skipped-group"),
+        pytest.param(b"{\\info{\\colortbl;\\red0\\green0\\blue0;}}", id="table-in-info"),
+    ],
+)
+def test_a_colour_table_no_reader_reads_defines_nothing(
+    runner: SandboxRunner, before: bytes
+) -> None:
+    """Only the document's own colour table counts: one inside a skipped destination, or a
+    second one, made white text black."""
+    payload = _rtf(
+        before + b"{\\colortbl;\\red255\\green255\\blue255;}{\\colortbl;\\red0\\green0\\blue0;}"
+        b"\\pard{\\cf1 SECRET}\\par"
+    )
+    assert _blocks(runner, payload) == [Notice("[airlock: 6 characters of hidden text left out]")]
+
+
+def test_a_cells_shading_ends_with_its_table_and_rows_shade_their_cells(
+    runner: SandboxRunner,
+) -> None:
+    """The paragraph after a table is not in its last cell; a row's ``\\trcbpat`` (macOS
+    TextEdit writes it) shades the cells that set none, ``\\clcbpatraw`` is a cell's shading,
+    and a cell's shading percentage makes what is behind it unknown."""
+    after = b"\\trowd\\clcbpat3\\cellx2000\\pard\\intbl a\\cell\\row\\pard{\\cf1 SECRET}\\par"
+    assert _blocks(runner, _coloured(after)) == [
+        Table([["a"]], header=False),
+        Notice("[airlock: 6 characters of hidden text left out]"),
+    ]
+    for row in (b"\\trcbpat3", b"\\clcbpatraw3", b"\\clcbpat1\\clshdng10000\\clcfpat3"):
+        shaded = b"\\trowd" + row + b"\\cellx2000\\pard\\intbl{\\cf1 shown}\\cell\\row"
+        assert _blocks(runner, _coloured(shaded)) == [Table([["shown"]], header=False)]
+
+
+def test_the_page_background_counts_only_as_word_shows_it(runner: SandboxRunner) -> None:
+    """Word shows a background only under ``\\viewbksp1``; a fill that is off or transparent
+    leaves the page white; a property's value naming another property is not that one."""
+    black = _page(b"{\\sp{\\sn fillColor}{\\sv 0}}")
+    white = b"\\pard {\\cf1 white words}\\par"
+    hidden = [Notice("[airlock: 11 characters of hidden text left out]")]
+    assert _blocks(runner, _coloured(black + white)) == hidden
+    for properties in (
+        b"{\\sp{\\sn fillColor}{\\sv 0}}{\\sp{\\sn fFilled}{\\sv 0}}",
+        b"{\\sp{\\sn fillColor}{\\sv 0}}{\\sp{\\sn fillOpacity}{\\sv 0}}",
+        b"{\\sp{\\sn wzDescription}{\\sv fillColor0}}",
+    ):
+        assert _blocks(runner, _coloured(b"\\viewbksp1" + _page(properties) + white)) == hidden
+
+
+def test_white_space_in_an_unseen_colour_still_parts_words(runner: SandboxRunner) -> None:
+    """A white tab, space or paragraph mark is still a break where Word draws it."""
+    body = b"\\pard one{\\cf1\\tab}two {\\cf1 x\\par}\\pard three\\par"
+    assert _blocks(runner, _coloured(body)) == [
+        Paragraph("one\ttwo \nthree"),
+        Notice("[airlock: 1 characters of hidden text left out]"),
+    ]
