@@ -18,8 +18,8 @@ import math
 import re
 import sys
 from collections import ChainMap
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
 
 from PIL import ImageColor
 
@@ -29,12 +29,12 @@ _NEAR = 16
 _MAX_VALUE_CHARS = 4_096
 _FAINT = 0.05
 #: Text drawn smaller than this many pixels is not read by anyone.
-_SMALLEST_PX = 1.0
+SMALLEST_PX = 1.0
 #: An ``inset()`` clip of this many percent of a box, or more, leaves nothing to read.
 _CLIPPED_PERCENT = 99.9
 #: The thinnest band a clip may leave and show a letter, in pixels and in percent of the box
 #: (what an ``inset()`` of :data:`_CLIPPED_PERCENT` leaves).
-_THINNEST = {"px": _SMALLEST_PX, "%": 100 - _CLIPPED_PERCENT}
+_THINNEST = {"px": SMALLEST_PX, "%": 100 - _CLIPPED_PERCENT}
 #: The browser's default font size, which ``rem`` and the keywords are measured by.
 MEDIUM_PX = 16.0
 #: Offsets past these are off-screen (the viewport is taken as 1,280 by 1,024).
@@ -48,7 +48,14 @@ _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?"
 _LENGTH = re.compile(rf"^({_NUMBER})([a-z%]*)$")
 _MATH = re.compile(r"^(calc|min|max|clamp)\((.*)\)$")
 _ESCAPE = re.compile(r"\\([0-9a-fA-F]{1,6})(?:\r\n|[ \t\n\r\f])?|\\(.)", re.DOTALL)
-_VARIABLE = re.compile(r"var\(\s*(--[\w-]+)\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)")
+#: A custom property's name as written: CSS's name code points (ASCII letters, digits, "-",
+#: "_", and everything past ASCII) and escapes of any other character (``--a\ b``); ASCII
+#: letters alone missed ``--\U0001f600``, and unescaped first, ``--a\ b`` was no name.
+_CUSTOM_NAME = r"--(?:[\w-]|[^\x00-\x7f]|\\(?:[0-9a-fA-F]{1,6}[ \t\n\r\f]?|[^\n\r\f0-9a-fA-F]))+"
+#: ``var()`` in any ASCII case, as CSS names functions (``VAR(--d)`` is one).
+_VARIABLE = re.compile(rf"[vV][aA][rR]\(\s*({_CUSTOM_NAME})\s*(?:,\s*((?:[^()]|\([^()]*\))*))?\)")
+#: Where a ``var()`` names a property, fallbacks' included.
+_VARIABLE_NAME = re.compile(rf"[vV][aA][rR]\(\s*({_CUSTOM_NAME})")
 #: Strings (whose braces, semicolons and comment marks are text) and braces.
 _TOKENS = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|[{}]""")
 _COMMENT_OR_STRING = re.compile(r""""(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?|/\*|<!--|-->""")
@@ -61,9 +68,28 @@ _BANG = re.compile(r"(?<!\\)!")
 _STRINGS = re.compile(r""""(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?|url\([^)"']*\)?""", re.IGNORECASE)
 _FUNCTION = re.compile(r"^(rgba?|hsla?|hwb|lab|lch|oklab|oklch|color|color-mix)\((.*)\)$")
 _CALC_INSIDE = re.compile(r"calc\(([^()]*)\)")
-#: Brackets that group, not a function's: "(0)" in "calc((0))".
-_GROUPING = re.compile(r"(?<![\w-])\(([^()]*)\)")
-_FLATTENED_LEVELS = 8
+#: CSS's white space between the tokens of a math function.
+_SPACES = r"[ \t\n\r\f]*"
+#: A math function's tokens: a function's or a group's opening bracket, a closing one, a
+#: comma, an operator (``+`` and ``-`` only between spaces, as CSS writes them: ``1px -2px``
+#: is two values), a number and its unit, or one of CSS's constants.
+_MATH_TOKEN = re.compile(
+    rf"{_SPACES}(?:(?P<open>(?:calc|min|max|clamp)?\()|(?P<close>\))|(?P<comma>,)"
+    r"|(?P<operator>[*/]|(?<=[ \t\n\r\f])[+-](?=[ \t\n\r\f]))"
+    rf"|(?P<number>{_NUMBER})(?P<unit>[a-z%]*)|(?P<constant>-?infinity|nan|pi|e)(?![\w-])){_SPACES}"
+)
+_CONSTANTS = {
+    "infinity": math.inf,
+    "-infinity": -math.inf,
+    "nan": math.nan,
+    "pi": math.pi,
+    "e": math.e,
+}
+#: A worked-out value: its number and its kind, "" a number, "%" a percentage, "d" a
+#: dimension in the units it was measured by.
+_Typed = tuple[float, str]
+#: An angle's units, in degrees.
+_DEGREES_PER_UNIT = {"deg": 1.0, "grad": 0.9, "rad": 57.29577951308232, "turn": 360.0}
 #: The functions a ``transform`` and a ``filter`` list may hold: a browser rejects a list
 #: with any other (``transform:scale(0);transform:bogus(1)`` stays scaled to nothing).
 _FUNCTIONS = {
@@ -100,8 +126,12 @@ _LENGTH_PROPERTIES = frozenset(
     {"left", "top", "right", "bottom", "width", "height", "max-width", "max-height"}
     | {"text-indent", "margin-left", "margin-top", "font-size", "inset-inline-start"}
     | {"margin-inline-start", "block-size", "inline-size", "margin-block-start"}
-    | {"inset-block-start", "max-block-size", "max-inline-size"}
+    | {"inset-block-start", "max-block-size", "max-inline-size", "inset-inline-end"}
+    | {"inset-block-end"}
 )
+#: Lengths with a percentage measured as a pixel: what a length property accepts, whatever
+#: a percentage comes to (``calc(10px + 5%)`` is one).
+_PERCENT_AS_PX = _PX_PER_UNIT | {"%": 1.0}
 #: The absolute font-size keywords, in pixels (CSS Fonts' scale at a 16-pixel medium).
 _FONT_SIZE_PX = {
     "xx-small": 9.0,
@@ -123,7 +153,6 @@ NESTING = frozenset({"opacity", "filter", "font-size", "transform", "rotate", "s
 #: A transform's 4x4 matrix, row by row, acting on column vectors ``(x, y, z, 1)``.
 _Matrix = tuple[float, ...]
 _IDENTITY: _Matrix = tuple(float(row == column) for row in range(4) for column in range(4))
-_TRANSFORM_FUNCTION = re.compile(r"([a-z0-9]+)\(([^()]*)\)")
 _ANGLE = re.compile(rf"{_NUMBER}(?:deg|grad|rad|turn)")
 #: A magnification past this is taken as this, so that factors multiplied down a deep tree
 #: stay finite (infinity times a zero scale is not a number).
@@ -138,7 +167,25 @@ _LOGICAL = {
     "inline-size": "width",
     "max-block-size": "max-height",
     "max-inline-size": "max-width",
+    "inset-inline-end": "right",
+    "inset-block-end": "bottom",
 }
+#: Logical shorthands, by the longhands their first and second values set (one sets both):
+#: ``margin-inline:-9999px 0`` moves text off-screen as ``margin-left`` does.
+_LOGICAL_PAIRS = {
+    "margin-inline": ("margin-inline-start", "margin-inline-end"),
+    "margin-block": ("margin-block-start", "margin-block-end"),
+    "inset-inline": ("inset-inline-start", "inset-inline-end"),
+    "inset-block": ("inset-block-start", "inset-block-end"),
+}
+#: Which of one to four values a box shorthand gives its top, right, bottom and left.
+_SIDE_INDICES = {1: (0, 0, 0, 0), 2: (0, 1, 0, 1), 3: (0, 1, 2, 1), 4: (0, 1, 2, 3)}
+#: The boxes a ``clip-path`` shape may be drawn in, before or after it: none makes an empty
+#: shape show anything.
+_REFERENCE_BOXES = frozenset(
+    {"margin-box", "border-box", "padding-box", "content-box", "fill-box", "stroke-box"}
+    | {"view-box"}
+)
 #: Media types a query may name that no screen shows.
 _UNSEEN_MEDIA = frozenset({"print", "speech"})
 #: Blend modes that paint black text white on the white page: those that lighten, and those
@@ -207,8 +254,10 @@ def declarations(
         if _BANG.search(_STRINGS.sub("", value)):
             continue
         name = _unescaped(name).strip()
-        value = _unescaped(value).strip()
+        value = value.strip()
         if name.startswith("--"):  # custom property names are case-sensitive
+            # Kept as written, escapes read where it is substituted: a name in its var()s
+            # may hold an escaped space or bracket, which unescaped ends the name.
             set_here = {name: value}
         else:
             name = name.lower()
@@ -216,7 +265,7 @@ def declarations(
             # is kept as a word (dropped, "font:14px var(--ff)" lost its family and its size).
             # Inline, every property it inherits is known, and an unknown one invalidates.
             family = "var" if name == "font" and open_variables else ""
-            value = _substituted(value, known, family).lower()
+            value = _substituted(value, known, family).strip().lower()
             set_here = _longhands(name, value) if _valid(name, value) else {}
         for longhand, setting in set_here.items():
             if weighty or longhand not in important:
@@ -249,6 +298,47 @@ def _flagged(value: str) -> tuple[str, bool]:
 def variables_of(style: Mapping[str, str]) -> dict[str, str]:
     """The custom properties a style defines, which its element's content inherits."""
     return {name: value for name, value in style.items() if name.startswith("--")}
+
+
+@functools.lru_cache(maxsize=4_096)
+def named(text: str) -> frozenset[str]:
+    """The custom properties the ``var()``s of ``text`` name, in fallbacks too, escapes read
+    (once per text: an element's inherited values are read for every rule naming them)."""
+    found = _VARIABLE_NAME.finditer(_names_read(text))
+    return frozenset(_unescaped(match.group(1)) for match in found)
+
+
+def written_names(text: str) -> frozenset[str]:
+    """Every custom property name written in ``text``, defined or named by a ``var()``."""
+    return frozenset(map(_unescaped, re.findall(_CUSTOM_NAME, _names_read(text))))
+
+
+def used_names(body: str) -> frozenset[str]:
+    """The custom properties a rule's own declarations name (those of its custom properties'
+    values are read where they are substituted)."""
+    used: set[str] = set()
+    for declaration in _split(_without_comments(body), ";"):
+        name, colon, value = declaration.partition(":")
+        if colon and not _unescaped(name).strip().startswith("--"):
+            used |= named(value)
+    return frozenset(used)
+
+
+def bearing(names: Iterable[str], variables: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The custom properties of ``variables`` that ``names`` reach through the ``var()``s of
+    their values, as deep as they are substituted: all that a reading naming ``names`` with
+    ``variables`` depends on, so readings are kept per these and not per element."""
+    reached: dict[str, str] = {}
+    todo, seen = list(names), set(names)
+    for _ in range(SUBSTITUTION_DEPTH):
+        following = []
+        for name in todo:
+            if (value := variables.get(name)) is not None:
+                reached[name] = value
+                following += [one for one in named(value) if one not in seen]
+                seen.update(following)
+        todo = following
+    return tuple(reached.items())
 
 
 def hiding(style: Mapping[str, str]) -> str | None:
@@ -290,20 +380,28 @@ def opacity(style: Mapping[str, str]) -> float:
 
 def magnification(style: Mapping[str, str]) -> float:
     """How much ``style`` enlarges what it draws in the direction it shrinks it most: the
-    smaller stretch of its ``transform`` (``scale(0.1, 1)`` and a singular ``matrix()`` leave
-    text a sliver, though neither scales it to nothing everywhere), times ``scale`` and
-    ``zoom``, and the turn of its ``rotate`` (``rotate: x 90deg`` shows text edge-on, as
-    ``rotateX(90deg)`` does). Nested elements multiply theirs, as :func:`opacity`."""
-    factors = [_least_stretch(style.get("transform", ""))]
-    factors.append(_least_stretch(_rotation(style.get("rotate", ""))))
-    # The smaller of its two axes, as a transform's: "scale: 0.001 1000" is a sliver. A
-    # negative scale mirrors the text, at the same size.
-    axes = [abs(_factor(part, 1.0)) for part in style.get("scale", "").split()[:2]]
-    factors.append(min(axes, default=1.0))
+    smaller stretch of its ``rotate``, ``scale`` and ``transform`` composed in that order, as
+    the screen composes them (``scale(0.1, 1)`` and a singular ``matrix()`` leave text a
+    sliver; ``rotate: x 60deg`` with ``rotateX(30deg)`` shows it edge-on, though neither
+    alone does), times ``zoom``. Nested elements multiply theirs, as :func:`opacity`."""
+    composed = (_rotation(style.get("rotate", "")), _scaled(style.get("scale", "")))
+    stretch = _least_stretch(" ".join((*composed, style.get("transform", ""))))
     # A zoom of 0 (or an invalid negative one) is 1 to a browser.
     zoom = _factor(style.get("zoom", ""), 1.0)
-    factors.append(zoom if zoom > 0 else 1.0)
-    return nested(1.0, *factors)
+    return nested(stretch, zoom if zoom > 0 else 1.0)
+
+
+def _scaled(value: str) -> str:
+    """The ``scale`` property as the ``scale3d()`` it stands for ("" for ``none`` and a value
+    that is not one): one factor scales both axes of the plane (a negative one mirrors the
+    text, at the same size)."""
+    factors = _words(value)
+    if not 0 < len(factors) <= 3 or value == "none":
+        return ""
+    x = factors[0]
+    y = factors[1] if len(factors) > 1 else x
+    z = factors[2] if len(factors) > 2 else "1"
+    return f"scale3d({x},{y},{z})"
 
 
 def nested(*factors: float) -> float:
@@ -319,30 +417,40 @@ def nested(*factors: float) -> float:
 def faded(styles: Sequence[Mapping[str, str]]) -> float:
     """How opaque the declarations ``styles`` (an element's style attribute and the rules
     matching it) paint it together: see :func:`_together`."""
-    return _together(styles, opacity, ("opacity", "filter"))
+    return _together(styles, opacity, (("opacity",), ("filter",)))
 
 
 def magnified(styles: Sequence[Mapping[str, str]]) -> float:
     """How much the declarations ``styles`` magnify their element together: see
-    :func:`_together`."""
-    return _together(styles, magnification, ("transform", "rotate", "scale", "zoom"))
+    :func:`_together`. ``rotate``, ``scale`` and ``transform`` compose, so are judged as one
+    group."""
+    return _together(styles, magnification, (("rotate", "scale", "transform"), ("zoom",)))
 
 
 def _together(
     styles: Sequence[Mapping[str, str]],
     measure: Callable[[Mapping[str, str]], float],
-    properties: tuple[str, ...],
+    groups: tuple[tuple[str, ...], ...],
 ) -> float:
-    """Each property at the most diminishing value any of ``styles`` gives it (which one the
-    cascade picks is not worked out: the judge leans to hiding), the properties multiplied: a
-    rule's ``scale(0.1)`` and an inline ``zoom:0.1`` draw at a hundredth, though each source
-    alone draws at a tenth."""
-    return nested(
-        *(
-            min((measure({name: style[name]}) for style in styles if name in style), default=1.0)
-            for name in properties
-        )
-    )
+    """Each group of properties at the most diminishing reading of :func:`_readings` (which
+    value the cascade picks is not worked out: the judge leans to hiding), the groups
+    multiplied: a rule's ``scale(0.1)`` and an inline ``zoom:0.1`` draw at a hundredth, though
+    each source alone draws at a tenth."""
+    return nested(*(min(map(measure, _readings(styles, group)), default=1.0) for group in groups))
+
+
+def _readings(styles: Sequence[Mapping[str, str]], group: tuple[str, ...]) -> list[dict[str, str]]:
+    """What each of ``styles`` sets of ``group``, and, where several set some, all of it
+    together, the first source's value of a property set twice winning: a rule's ``rotate:y
+    45deg`` and an inline ``rotateY(45deg)`` show text edge-on only together."""
+    readings = [
+        reading
+        for style in styles
+        if (reading := {name: style[name] for name in group if name in style})
+    ]
+    if len(readings) > 1:
+        readings.append(dict(ChainMap(*readings)))
+    return readings
 
 
 def font_size(style: Mapping[str, str], parent_px: float, root_px: float = MEDIUM_PX) -> float:
@@ -375,7 +483,7 @@ def too_small(font_px: float, magnification: float) -> bool:
     """Whether text of this size, drawn at this magnification, is too small to read. Judged
     for each piece of text, not for an element: a child that sets its own size shows again,
     and a drawing of large coordinates shrunk by its ``viewBox`` holds text as large."""
-    return not font_px * magnification >= _SMALLEST_PX
+    return not font_px * magnification >= SMALLEST_PX
 
 
 def shrinking(style: Mapping[str, str]) -> dict[str, str]:
@@ -593,28 +701,43 @@ def _unescaped(text: str) -> str:
 
 #: How many times ``var()`` is substituted into a value (what a substitution brings in may
 #: hold more).
-_SUBSTITUTION_DEPTH = 4
+SUBSTITUTION_DEPTH = 4
 
 
 def _substituted(value: str, known: Mapping[str, str], unknown: str = "") -> str:
-    """``value`` with ``var()`` replaced, a few levels deep, one unknown and without a
-    fallback by ``unknown``; "" (no valid value) when the result would pass
-    :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value exponentially."""
-    for _ in range(_SUBSTITUTION_DEPTH):
-        if "var(" not in value:
+    """``value`` (as written) with ``var()`` replaced, a few levels deep, one unknown and
+    without a fallback by ``unknown``, and its escapes read; "" (no valid value) when the
+    result would pass :data:`_MAX_VALUE_CHARS`, since variables of variables grow a value
+    exponentially."""
+    for _ in range(SUBSTITUTION_DEPTH):
+        value = _names_read(value)
+        if "var(" not in value.lower():
             break
         room = _MAX_VALUE_CHARS
 
         def replacement(match: re.Match[str]) -> str:
             nonlocal room
-            text = known.get(match.group(1), match.group(2) or unknown)
+            text = known.get(_unescaped(match.group(1)), match.group(2) or unknown)
             room -= len(text)
             return text if room >= 0 else ""
 
         value = _VARIABLE.sub(replacement, value)
         if room < 0:
             return ""
-    return value
+    return _unescaped(value)
+
+
+def _names_read(text: str) -> str:
+    """``text`` with the escapes of name code points read (``v\\61r(`` is ``var(``, as a
+    browser reads a function's name), the others kept, so a name holding an escaped space or
+    bracket is still one name."""
+
+    def character(match: re.Match[str]) -> str:
+        read = _unescaped(match.group())
+        named = not read.isascii() or read.isalnum() or read in ("-", "_")
+        return read if named else match.group()
+
+    return _ESCAPE.sub(character, text) if "\\" in text else text
 
 
 def _valid(name: str, value: str) -> bool:
@@ -627,7 +750,7 @@ def _valid(name: str, value: str) -> bool:
     if name == "visibility":
         return value in _VISIBILITY
     if name in ("opacity", "fill-opacity"):
-        return _number(_without_calc(value).rstrip("%")) is not None
+        return not math.isnan(_factor(value, math.nan))
     if name in _COLOUR_PROPERTIES:
         return value in ("currentcolor", "none") or parse_colour(value) is not None
     if name == "font-size":
@@ -635,19 +758,21 @@ def _valid(name: str, value: str) -> bool:
     if name == "font":
         return value in _SYSTEM_FONTS or _font_shorthand_size(value) is not None
     if name in ("margin", "inset"):
-        return _box_sides(value)
+        return _box_sides(value, 4)
+    if name in _LOGICAL_PAIRS:
+        return _box_sides(value, 2)
     if name == "rotate":
         return value == "none" or bool(_rotation(value))
     if name in ("transform", "filter"):
         return value == "none" or _function_list(value, _FUNCTIONS[name])
     if name == "scale":
-        parts = value.split()
+        parts = _words(value)
         factors = [_factor(part, math.nan) for part in parts]
         return value == "none" or (0 < len(parts) <= 3 and not any(map(math.isnan, factors)))
     if name == "zoom":
         return value in ("normal", "reset") or _factor(value, -1.0) >= 0
     if name in _LENGTH_PROPERTIES:
-        return value == "auto" or px(value) is not None
+        return value == "auto" or px(value, _PERCENT_AS_PX) is not None
     return True
 
 
@@ -665,14 +790,38 @@ def _function_list(value: str, names: frozenset[str]) -> bool:
     """Whether ``value`` is a list of those functions, each closing its own brackets at any
     depth (``translate(calc(1px + (2px)))``) and none in a string (``url('#f)')``), commas
     between them as SVG's ``transform`` attribute allows."""
-    position = 0
+    functions, end = _functions(value)
+    return (
+        bool(functions)
+        and all(name in names for name, _ in functions)
+        and not value[end:].strip(" \t\n\r\f,")
+    )
+
+
+def _functions(value: str) -> tuple[list[tuple[str, str]], int]:
+    """The functions a list holds (``scale(calc(1 * 0)) rotate(45deg)``), each by its name
+    and arguments, brackets matched at any depth, and where the list ends: before the first
+    thing that is not a whole function."""
+    functions, position = [], 0
     while (function := _FUNCTION_NAME.match(value, position)) is not None:
-        if function.group(1) not in names:
-            return False
-        position = _closed(value, function.end())
-        if position < 0:
-            return False
-    return position > 0 and not value[position:].strip(" \t\n\r\f,")
+        end = _closed(value, function.end())
+        if end < 0:
+            break
+        functions.append((function.group(1), value[function.end() : end - 1]))
+        position = end
+    return functions, position
+
+
+def _arguments(text: str) -> list[str]:
+    """A function's arguments, split at commas and white space outside brackets
+    (``translate(calc(1px + 2px), 0)``; SVG separates them by spaces too)."""
+    return [word for piece in _split(text, ",") for word in _words(piece)]
+
+
+def _words(value: str) -> list[str]:
+    """``value``'s words, split at CSS's white space outside brackets: ``calc(1px + 2px) 0``
+    is two."""
+    return [word for word in _split(re.sub(r"[ \t\n\r\f]+", " ", value), " ") if word]
 
 
 def _closed(value: str, position: int) -> int:
@@ -712,29 +861,32 @@ def _font_shorthand_size(value: str) -> str | None:
     return None
 
 
-def _box_sides(value: str) -> bool:
-    """Whether ``value`` is one to four lengths, percentages or ``auto``, as ``margin`` and
-    ``inset`` take (``margin:0 foo`` is rejected whole, and the earlier margin stands)."""
-    sides = value.split()
-    return 0 < len(sides) <= 4 and all(
-        side == "auto"
-        or (px(side) is not None and (_number(side) is None or _number(side) == 0))
-        or (side.endswith("%") and _number(side[:-1]) is not None)
-        for side in sides
+def _box_sides(value: str, most: int) -> bool:
+    """Whether ``value`` is one to ``most`` lengths, percentages or ``auto``, as ``margin``,
+    ``inset`` and their logical halves take (``margin:0 foo`` is rejected whole, and the
+    earlier margin stands)."""
+    sides = _words(value)
+    return 0 < len(sides) <= most and all(
+        side == "auto" or px(side, _PERCENT_AS_PX) is not None for side in sides
     )
 
 
 def _longhands(name: str, value: str) -> dict[str, str]:
     """What one valid declaration sets among the properties this module judges: itself, and
-    the longhands of a shorthand (``font``'s size, ``margin``'s and ``inset``'s left and top,
-    ``overflow`` from either axis's, its ``clip`` read as ``hidden``)."""
+    the longhands of a shorthand (``font``'s size, ``margin``'s and ``inset``'s four sides,
+    the logical ones' start and end, ``overflow`` from either axis's, its ``clip`` read as
+    ``hidden``)."""
     found = {name: value}
     if name == "font" and (size := _font_shorthand_size(value)) is not None:
         found["font-size"] = size
-    if name in ("margin", "inset") and (values := value.split()):
-        first, fourth = ("margin-top", "margin-left") if name == "margin" else ("top", "left")
-        found[first] = values[0]
-        found[fourth] = values[{1: 0, 2: 1, 3: 1}.get(len(values), 3)]
+    values = _words(value)
+    if name in ("margin", "inset") and values:
+        sides = ("top", "right", "bottom", "left")
+        for side, index in zip(sides, _SIDE_INDICES[len(values)], strict=True):
+            found[f"margin-{side}" if name == "margin" else side] = values[index]
+    if name in _LOGICAL_PAIRS and values:
+        start, end = _LOGICAL_PAIRS[name]
+        found[start], found[end] = values[0], values[-1]
     clipping = value.split()[:1] in (["hidden"], ["clip"])
     if name == "overflow" or (name in ("overflow-x", "overflow-y") and clipping):
         found["overflow"] = "hidden" if clipping else value
@@ -764,7 +916,7 @@ def _empty_rectangle(clip: str) -> bool:
     the far edge (taken as unbounded) for the bottom and right, so ``rect(0 auto 0 auto)``
     is a line."""
     rectangle = re.fullmatch(r"rect\((.*)\)", clip)
-    parts = [] if rectangle is None else re.split(r"[\s,]+", rectangle.group(1).strip())
+    parts = [] if rectangle is None else _arguments(rectangle.group(1))
     if len(parts) != 4:
         return False
     far = (False, True, True, False)
@@ -781,22 +933,31 @@ def _empty_rectangle(clip: str) -> bool:
 
 def _empty_shape(clip_path: str) -> bool:
     """A ``clip-path`` basic shape of no area: an inset that meets itself, a circle or an
-    ellipse of a radius under a pixel, a polygon whose points lie on one line."""
-    shape = re.match(r"(inset|circle|ellipse|polygon)\(([^)]*)\)", clip_path)
-    if shape is None:
+    ellipse of a radius under a pixel, a polygon whose points lie on one line; a reference
+    box before or after it (``border-box inset(50%)``) does not change what it leaves."""
+    words = _words(clip_path)
+    shapes = [word for word in words if word not in _REFERENCE_BOXES]
+    one = len(shapes) == 1 and len(words) <= 2  # a shape, and a box or none
+    functions, end = _functions(shapes[0]) if one else ([], 0)
+    if len(functions) != 1 or end != len(shapes[0]):
         return False
-    name, arguments = shape.groups()
+    name, arguments = functions[0]
     if name == "inset":
-        parts = [_percent(part) for part in arguments.split()[:4]]
-        if not parts:
+        sizes = _words(arguments)
+        # Only the corners' radii follow "round": "inset(50% round 5px)" is a 50 % inset.
+        sizes = sizes[: sizes.index("round")] if "round" in sizes else sizes
+        parts = [_percent(part) for part in sizes]
+        if not 0 < len(parts) <= 4:
             return False  # "inset()" is invalid, and clips nothing
-        top, right, bottom, left = (parts * 4)[:1] + (parts * 4)[1:2] + _sides(parts)
+        top, right, bottom, left = (parts[index] for index in _SIDE_INDICES[len(parts)])
         # What a clip of 99.9 % leaves is under a pixel of all but a thousand-pixel box.
         return top + bottom >= _CLIPPED_PERCENT or left + right >= _CLIPPED_PERCENT
     if name == "polygon":
         return _thin_polygon(arguments)
-    radii = arguments.split(" at ")[0].split()
-    return any(_at_most(radius, _SMALLEST_PX / 2) for radius in radii)
+    if name not in ("circle", "ellipse"):
+        return False
+    radii = _words(arguments.split(" at ")[0])
+    return any(_at_most(radius, SMALLEST_PX / 2) for radius in radii)
 
 
 def _thin_polygon(arguments: str) -> bool:
@@ -830,9 +991,8 @@ def _thin_polygon(arguments: str) -> bool:
         return False
     unit = units.pop() if units else "px"
     xs, ys = [number for number, _ in found[0::2]], [number for number, _ in found[1::2]]
-    area = sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs)))
     diagonal = math.hypot(*(extent[0] for extent in extents if extent is not None))
-    return abs(area) / 2 < _THINNEST[unit] * diagonal
+    return abs(_shoelace(xs, ys)) / 2 < _THINNEST[unit] * diagonal
 
 
 def _flat(points: list[list[str]]) -> bool:
@@ -853,9 +1013,12 @@ def _flat(points: list[list[str]]) -> bool:
     if len({unit for number, unit in found if number}) > 1:
         return False
     xs, ys = [number for number, _ in axes[0]], [number for number, _ in axes[1]]
-    return (
-        sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs))) == 0
-    )
+    return _shoelace(xs, ys) == 0
+
+
+def _shoelace(xs: list[float], ys: list[float]) -> float:
+    """Twice the signed area a polygon of these corners encloses (the shoelace formula)."""
+    return sum(xs[index] * ys[index - 1] - xs[index - 1] * ys[index] for index in range(len(xs)))
 
 
 def _coordinate(value: str) -> tuple[float, str] | None:
@@ -882,20 +1045,11 @@ def _extent(axis: list[tuple[float, str]]) -> tuple[float, str] | None:
     return max(numbers) - min(numbers), units.pop() if units else "px"
 
 
-def _sides(parts: list[float]) -> list[float]:
-    """``inset()``'s bottom and left from its one to four values."""
-    if len(parts) == 1:
-        return [parts[0], parts[0]]
-    if len(parts) == 2:
-        return [parts[0], parts[1]]
-    if len(parts) == 3:
-        return [parts[2], parts[1]]
-    return [parts[2], parts[3]]
-
-
 def _percent(value: str) -> float:
-    number = _number(value.rstrip("%"))
-    return 0.0 if number is None else number
+    """A percentage's number, a math function worked out (``inset(calc(25% + 25%))``); 0
+    when ``value`` is not one."""
+    found = _calculated(f"calc({value})", {})
+    return found[0] if found is not None and found[1] == "%" else 0.0
 
 
 # Kept per transform: a page repeats its few transforms over thousands of elements, and the
@@ -908,24 +1062,13 @@ def _least_stretch(transform: str) -> float:
     homogeneous w, so ``perspective(100px) translateZ(-1e5px)`` draws at a thousandth; where w
     is not positive the text is behind the viewer, and nothing is drawn."""
     matrix = _IDENTITY
-    # A function whose arguments still hold one (min(), env(), a calc() of arithmetic) is not
-    # read, as no transform: judged as drawing nothing, every min() in a transform hid text.
-    for name, arguments in _TRANSFORM_FUNCTION.findall(_flattened(transform)):
-        parts = [part for part in re.split(r"[\s,]+", arguments) if part]
-        matrix = _product(matrix, tuple(map(_bounded, _matrix(name, parts))))
+    # Math functions are worked out where a number, a length or an angle goes; a function one
+    # cannot be (env(), a length where a number goes) leaves its function out, as no
+    # transform: judged as drawing nothing, every min() in a transform hid text.
+    functions, _ = _functions(transform)
+    for name, arguments in functions:
+        matrix = _product(matrix, tuple(map(_bounded, _matrix(name, _arguments(arguments)))))
     return _projected_stretch(matrix)
-
-
-def _flattened(value: str) -> str:
-    """``value`` with ``calc()`` and grouping brackets taken away, a few levels deep:
-    ``scale(calc((0)))`` is ``scale(0)``, which the readers of one level read (a list valid
-    at any depth was read as no transform at all)."""
-    for _ in range(_FLATTENED_LEVELS):
-        flat = _CALC_INSIDE.sub(r"\1", _GROUPING.sub(r"\1", value))
-        if flat == value:
-            break
-        value = flat
-    return value
 
 
 def _product(left: _Matrix, right: _Matrix) -> _Matrix:
@@ -970,7 +1113,7 @@ def _matrix(name: str, arguments: list[str]) -> _Matrix:
         return _moving(name, arguments)
     if name == "rotate3d":
         return _turned(arguments)
-    angles = [_degrees(argument) for argument in arguments]
+    angles = [_angle(argument) for argument in arguments]
     if not angles or None in angles:
         return _IDENTITY
     first, second = (math.radians(angle or 0.0) for angle in [*angles, 0.0][:2])
@@ -1049,7 +1192,7 @@ def _turned(arguments: list[str]) -> _Matrix:
     """``rotate3d(x, y, z, angle)``'s matrix (Rodrigues' rotation about the axis): turned a
     right angle about the horizontal axis, text is seen edge-on."""
     axis = [_number(argument) for argument in arguments[:3]]
-    angle = _degrees(arguments[3]) if len(arguments) == 4 else None
+    angle = _angle(arguments[3]) if len(arguments) == 4 else None
     if angle is None or len(axis) != 3 or None in axis:
         return _IDENTITY
     x, y, z = (_finite(value or 0.0) for value in axis)
@@ -1070,11 +1213,11 @@ def _rotation(value: str) -> str:
     """The ``rotate`` property as the transform function it stands for (its angle first or
     last: ``x 90deg`` is ``rotatex(90deg)``, ``1 0 0 90deg`` ``rotate3d(1,0,0,90deg)``); ""
     for ``none`` and a value that is not one."""
-    words = [word for word in _split(" ".join(value.split()), " ") if word]
+    words = _words(value)
     if not words:
         return ""
-    angle = _without_calc(words.pop(0 if _ANGLE.fullmatch(_without_calc(words[0])) else -1))
-    if not _ANGLE.fullmatch(angle):
+    angle = words.pop(0 if _is_angle(words[0]) else -1)
+    if not _is_angle(angle):
         return ""
     if words in ([], ["z"]):
         return f"rotate({angle})"
@@ -1085,39 +1228,59 @@ def _rotation(value: str) -> str:
     return ""
 
 
+def _is_angle(value: str) -> bool:
+    """Whether ``value`` is an angle with its unit, or a math function that comes to one."""
+    if not _MATH.match(value):
+        return _ANGLE.fullmatch(value) is not None
+    found = _calculated(value, _DEGREES_PER_UNIT)
+    return found is not None and found[1] == "d"
+
+
+def _angle(value: str) -> float | None:
+    """An angle in degrees, a math function worked out (``rotateX(calc(45deg + 45deg))``
+    shows text edge-on); None when ``value`` is not one."""
+    if not _MATH.match(value):
+        return _degrees(value)
+    found = _calculated(value, _DEGREES_PER_UNIT)
+    return None if found is None or found[1] == "%" else found[0] % 360
+
+
 def _bounded(number: float) -> float:
     """A matrix entry within :data:`_MOST_MAGNIFIED` either way."""
     return min(max(number, -_MOST_MAGNIFIED), _MOST_MAGNIFIED)
 
 
 def _factor(value: str, default: float) -> float:
-    """A scale factor, a number or a percentage; ``default`` when ``value`` is neither."""
-    value = _without_calc(value.strip())
-    number = _number(value.removesuffix("%"))
+    """A scale factor or an opacity, a number or a percentage, a math function worked out
+    (``opacity:min(0,1)`` is 0); ``default`` when ``value`` is neither."""
+    value = value.strip()
+    if _MATH.match(value):
+        found = _calculated(value, {})
+        number, kind = (None, "") if found is None else found
+    else:
+        number, kind = _number(value.removesuffix("%")), "%" if value.endswith("%") else ""
     if number is None:
         return default
-    return number / 100 if value.endswith("%") else number
+    return number / 100 if kind == "%" else number
 
 
 def _whitened(style: Mapping[str, str]) -> bool:
     """A filter or blend mode that turns dark text white on the white page."""
-    brightness = _number(_filter(style, "brightness") or "")
-    invert = _number((_filter(style, "invert") or "").rstrip("%"))
+    brightness = _factor(_filter(style, "brightness") or "", 0.0)
+    invert = _factor(_filter(style, "invert") or "", 0.0)
     painted = any(style.get(name) for name in _BACKGROUNDS)
     return (
-        (brightness is not None and brightness >= 5)
-        or (
-            invert is not None
-            and invert >= (90 if "%" in (_filter(style, "invert") or "") else 0.9)
-            and not painted
-        )
+        brightness >= 5
+        or (invert >= 0.9 and not painted)
         or style.get("mix-blend-mode") in _WHITENING_BLENDS
     )
 
 
 def _filter(style: Mapping[str, str], function: str) -> str | None:
-    found = re.search(rf"{function}\(([^)]*)\)", _flattened(style.get("filter", "")))
-    return None if found is None else found.group(1).strip()
+    """The arguments of the first ``function`` of the element's filter list, brackets matched
+    at any depth (``opacity(min(0, 1))``)."""
+    functions, _ = _functions(style.get("filter", ""))
+    return next((found.strip() for name, found in functions if name == function), None)
 
 
 def _off_screen(style: Mapping[str, str]) -> bool:
@@ -1129,23 +1292,33 @@ def _off_screen(style: Mapping[str, str]) -> bool:
     )
     for name in before:
         value = style.get(name, "")
-        offset = px(value)
-        if offset is not None and (offset <= _OFF_BEFORE_PX or offset >= _OFF_AFTER_PX):
+        if value and (_far(px(value)) or _percent(value) <= -100):
             return True
-        if value.endswith("%") and _percent(value) <= -100:
-            return True
-    for name in ("right", "bottom"):
+    # A right or bottom offset moves the box only where its left or top is auto: with both
+    # set, the left one places it ("left:0;right:9999px" is drawn at the left edge).
+    for name, opposite in (("right", "left"), ("bottom", "top")):
         offset = px(style.get(name, ""))
-        if offset is not None and abs(offset) >= _OFF_AFTER_PX:
+        placed = style.get(opposite, "auto") != "auto"
+        if offset is not None and abs(offset) >= _OFF_AFTER_PX and not placed:
             return True
-    shifts = re.findall(r"translate[xy3d]*\(([^)]*)\)", style.get("transform", ""))
-    shifts.append(style.get("translate", ""))
-    for shift in shifts:
-        for part in re.split(r"[\s,]+", shift.strip()):
-            offset = px(part)
-            if offset is not None and (offset <= _OFF_BEFORE_PX or offset >= _OFF_AFTER_PX):
-                return True
-    return False
+    return any(_far(px(shift)) for shift in _shifts(style))
+
+
+def _far(offset: float | None) -> bool:
+    """Whether an offset in pixels puts text past the page's edges."""
+    return offset is not None and (offset <= _OFF_BEFORE_PX or offset >= _OFF_AFTER_PX)
+
+
+def _shifts(style: Mapping[str, str]) -> list[str]:
+    """The moves across the screen ``translate`` and a transform's translations make: a move
+    along z (``translate3d(0,0,-9999px)``) is towards or away from the viewer, and without a
+    perspective draws the text where it was (it was taken as off-screen)."""
+    shifts = _words(style.get("translate", ""))[:2]
+    functions, _ = _functions(style.get("transform", ""))
+    for name, arguments in functions:
+        if name in ("translate", "translate3d", "translatex", "translatey"):
+            shifts += _arguments(arguments)[: 1 if name[-1] in "xy" else 2]
+    return shifts
 
 
 def _fraction(value: str) -> float:
@@ -1164,20 +1337,14 @@ def px(value: str, units: Mapping[str, float] = _PX_PER_UNIT) -> float | None:
     ``min()``, ``max()`` and ``clamp()`` of lengths what they choose; a percentage, unless
     ``units`` measures it, is judged by its sign only (0 or less, else None)."""
     value = value.strip()
-    function = _MATH.match(value)
-    if function is not None:
-        name, inner = function.group(1), function.group(2)
-        lengths = [px(part, units) for part in _split(inner, ",")]
-        if None in lengths or not lengths:
+    if _MATH.match(value):
+        found = _calculated(value, units)
+        if found is None:
             return None
-        known = [length or 0.0 for length in lengths]
-        if name == "min":
-            return min(known)
-        if name == "max":
-            return max(known)
-        if name == "clamp" and len(known) == 3:
-            return max(known[0], min(known[1], known[2]))
-        return known[0] if len(known) == 1 else None
+        number, kind = found
+        if kind == "d" or (number <= 0 if kind == "%" else number == 0):
+            return number
+        return None
     match = _LENGTH.match(value)
     if match is None:
         return None
@@ -1188,6 +1355,146 @@ def px(value: str, units: Mapping[str, float] = _PX_PER_UNIT) -> float | None:
         return number if number == 0 else None
     factor = units.get(unit)
     return None if factor is None else number * factor
+
+
+@dataclass
+class _Open:
+    """A math function or a bracket being worked out: its arguments so far, and the operands
+    and operators of the one being read."""
+
+    name: str
+    arguments: list[_Typed] = field(default_factory=list)
+    operands: list[_Typed] = field(default_factory=list)
+    operators: list[str] = field(default_factory=list)
+
+    def operand(self, value: _Typed) -> bool:
+        """Take an operand; False where one cannot stand (after another)."""
+        if len(self.operands) != len(self.operators):
+            return False
+        self.operands.append(value)
+        return True
+
+    def operator(self, sign: str) -> bool:
+        """Take an operator; False where one cannot stand (first, or after another)."""
+        if len(self.operands) != len(self.operators) + 1:
+            return False
+        self.operators.append(sign)
+        return True
+
+    def argument(self) -> bool:
+        """Work out the argument read so far; False when it is not one."""
+        value = _reduced(self.operands, self.operators)
+        self.operands, self.operators = [], []
+        if value is not None:
+            self.arguments.append(value)
+        return value is not None
+
+
+def _calculated(value: str, units: Mapping[str, float]) -> _Typed | None:
+    """A math function (``calc()``, ``min()``, ``max()``, ``clamp()``, nested, with ``+``,
+    ``-``, ``*``, ``/`` and brackets) worked out as CSS works it out, dimensions measured by
+    ``units``; None when ``value`` is not one or holds anything else (``env()``, ``sin()``,
+    a unit not in ``units``), which callers read as before. One pass over the tokens, open
+    brackets on a stack: recursing, a few hundred nested ``min()`` failed the page. A NaN
+    comes to 0 and an infinity to the largest double, as CSS has them."""
+    stack: list[_Open] = []
+    position, found = 0, None
+    while position < len(value):
+        token = _MATH_TOKEN.match(value, position)
+        if token is None or found is not None or not (stack or token["open"]):
+            return None
+        position = token.end()
+        if token["open"]:
+            stack.append(_Open(token["open"][:-1]))
+        elif token["operator"]:
+            if not stack[-1].operator(token["operator"]):
+                return None
+        elif token["comma"] or token["close"]:
+            if not stack[-1].argument():
+                return None
+            if token["close"]:
+                closed = _applied(stack.pop())
+                if closed is None or (stack and not stack[-1].operand(closed)):
+                    return None
+                found = None if stack else closed
+        elif (leaf := _leaf(token, units)) is None or not stack[-1].operand(leaf):
+            return None
+    if found is None:
+        return None
+    return (0.0 if math.isnan(found[0]) else _finite(found[0])), found[1]
+
+
+def _leaf(token: re.Match[str], units: Mapping[str, float]) -> _Typed | None:
+    """A number, a constant, a dimension in ``units`` or a percentage; None for another
+    unit."""
+    if token["constant"]:
+        return _CONSTANTS[token["constant"]], ""
+    number, unit = _finite(float(token["number"])), token["unit"]
+    if not unit:
+        return number, ""
+    if unit in units:
+        return number * units[unit], "d"
+    return (number, "%") if unit == "%" else None
+
+
+def _reduced(operands: list[_Typed], operators: list[str]) -> _Typed | None:
+    """One argument's operands and operators worked out, products before sums; None when
+    they do not make one (an operator last, a length added to a number)."""
+    if len(operands) != len(operators) + 1:
+        return None
+    terms = [operands[0]]
+    for operator, operand in zip(operators, operands[1:], strict=True):
+        if operator in "*/":
+            product = _multiplied(terms[-1], operator, operand)
+            if product is None:
+                return None
+            terms[-1] = product
+        else:
+            terms.append(operand if operator == "+" else (-operand[0], operand[1]))
+    if len({kind for _, kind in terms}) > 1:
+        return None  # a length and a percentage: what it comes to depends on the box
+    return sum(number for number, _ in terms), terms[0][1]
+
+
+def _multiplied(left: _Typed, operator: str, right: _Typed) -> _Typed | None:
+    """A product or a quotient, of which one side must be a number (the divisor, to divide);
+    a division by zero is infinite, or NaN for zero by zero, as in CSS."""
+    if operator == "/":
+        if right[1]:
+            return None
+        if right[0] == 0:
+            infinite = math.copysign(math.inf, left[0]) * math.copysign(1.0, right[0])
+            return (math.nan if left[0] == 0 or math.isnan(left[0]) else infinite), left[1]
+        return left[0] / right[0], left[1]
+    if left[1] and right[1]:
+        return None
+    return left[0] * right[0], left[1] or right[1]
+
+
+def _applied(opened: _Open) -> _Typed | None:
+    """A closed bracket's value: ``calc()``'s or a group's one argument, ``min()``'s,
+    ``max()``'s or ``clamp()``'s choice among arguments of one kind (NaN if any is)."""
+    arguments = opened.arguments
+    if opened.name in ("", "calc"):
+        return arguments[0] if len(arguments) == 1 else None
+    if opened.name == "clamp" and len(arguments) != 3:
+        return None
+    kinds = {kind for _, kind in arguments}
+    if kinds == {"d", "%"}:
+        # As a lone percentage is judged, by its sign: one of 0 or less counts as that many
+        # pixels (min(-5%, 10px) is no more than 0), a positive one as unknown.
+        if any(kind == "%" and number > 0 for number, kind in arguments):
+            return None
+        kinds = {"d"}
+    if len(kinds) != 1:
+        return None
+    kind = kinds.pop()
+    numbers = [number for number, _ in arguments]
+    if any(map(math.isnan, numbers)):
+        return math.nan, kind
+    if opened.name == "clamp":
+        return max(numbers[0], min(numbers[1], numbers[2])), kind
+    return (min(numbers) if opened.name == "min" else max(numbers)), kind
 
 
 def _without_calc(value: str) -> str:
@@ -1291,7 +1598,7 @@ def _perceptual(name: str, parts: list[str], alpha: float) -> Colour | None:
 
 
 def _degrees(value: str) -> float | None:
-    for unit, factor in (("deg", 1.0), ("grad", 0.9), ("rad", 57.29577951308232), ("turn", 360.0)):
+    for unit, factor in _DEGREES_PER_UNIT.items():
         if value.endswith(unit):
             number = _number(value.removesuffix(unit))
             # Turned into a whole turn first: the largest number of turns in degrees is

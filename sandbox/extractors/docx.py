@@ -141,7 +141,7 @@ _PARAGRAPH_SHADING = "paragraph " + _W + "shd"
 #: Highlights that paint nothing a white letter shows on.
 _NO_HIGHLIGHT = frozenset({"none", "white"})
 #: Pixels in a half-point (a point is 4/3 of a pixel, as CSS has it): a size of 1 (half a
-#: point) is under the web page's one pixel (``css._SMALLEST_PX``), Word's smallest, 2, is not.
+#: point) is under the web page's one pixel (``css.SMALLEST_PX``), Word's smallest, 2, is not.
 _PX_PER_HALF_POINT = 2 / 3
 #: Scripts Word sizes by ``w:szCs``: Hebrew to Arabic's supplements, the Indic scripts, Thai,
 #: Lao, Tibetan, Myanmar, Khmer, and the Hebrew and Arabic presentation forms.
@@ -995,13 +995,13 @@ def _painted(shading: etree._Element | None) -> bool:
 
 def _too_small(size: etree._Element | None) -> bool:
     """Whether a ``w:sz`` or ``w:szCs`` (half-points) draws text under the web page's one
-    pixel (``css._SMALLEST_PX``): half a point is, Word's smallest, one point, is not. A size
+    pixel (``css.SMALLEST_PX``): half a point is, Word's smallest, one point, is not. A size
     of 0, like RTF's ``\\fs0``, is no size, and a value not a count is not known: read."""
     value = "" if size is None else size.get(_W + "val", "")
     digits = value.lstrip("0")
     if not value.isascii() or not value.isdigit() or not digits or len(digits) > 4:
         return False
-    return int(digits) * _PX_PER_HALF_POINT < css._SMALLEST_PX
+    return int(digits) * _PX_PER_HALF_POINT < css.SMALLEST_PX
 
 
 def _hex_colour(value: str | None) -> css.Colour | None:

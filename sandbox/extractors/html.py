@@ -23,8 +23,9 @@ import re
 import time
 import urllib.parse
 from collections import ChainMap, Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -48,6 +49,7 @@ from sandbox.extractors.text import TextBudget, decode_text
 from sandbox.limits import ParseLimits
 
 _XHTML = "application/xhtml+xml"
+_K = TypeVar("_K", bound=Hashable)
 
 #: Selectors of hiding stylesheet rules a page may carry; past this it is refused, since a
 #: rule left unapplied is text shown that a browser hides.
@@ -59,6 +61,9 @@ MAX_MATCHING_SECONDS = 3.0
 MAX_SIZING_SELECTORS = 20_000
 #: Distinct declaration blocks that fade, shrink or size: a query over the page each.
 MAX_SHRINKING_BLOCKS = 2_000
+#: CPU seconds reading rules per element with the custom properties it inherits may take:
+#: each distinct set of the values a rule names is a reading of the rule.
+MAX_RESOLVING_SECONDS = 3.0
 #: The declarations of a rule that only sizes its text.
 _SIZE_ONLY = frozenset({"font-size"})
 _SELECTORS_PER_QUERY = 64
@@ -248,12 +253,15 @@ def hidden_notice(hidden: Counter[str]) -> list[Block]:
 class _Styling:
     """What a page's stylesheets decide: the elements their rules hide, the fading and
     shrinking declarations of the rules that match each element (judged with its ancestors'),
-    and the custom properties they set on the whole page (``:root``, ``html``, ``body``,
-    ``*``)."""
+    the custom properties they set on the whole page (``:root``, ``html``, ``body``, ``*``),
+    and per element, the custom properties rules set on it and the bodies of the rules to
+    read with the properties it inherits (their ``var()`` names one an element defines)."""
 
     hidden: set[int]
     shrunk: dict[int, list[dict[str, str]]]
     variables: dict[str, str]
+    defined: dict[int, list[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
+    resolving: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -> _Styling:
@@ -286,23 +294,109 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
         raise Refusal(
             codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
         ) from exc
+    local, named = _names_in_play(tree, decided, variables)
     selectors = list(dict.fromkeys(selector for sheet in decided for selector in sheet.hiding))
-    shrinking = _by_declarations(sheet.shrinking for sheet in decided)
-    _bound_shrinking(len(selectors), shrinking)
+    selectors += [rule.selector for rule in _variable(decided, local) if rule.hides]
+    shrinking = _by_declarations(
+        [*(sheet.shrinking for sheet in decided), _shrinking_variable(decided, local)]
+    )
+    resolving = _grouped(
+        (rule.body, rule.selector) for rule in _variable(decided, local, per_element=True)
+    )
+    defining = _grouped(
+        (defined, selector)
+        for sheet in decided
+        for selector, defined in sheet.defining
+        if named.intersection(dict(defined))
+    )
+    per_element = [*resolving.values(), *defining.values()]
+    _bound_shrinking(len(selectors), shrinking, per_element)
     started = time.process_time()
     hidden = _matched(tree, selectors, started)
     shrunk: dict[int, list[dict[str, str]]] = {}
     for readings, group in shrinking.items():
         for mem_id in _matched(tree, group, started):
             shrunk.setdefault(mem_id, []).extend(dict(declared) for declared in readings)
-    return _Styling(hidden, shrunk, variables)
+    return _Styling(
+        hidden,
+        shrunk,
+        variables,
+        _matched_each(tree, defining, started),
+        _matched_each(tree, resolving, started),
+    )
 
 
-def _bound_shrinking(hiding: int, shrinking: dict[_Readings, list[str]]) -> None:
+def _names_in_play(
+    tree: LexborHTMLParser, decided: list[_Decided], variables: dict[str, str]
+) -> tuple[frozenset[str], frozenset[str]]:
+    """The custom properties an element may hold a value of other than the page's (those a
+    style attribute or a rule other than a page-wide one writes, and the page's whose values
+    name one of them), and those something names in a ``var()``: a rule naming none of the
+    first is judged per sheet, and a rule setting none of the second is not matched. The
+    style attributes are not scanned on a page whose rules neither name nor set one."""
+    defined = [properties for sheet in decided for _, properties in sheet.defining]
+    rules = [rule for sheet in decided for rule in sheet.variable]
+    if not defined and not rules:
+        return frozenset(), frozenset()
+    written: set[str] = set()
+    for node in tree.css("[style]"):
+        written |= css.written_names(node.attributes.get("style") or "")
+    local = written | {name for properties in defined for name, _ in properties}
+    for _ in range(css.SUBSTITUTION_DEPTH):
+        local |= {name for name, value in variables.items() if css.named(value) & local}
+    values = [*variables.values(), *(value for one in defined for _, value in one)]
+    named = written.union(*(rule.names for rule in rules), *map(css.named, values))
+    return frozenset(local), frozenset(named)
+
+
+def _variable(
+    decided: list[_Decided], local: frozenset[str], *, per_element: bool = False
+) -> Iterator[_Variable]:
+    """The rules whose ``var()`` names a property an element may hold a value of its own of
+    (``per_element``: read with each element's), or names none (judged per sheet)."""
+    for sheet in decided:
+        for rule in sheet.variable:
+            if bool(rule.names & local) == per_element:
+                yield rule
+
+
+def _shrinking_variable(decided: list[_Decided], local: frozenset[str]) -> _Declaring:
+    return tuple(
+        (rule.selector, rule.shrinks) for rule in _variable(decided, local) if rule.shrinks
+    )
+
+
+def _grouped(pairs: Iterable[tuple[_K, str]]) -> dict[_K, list[str]]:
+    """Selectors grouped by what they share (a body, the properties they set), one query
+    per group, a selector repeated in a group once."""
+    grouped: dict[_K, dict[str, None]] = {}
+    for key, selector in pairs:
+        grouped.setdefault(key, {})[selector] = None
+    return {key: list(selectors) for key, selectors in grouped.items()}
+
+
+def _matched_each(
+    tree: LexborHTMLParser, groups: dict[_K, list[str]], started: float
+) -> dict[int, list[_K]]:
+    """What each element's groups share, in the order the groups come (a later rule's
+    custom property over an earlier one's)."""
+    found: dict[int, list[_K]] = {}
+    for key, group in groups.items():
+        for mem_id in _matched(tree, group, started):
+            found.setdefault(mem_id, []).append(key)
+    return found
+
+
+def _bound_shrinking(
+    hiding: int, shrinking: dict[_Readings, list[str]], per_element: list[list[str]]
+) -> None:
     """Refuse a page with more rules to match than the judge matches in its time. Rules that
     set only a font size are counted apart, under a ceiling of their own: counted with those
     that hide, 3,000 rules of ``1rem`` refused a real page. Each distinct declaration block
-    costs a query over the page: 60,000 distinct sizes cost a chapter 10 CPU-s."""
+    costs a query over the page: 60,000 distinct sizes cost a chapter 10 CPU-s. Rules read
+    per element, and those setting the custom properties they read, count as hiding ones,
+    one query per distinct body."""
+    hiding += sum(map(len, per_element))
     sizing = sum(
         len(group)
         for readings, group in shrinking.items()
@@ -314,7 +408,7 @@ def _bound_shrinking(hiding: int, shrinking: dict[_Readings, list[str]]) -> None
             f"the page has more than {MAX_HIDING_SELECTORS} stylesheet rules that hide or "
             "shrink text",
         )
-    if sizing > MAX_SIZING_SELECTORS or len(shrinking) > MAX_SHRINKING_BLOCKS:
+    if sizing > MAX_SIZING_SELECTORS or len(shrinking) + len(per_element) > MAX_SHRINKING_BLOCKS:
         raise Refusal(
             codes.CEILING,
             f"the page's stylesheet rules set more than {MAX_SIZING_SELECTORS} font sizes, or "
@@ -357,12 +451,27 @@ _Declaring = tuple[tuple[str, _Readings], ...]
 
 
 @dataclass(frozen=True)
+class _Variable:
+    """A rule whose declarations name custom properties: its selector and body, the names,
+    and how it is judged per sheet (see :func:`_decided`) when no element may change them."""
+
+    selector: str
+    body: str
+    names: frozenset[str]
+    hides: bool
+    shrinks: _Readings
+
+
+@dataclass(frozen=True)
 class _Decided:
     """What one stylesheet decides: the selectors of its rules that hide, and those that fade,
-    shrink or set a font size (each with those declarations)."""
+    shrink or set a font size (each with those declarations), its rules that name custom
+    properties, and the custom properties its rules other than page-wide ones set."""
 
     hiding: tuple[str, ...]
     shrinking: _Declaring
+    variable: tuple[_Variable, ...]
+    defining: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
 
 
 @functools.lru_cache(maxsize=64)
@@ -405,23 +514,33 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
     the page's custom properties resolve it and as no value (an element may set its own,
     which is not known here), and the more hiding reading is judged: unresolved,
     ``display:var(--h)`` under ``:root{--h:none}`` was no value, and the text read; resolved
-    only, an element's own ``--d:none`` was overruled by the page's ``block``."""
+    only, an element's own ``--d:none`` was overruled by the page's ``block``. A rule whose
+    ``var()`` names a property an element or a rule sets is instead read for each element it
+    matches with the properties that element inherits (see :func:`_styling`)."""
     hiding: list[str] = []
     shrinking: list[tuple[str, _Readings]] = []
+    variable: list[_Variable] = []
+    defining: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     known = variables.known
     for selector, body in css.rules(sheet):
         readings = [css.declarations(body, open_variables=True)]
-        if known and ("var(" in body.lower() or "\\" in body):
+        defined = css.variables_of(readings[0])
+        if defined and selector not in _PAGE_SELECTORS:
+            defining.append((selector, tuple(defined.items())))
+        names = css.used_names(body) if "var(" in body.lower() or "\\" in body else frozenset()
+        if known and names:
             readings.append(css.declarations(body, known, open_variables=True))
-        if any(css.hiding(declared) for declared in readings):
-            hiding.append(selector)
-            continue
+        hides = any(css.hiding(declared) for declared in readings)
         shrunk = {
             tuple(sorted(shrinks.items())) for one in readings if (shrinks := css.shrinking(one))
         }
-        if shrunk:
+        if names:
+            variable.append(_Variable(selector, body, names, hides, tuple(sorted(shrunk))))
+        elif hides:
+            hiding.append(selector)
+        elif shrunk:
             shrinking.append((selector, tuple(sorted(shrunk))))
-    return _Decided(tuple(hiding), tuple(shrinking))
+    return _Decided(tuple(hiding), tuple(shrinking), tuple(variable), tuple(defining))
 
 
 def _data_stylesheet(url: str) -> str | None:
@@ -510,6 +629,12 @@ class _Reader:
         self._budget = budget
         self._hidden_by_sheet = styling.hidden
         self._shrunk_by_sheet = styling.shrunk
+        self._defined_by_sheet = styling.defined
+        self._resolving = styling.resolving
+        # A rule's reading per its body and the values it names: 20,000 elements each with
+        # its own "--d:block" are one reading.
+        self._readings: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, str]] = {}
+        self._resolving_seconds = 0.0
         self._link_colour: css.Colour | None = None
         page = ChainMap(dict(styling.variables))
         self._frames = [_Frame("", css.BLACK, None, css.WHITE, page, pre=False, foreign=False)]
@@ -553,9 +678,14 @@ class _Reader:
         if tag in _NOT_SHOWN:
             return False
         foreign = parent.foreign or tag in FOREIGN
-        style = css.declarations(_style_of(attributes, foreign=foreign), parent.variables)
-        opacity, magnification, font_px = self._diminishing(node, tag, attributes, style)
+        variables = self._variables(node, parent)
+        style = css.declarations(_style_of(attributes, foreign=foreign), variables)
+        variables = _inherited(variables, css.variables_of(style))
+        ruled = self._ruled(node, variables)
+        opacity, magnification, font_px = self._diminishing(node, tag, attributes, style, ruled)
         method = self._hides(node, tag, attributes, style)
+        if method is None and any(css.hiding(declared) for declared in ruled):
+            method = "a stylesheet rule"
         if method is None and css.faded_out(opacity):
             method = "opacity:0"
         if method is not None:
@@ -576,7 +706,7 @@ class _Reader:
             colour,
             text_fill,
             background,
-            _inherited(parent.variables, css.variables_of(style)),
+            variables,
             parent.pre or tag in _PRE,
             foreign,
             opacity,
@@ -597,6 +727,42 @@ class _Reader:
         self._frames.append(frame)
         return True
 
+    def _variables(self, node: LexborNode, parent: _Frame) -> ChainMap[str, str]:
+        """The custom properties an element holds before its style attribute: its parent's,
+        under those the rules matching it set (a later rule's over an earlier one's; which
+        rule wins by specificity is not worked out)."""
+        defined = self._defined_by_sheet.get(node.mem_id)
+        if not defined:
+            return parent.variables
+        merged: dict[str, str] = {}
+        for properties in defined:
+            merged.update(properties)
+        return _inherited(parent.variables, merged)
+
+    def _ruled(self, node: LexborNode, variables: ChainMap[str, str]) -> list[dict[str, str]]:
+        """The declarations of the rules matching an element whose ``var()`` names a property
+        an element may set, read with the properties this one holds, once per rule and the
+        values it names; within :data:`MAX_RESOLVING_SECONDS` of CPU, past which the page is
+        refused rather than read with a rule unapplied."""
+        bodies = self._resolving.get(node.mem_id)
+        if not bodies:
+            return []
+        started = time.process_time()
+        ruled = []
+        for body in bodies:
+            key = (body, css.bearing(css.named(body), variables))
+            if key not in self._readings:
+                self._readings[key] = css.declarations(body, dict(key[1]))
+            ruled.append(self._readings[key])
+        self._resolving_seconds += time.process_time() - started
+        if self._resolving_seconds > MAX_RESOLVING_SECONDS:
+            raise Refusal(
+                codes.CEILING,
+                f"reading the page's stylesheet rules with each element's custom properties "
+                f"took over {MAX_RESOLVING_SECONDS:g} s of CPU",
+            )
+        return ruled
+
     def _left_out(self, node: LexborNode, method: str) -> bool:
         """Leave out a hidden element, counted by ``method`` when it holds text."""
         if node.text(deep=True, separator=" ").strip():
@@ -604,15 +770,21 @@ class _Reader:
         return False
 
     def _diminishing(
-        self, node: LexborNode, tag: str, attributes: dict[str, str | None], style: dict[str, str]
+        self,
+        node: LexborNode,
+        tag: str,
+        attributes: dict[str, str | None],
+        style: dict[str, str],
+        ruled: list[dict[str, str]],
     ) -> tuple[float, float, float]:
         """An element's opacity and magnification (its ancestors' included, and an SVG's
         ``viewBox`` scale) and font size in pixels, from its style attribute and the stylesheet
-        rules that fade, shrink or size it. When two set one property, the more diminishing is
-        taken (an ``!important`` rule outweighs the attribute); different properties
-        multiply."""
+        rules that fade, shrink or size it (``ruled``: those read with its custom properties).
+        When two set one property, the more diminishing is taken (an ``!important`` rule
+        outweighs the attribute); different properties multiply."""
         parent = self._frames[-1]
         styles = [style, *self._shrunk_by_sheet.get(node.mem_id, ())]
+        styles += [shrinks for declared in ruled if (shrinks := css.shrinking(declared))]
         drawn = _view_box_scale(attributes, style) if tag == "svg" else 1.0
         if not any(styles) and drawn == 1.0:  # most elements: all as their parent's
             return parent.opacity, parent.magnification, parent.font_px

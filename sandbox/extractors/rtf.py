@@ -66,7 +66,7 @@ _MAX_UNICODE_SKIP = 8
 #: Word's size of text no \fs sets, in half-points.
 _DEFAULT_SIZE = 24
 #: Text of this many half-points or fewer is drawn under a pixel high, where no reader sees it
-#: (the web page's rule, ``css._SMALLEST_PX``). ``\fs0`` is no size: read at the default.
+#: (the web page's rule, ``css.SMALLEST_PX``). ``\fs0`` is no size: read at the default.
 _UNSEEN_SIZE = 1
 #: The control words that name the colour behind a run's text (its highlight, its shading, its
 #: background: Word writes ``\\chcbpat``, WordPad ``\\cb``) and behind a paragraph's.

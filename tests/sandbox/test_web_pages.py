@@ -11,10 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from sandbox import codes
 from sandbox.document import Block, Heading, ListItem, Notice, Paragraph, Table
 from sandbox.errors import CeilingExceeded, UnreadableInput
 from sandbox.extractors import css
 from sandbox.extractors.html import extract_html
+from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits, SandboxLimits
 from sandbox.runner import SandboxRunner
 from tests.conftest import CORPUS_DIR
@@ -1089,3 +1091,213 @@ def test_a_third_review_of_the_mends(runner: SandboxRunner) -> None:
     ):
         text = _text(runner, _round_page("", hidden))
         assert "INJECT" not in text and text.startswith("[airlock: 1 hidden element left out")
+
+
+# -- css-vars: a rule's var() read with the custom properties of the element it applies to --
+
+#: A rule's var() that only the element, an ancestor or a rule matching either defines: rules
+#: were judged per sheet with the page's (``:root``, ``html``, ``body``, ``*``) properties
+#: alone, and the text read. Also ``VAR()`` in any case and names past ASCII or escaped.
+HIDDEN_BY_THE_ELEMENTS_VARIABLES = [
+    ("<style>p{display:var(--d)}</style><p style='--d:none'>INJECT</p>", "a stylesheet rule"),
+    (
+        "<style>p{display:var(--d)}</style><div style='--d:none'><p>INJECT</p></div>",
+        "a stylesheet rule",
+    ),
+    (
+        "<style>.x{--d:none} p{display:var(--d)}</style><div class=x><p>INJECT</p></div>",
+        "a stylesheet rule",
+    ),
+    ("<style>.x{--d:none}</style><p class=x style='display:var(--d)'>INJECT</p>", "display:none"),
+    ("<style>p{opacity:var(--o)}</style><p style='--o:0'>INJECT</p>", "opacity:0"),
+    ("<style>.x{--o:0} p{opacity:var(--o)}</style><p class=x>INJECT</p>", "opacity:0"),
+    (
+        "<style>p{font-size:var(--s)}</style><div style='--s:0'><p>INJECT</p></div>",
+        "zero size",
+    ),
+    ("<style>p{transform:var(--t)}</style><p style='--t:scale(0)'>INJECT</p>", "zero size"),
+    ("<p style='--d:none;display:VAR(--d)'>INJECT</p>", "display:none"),
+    ("<style>:root{--d:none} p{display:Var(--d)}</style><p>INJECT</p>", "a stylesheet rule"),
+    ("<style>p{display:vAr(--d)}</style><p style='--d:none'>INJECT</p>", "a stylesheet rule"),
+    ("<p style='--\u00e4:none;display:var(--\u00e4)'>INJECT</p>", "display:none"),
+    ("<p style='--\U0001f600:none;display:var(--\U0001f600)'>INJECT</p>", "display:none"),
+    ("<p style='--a\\ b:none;display:var(--a\\ b)'>INJECT</p>", "display:none"),
+    ("<p style='--\\64:none;display:var(--\\64)'>INJECT</p>", "display:none"),
+    ("<p style='--\\64:none;display:var(--d)'>INJECT</p>", "display:none"),
+    ("<p style='--d:none;display:v\\61r(--d)'>INJECT</p>", "display:none"),
+    (
+        "<style>:root{--\u00b7:none} p{display:var(--\u00b7)}</style><p>INJECT</p>",
+        "a stylesheet rule",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("hiding", "method"),
+    HIDDEN_BY_THE_ELEMENTS_VARIABLES,
+    ids=[h for h, _ in HIDDEN_BY_THE_ELEMENTS_VARIABLES],
+)
+def test_a_rules_var_is_read_with_the_elements_custom_properties(
+    runner: SandboxRunner, hiding: str, method: str
+) -> None:
+    assert _text(runner, hiding) == f"[airlock: 1 hidden element left out ({method})]"
+
+
+def test_a_rules_var_the_element_resolves_to_shown_is_read(runner: SandboxRunner) -> None:
+    """The element's own value wins over the rule's fallback, a sibling's does not reach it,
+    an inline value beats a rule's, and a size the element inherits shows its text."""
+    page = _round_page(
+        "p.f{display:var(--d,none)} p.s{display:var(--d)} .z{--d:none} p.k{opacity:var(--o,0)}"
+        ".row{font-size:0} .row p{font-size:var(--s)} p.u{display:VAR(--\u00e4, block)}",
+        "<p class=f style='--d:block'>own</p>"
+        "<div style='--o:1'><p class=k>ancestor</p></div>"
+        "<div><p style='--d:none'></p><p class=s>sibling</p></div>"
+        "<p class='s z' style='--d:block'>inline</p>"
+        "<div class=row style='--s:16px'><p>sized</p></div>"
+        "<p class=u>fallback</p>",
+    )
+    assert _text(runner, page) == "own\nancestor\nsibling\ninline\nsized\nfallback"
+
+
+def test_rules_read_per_element_stay_linear_in_the_elements() -> None:
+    """Every element of 20,000 with its own custom property under one rule that names it: ten
+    times the elements must cost under thirty times the time (least of three, no allowance
+    in seconds)."""
+
+    def cost(elements: int) -> float:
+        page = "<style>p{display:var(--d)}</style>" + "<p style='--d:block'>x</p>" * elements
+        timings = []
+        for _ in range(3):
+            started = time.process_time()
+            extract_html("text/html", page.encode(), ROOMY)
+            timings.append(time.process_time() - started)
+        return min(timings)
+
+    assert cost(20_000) < 30 * cost(2_000)
+
+
+# css-values: values a browser works out (math functions, offsets, clips, logical shorthands,
+# the individual transform properties) read as it works them out.
+
+#: Values that hide once worked out: plain arithmetic in math functions where a number, a
+#: length or an angle goes (a NaN is 0, as CSS censors it), a clip-path with a reference box,
+#: logical shorthands, ``rotate`` composed with ``transform`` (each alone leaves text
+#: readable), and math nested past Python's recursion limit (it failed the page).
+HIDDEN_BY_WORKED_OUT_VALUES = [
+    ("<p style='transform:scale(calc(0 * 1))'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(calc(2 * (0.25 - 0.25)), 1)'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(min(0, 1))'>INJECT</p>", "zero size"),
+    ("<p style='transform:scale(calc(0 / 0))'>INJECT</p>", "zero size"),
+    ("<p style='transform:rotateX(calc(45deg + 45deg))'>INJECT</p>", "zero size"),
+    ("<p style='rotate:y calc(45deg * 2)'>INJECT</p>", "zero size"),
+    ("<p style='scale:calc(0 * 1)'>INJECT</p>", "zero size"),
+    ("<p style='opacity:min(0,1)'>INJECT</p>", "opacity:0"),
+    ("<p style='opacity:clamp(0,0.5,0)'>INJECT</p>", "opacity:0"),
+    ("<p style='opacity:calc(1 - 1)'>INJECT</p>", "opacity:0"),
+    ("<p style='filter:opacity(min(0, 1))'>INJECT</p>", "opacity:0"),
+    ("<p style='filter:brightness(500%)'>INJECT</p>", "a filter or blend that whitens text"),
+    ("<p style='position:absolute;left:calc(-10000px + 1px)'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;left:calc(-1 * 9999px)'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;left:calc(-200%)'>INJECT</p>", "off-screen"),
+    ("<p style='transform:translateX(calc(-1 * 9999px))'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;clip:rect(calc(1px - 1px) 0 0 0)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:border-box inset(50%)'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:inset(calc(25% + 25%)) padding-box'>INJECT</p>", "zero size"),
+    ("<p style='clip-path:inset(50% round 5px)'>INJECT</p>", "zero size"),
+    (
+        "<p style='clip-path:content-box polygon(0 0,100% 0,100% 0.01%,0 0.01%)'>INJECT</p>",
+        "zero size",
+    ),
+    ("<p style='clip-path:border-box circle(0)'>INJECT</p>", "zero size"),
+    ("<p style='margin-inline:-9999px 0'>INJECT</p>", "off-screen"),
+    ("<p style='margin-block:-9999px 0'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;inset-inline:-9999px auto'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;inset-block:auto 9999px'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;inset:auto 9999px auto auto'>INJECT</p>", "off-screen"),
+    ("<p style='position:absolute;inset:-9999px auto auto -9999px'>INJECT</p>", "off-screen"),
+    ("<p style='rotate:x 60deg;transform:rotateX(30deg)'>INJECT</p>", "zero size"),
+    (
+        "<style>.r{rotate:y 45deg}</style><p class=r style='transform:rotateY(45deg)'>INJECT</p>",
+        "zero size",
+    ),
+    ("<p style='left:" + "min(" * 3_000 + "-9999px" + ")" * 3_000 + "'>INJECT</p>", "off-screen"),
+    (
+        "<p style='transform:scale(calc(" + "(" * 3_000 + "0" + ")" * 3_000 + "))'>INJECT</p>",
+        "zero size",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("hiding", "method"),
+    HIDDEN_BY_WORKED_OUT_VALUES,
+    ids=[h[:80] for h, _ in HIDDEN_BY_WORKED_OUT_VALUES],
+)
+def test_values_a_browser_works_out_to_hide_are_left_out(
+    runner: SandboxRunner, hiding: str, method: str
+) -> None:
+    text = _text(runner, f"<p>SHOWN</p>{hiding}")
+    assert text == f"SHOWN\n[airlock: 1 hidden element left out ({method})]"
+
+
+def test_values_a_browser_works_out_to_show_are_read(runner: SandboxRunner) -> None:
+    """The same functions where they leave text readable, and values that were taken as
+    hiding but show: a later percentage offset a browser accepts (judged invalid, it left an
+    earlier ``left:-9999px`` standing), a move along z with no perspective, a ``right`` a
+    set ``left`` overrides, an inline-end margin, a length where a number goes (invalid: no
+    transform), a function not worked out (as no transform)."""
+    page = (
+        "<p style='transform:scale(calc(0.5 + 0.5))'>a</p>"
+        "<p style='opacity:min(1,0.9)'>b</p>"
+        "<p style='position:absolute;left:calc(10px + 5%)'>c</p>"
+        "<p style='clip-path:border-box inset(0)'>d</p>"
+        "<p style='position:absolute;left:-9999px;left:5%'>e</p>"
+        "<p style='position:absolute;left:-9999px;left:calc(10px + 5%)'>f</p>"
+        "<p style='transform:translate3d(0,0,-9999px)'>g</p>"
+        "<p style='translate:0 0 -9999px'>h</p>"
+        "<p style='position:absolute;left:0;right:9999px'>i</p>"
+        "<p style='margin-inline:0 -9999px'>j</p>"
+        "<p style='transform:scale(min(1px, 2px))'>k</p>"
+        "<p style='rotate:y 45deg;transform:rotateY(-45deg) scale(calc(1 / 2))'>l</p>"
+        "<p style='transform:translateX(min(10px, 5vw)) scale(clamp(0.5, 1, 2))'>m</p>"
+        "<p style='opacity:calc(1 - 1px)'>n</p>"
+        "<p style='transform:scale(sin(0))'>o</p>"
+        "<p style='clip-path:inset(calc(10% + 5px)) content-box'>p</p>"
+        "<p style='transform:translateX(calc(9999px - 9999px))'>q</p>"
+        "<p style='filter:brightness(120%)'>r</p>"
+    )
+    assert _text(runner, page) == "\n".join("abcdefghijklmnopqr")
+
+
+def test_math_in_transforms_stays_linear() -> None:
+    """Each distinct transform is worked out afresh (a page repeats few, and they are cached):
+    a page of ten times the elements, each with its own nested ``calc()``, must cost under
+    thirty times the time (least of three runs: no allowance in seconds)."""
+
+    def cost(elements: int) -> float:
+        page = "".join(
+            f"<p style='transform:scale(calc(1 + ({n} - {n}) * (2 / (1 + min(1, {n})))))'>t</p>"
+            for n in range(elements)
+        )
+        timings = []
+        for _ in range(3):
+            started = time.process_time()
+            extract_html("text/html", page.encode(), ParseLimits())
+            timings.append(time.process_time() - started)
+        return min(timings)
+
+    assert cost(20_000) < 30 * cost(2_000)
+
+
+def test_rules_read_per_element_are_bounded_in_time() -> None:
+    """A long rule read anew for each of 5,000 elements with a value of its own is refused
+    (the CPU bound on reading rules per element), not read for minutes."""
+    page = (
+        "<style>p{"
+        + "display:var(--d);" * 5_000
+        + "}</style>"
+        + "".join(f"<p style='--d:b{n}'>x</p>" for n in range(5_000))
+    )
+    with pytest.raises(Refusal) as refused:
+        extract_html("text/html", page.encode(), ROOMY)
+    assert refused.value.code == codes.CEILING
