@@ -141,6 +141,9 @@ class _Reader:
     colour_table_read: bool = False
     #: The row's own shading (``\\trcbpat``), behind every cell that sets none.
     row_background: int = 0
+    #: The character formatting ``\\plain`` restores: the defaults, with what the document's
+    #: ``{\\*\\defchp}`` sets.
+    plain: dict[str, Any] = field(default_factory=lambda: dict(_PLAIN))
 
     def unseen(self, group: _Group) -> bool:
         """Whether the group's text is drawn where no reader sees it: hidden, half a point
@@ -268,7 +271,9 @@ class _Table(Protocol):
 
     def text(self, reader: _Reader, run: bytes) -> None: ...
 
-    def end(self, reader: _Reader) -> None: ...
+    def end(self, reader: _Reader) -> dict[str, Any]:
+        """What the group the destination ends in takes from it."""
+        ...
 
 
 @dataclass
@@ -288,8 +293,8 @@ class _FontTable:
     def text(self, reader: _Reader, run: bytes) -> None:
         pass  # font names
 
-    def end(self, reader: _Reader) -> None:
-        pass
+    def end(self, reader: _Reader) -> dict[str, Any]:
+        return {}
 
 
 @dataclass
@@ -322,8 +327,8 @@ class _ColourTable:
             )
             self.components = {}
 
-    def end(self, reader: _Reader) -> None:
-        pass
+    def end(self, reader: _Reader) -> dict[str, Any]:
+        return {}
 
 
 @dataclass
@@ -360,22 +365,47 @@ class _PageBackground:
             self.properties["".join(self.name).strip()] = "".join(self.value).strip()
         self.name, self.value = [], []
 
-    def end(self, reader: _Reader) -> None:
+    def end(self, reader: _Reader) -> dict[str, Any]:
         self._close()
-        if not reader.background_shown:
-            return
+        if reader.background_shown:
+            reader.page = self._colour()
+        return {}
+
+    def _colour(self) -> Colour | None:
         if self.properties.get("fFilled") == "0" or self.properties.get("fillOpacity") == "0":
-            return  # no fill: the page stays white
+            return WHITE  # no fill
         solid = {"fillType": "0", "fillOpacity": "65536"}
         if any(self.properties.get(name, default) != default for name, default in solid.items()):
-            reader.page = None  # a picture, a gradient, a pattern, or a fill seen through
-            return
+            return None  # a picture, a gradient, a pattern, or a fill seen through
         fill = self.properties.get("fillColor", "")
+        if not fill:
+            return WHITE
         if fill.isascii() and fill.isdigit() and int(fill) < 1 << 24:
             bgr = int(fill)
-            reader.page = Colour(bgr & 0xFF, bgr >> 8 & 0xFF, bgr >> 16 & 0xFF)
-        elif fill:
-            reader.page = None  # a system or scheme colour, not known here
+            return Colour(bgr & 0xFF, bgr >> 8 & 0xFF, bgr >> 16 & 0xFF)
+        return None  # a system or scheme colour, not known here
+
+
+@dataclass
+class _CharacterDefaults:
+    """The document's default character formatting (``{\\*\\defchp}``): what text that
+    sets none is drawn in, and what ``\\plain`` restores (``{\\*\\defchp\\fs1}`` drew
+    every plain word half a point high, and it was read)."""
+
+    depth: int
+    reader: _Reader
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def word(self, reader: _Reader, word: bytes, number: int | None) -> None:
+        if (setting := _character_setting(word, number)) is not None:
+            self.settings[setting[0]] = setting[1]
+
+    def text(self, reader: _Reader, run: bytes) -> None:
+        pass
+
+    def end(self, reader: _Reader) -> dict[str, Any]:
+        reader.plain = {**_PLAIN, **self.settings}
+        return self.settings
 
 
 #: The destinations read as tables, by the control word that opens each.
@@ -383,6 +413,7 @@ _TABLES: dict[bytes, Callable[[int, _Reader], _Table]] = {
     b"fonttbl": _FontTable,
     b"colortbl": _ColourTable,
     b"background": _PageBackground,
+    b"defchp": _CharacterDefaults,
 }
 
 
@@ -409,10 +440,13 @@ def extract_rtf(media_type: str, payload: bytes, limits: ParseLimits) -> Documen
                     raise Refusal(codes.CEILING, f"groups nest more than {MAX_DEPTH} deep")
                 stack.append(group)
             else:
+                taken: dict[str, Any] = {}
                 if table is not None and len(stack) <= table.depth:
-                    table.end(reader)
+                    taken = table.end(reader)
                     table = None
                 group = stack.pop() if stack else group
+                if taken:
+                    group = replace(group, **taken)
             fallback = 0
             continue
         if fallback and (run or hex_byte or symbol):
@@ -519,8 +553,9 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
     elif word == b"u" and number is not None:
         reader.write(_character(number % 65536 if number < 0 else number), group)
         return group, group.unicode_skip
-    elif word == b"v":
-        group = replace(group, hidden=number != 0)
+    elif (setting := _character_setting(word, number)) is not None:
+        if getattr(group, setting[0]) != setting[1]:  # most are repeats: a copy costs
+            group = replace(group, **dict([setting]))
     elif word == b"shptxt" and group.skip:
         # Word writes a shape's text box inside the shape's \*\shpinst, which is skipped with
         # its properties: the box is not read (a shape its properties hide draws no text, and
@@ -549,12 +584,8 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
         if len(reader.cell_backgrounds) < MAX_COLUMNS:  # a wider row is refused by its cells
             reader.cell_backgrounds.append(reader.next_cell_background)
         reader.next_cell_background = 0
-    elif word in _INK:
-        name, default = _INK[word]
-        setting: dict[str, Any] = {name: default if number is None else number}
-        group = replace(group, **setting)
     elif word == b"plain":
-        group = replace(group, **_PLAIN)
+        group = replace(group, **reader.plain)
     elif word == b"intbl":
         reader.in_table = reader.paragraph_in_table = True
     elif word == b"cell":
@@ -564,6 +595,16 @@ def _control(reader: _Reader, group: _Group, word: bytes, number: int | None) ->
     elif word in _SYMBOLS:
         reader.write(_SYMBOLS[word], group)
     return group, 0
+
+
+def _character_setting(word: bytes, number: int | None) -> tuple[str, Any] | None:
+    """The field of :class:`_Group` a character formatting word sets, and its value."""
+    if word == b"v":
+        return "hidden", number != 0
+    if word in _INK:
+        name, default = _INK[word]
+        return name, default if number is None else number
+    return None
 
 
 def _character(number: int) -> str:

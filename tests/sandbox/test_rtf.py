@@ -357,3 +357,32 @@ def test_white_space_in_an_unseen_colour_still_parts_words(runner: SandboxRunner
         Paragraph("one\ttwo \nthree"),
         Notice("[airlock: 1 characters of hidden text left out]"),
     ]
+
+
+@pytest.mark.parametrize(
+    "defaults",
+    [
+        pytest.param(b"\\fs1", id="half-a-point"),
+        pytest.param(b"\\v", id="hidden"),
+        pytest.param(b"\\cf1", id="white"),
+    ],
+)
+def test_the_documents_default_character_formatting_applies(
+    runner: SandboxRunner, defaults: bytes
+) -> None:
+    """``{\\*\\defchp}`` is what text that sets nothing is drawn in, and what ``\\plain``
+    restores: half a point high by default, every plain word was read."""
+    body = b"{\\*\\defchp " + defaults + b"}\\pard SECRET{\\fs24\\cf0\\v0 shown\\plain SECRET}\\par"
+    [shown, notice] = _blocks(runner, _coloured(body))
+    assert shown == Paragraph("shown")
+    assert isinstance(notice, Notice) and "hidden text left out" in notice.text
+
+
+def test_default_formatting_no_reader_reads_or_a_plain_size_changes_nothing(
+    runner: SandboxRunner,
+) -> None:
+    for body in (
+        b"{\\*\\x{\\*\\defchp \\fs1}}\\pard shown\\par",
+        b"{\\*\\defchp \\fs20\\cf0}\\pard shown {\\plain shown}\\par",
+    ):
+        assert "shown" in _blocks(runner, _coloured(body))[0].text  # type: ignore[union-attr]
