@@ -8,9 +8,13 @@ See docs/sandbox.md, "Parsers".
 
 from __future__ import annotations
 
+import math
 import re
+import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from lxml import etree
 
@@ -27,7 +31,7 @@ from sandbox.document import (
     Paragraph,
     Table,
 )
-from sandbox.extractors import package_parts
+from sandbox.extractors import css, package_parts
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -39,7 +43,10 @@ _OFFICE = "{urn:oasis:names:tc:opendocument:xmlns:office:1.0}"
 _STYLE = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
 _SVG = "{urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0}"
 _PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
+_FO = "{urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0}"
+_XLINK = "{http://www.w3.org/1999/xlink}"
 _CONTENT = "content.xml"
+_STYLES = "styles.xml"
 #: Elements whose text is not the document's reading: tracked deletions, comments, the
 #: declarations of sequences and forms, and a slide's thumbnail of itself.
 _SKIPPED = frozenset(
@@ -62,16 +69,58 @@ _UNITS = {"cm": 10.0, "mm": 1.0, "in": 25.4, "pt": 25.4 / 72, "pc": 25.4 / 6, "p
 _LENGTH = re.compile(r"(-?\d+(?:\.\d+)?)(cm|mm|in|pt|pc|px)")
 #: Shapes whose tops lie within 2.5 mm are read as one row, left to right.
 _ROW_MM = 2.5
+#: What is painted behind text, besides a colour: nothing (what is behind shows through), or
+#: something whose colour is not known (a picture, a gradient, a shape): white text on it shows.
+_CLEAR = "clear"
+_UNKNOWN = "unknown"
+#: A colour drawn dark or light against what is behind (``style:use-window-font-color``, or a
+#: value LibreOffice does not read as a colour): never unseen.
+_AUTO = "auto"
+_HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{6}")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+#: A text's size for Western, Asian and complex-script letters, each with the attribute that
+#: sets it relative to the parent's by an increment (not worked out: its text is read).
+_SIZES = (
+    (f"{_FO}font-size", f"{_STYLE}font-size-rel"),
+    (f"{_STYLE}font-size-asian", f"{_STYLE}font-size-rel-asian"),
+    (f"{_STYLE}font-size-complex", f"{_STYLE}font-size-rel-complex"),
+)
+#: LibreOffice's size when no style sets one, in points; pixels in a point, as CSS has it.
+_DEFAULT_POINTS = 12.0
+_PX_PER_POINT = 4 / 3
+#: Effects drawn around a letter beside its colour: white text with a shadow, an outline or a
+#: relief shows. Each is off at "none" (or "false").
+_EFFECTS = (f"{_FO}text-shadow", f"{_STYLE}text-outline", f"{_STYLE}font-relief")
+_EFFECTS_OFF = frozenset({None, "none", "false"})
+#: The properties holding what a style of each family paints behind the text in it.
+_PAINTED_BY = {
+    "paragraph": f"{_STYLE}paragraph-properties",
+    "table": f"{_STYLE}table-properties",
+    "table-row": f"{_STYLE}table-row-properties",
+    "table-cell": f"{_STYLE}table-cell-properties",
+    "section": f"{_STYLE}section-properties",
+}
+#: Inline elements whose ``text:style-name`` is a text (character) style.
+_CHARACTER_STYLED = frozenset({f"{_TEXT}span", f"{_TEXT}a", f"{_TEXT}ruby-text"})
+#: Wraps that keep a drawing beside the text, never under it.
+_BESIDE_TEXT = frozenset({"none", "left", "right", "parallel", "dynamic", "biggest"})
+#: Shapes that never scale their text: a frame, its text box, a link around a drawing. Any
+#: other shape may fit its text to itself (``draw:fit-to-size``), so its size is not known.
+_UNSCALED = frozenset({f"{_DRAW}frame", f"{_DRAW}text-box", f"{_DRAW}a"})
+#: Letters below this are Latin, Greek, Cyrillic or Armenian, drawn in the Western size.
+_WESTERN_END = "\u0590"
 
 
 def read_odt(payload: bytes, limits: ParseLimits) -> Document:
     """An OpenDocument text: headings, paragraphs, lists and tables in order, text boxes after
     the paragraph that anchors them, then footnotes and endnotes."""
-    content = _content(payload)
+    archive = package_parts.opened(payload, "OpenDocument file")
+    content = _content(archive)
     body = content.find(f"{_OFFICE}body/{_OFFICE}text")
     if body is None:
         raise Refusal(codes.UNREADABLE, "the OpenDocument text has no office:text body")
-    walker = _Walker(TextBudget(limits), _hidden_text_styles(content))
+    sight = _Sight.of_text(content, _styles_part(archive))
+    walker = _Walker(TextBudget(limits), _hidden_text_styles(content), sight)
     blocks = walker.blocks(body, depth=0)
     return Document(blocks + [Paragraph(note) for note in walker.notes] + _hid_notice(walker))
 
@@ -79,7 +128,7 @@ def read_odt(payload: bytes, limits: ParseLimits) -> Document:
 def read_odp(payload: bytes, limits: ParseLimits) -> Document:
     """An OpenDocument presentation, slide by slide, as a PPTX is read (sandbox/extractors/
     slides.py): a page marker, the title, the shapes in reading order, the speaker notes."""
-    content = _content(payload)
+    content = _content(package_parts.opened(payload, "OpenDocument file"))
     slides = content.findall(f"{_OFFICE}body/{_OFFICE}presentation/{_DRAW}page")
     if len(slides) > limits.max_pages:
         raise Refusal(
@@ -138,14 +187,388 @@ def _hidden_text_styles(content: etree._Element) -> frozenset[str]:
     return frozenset(hidden)
 
 
-def _content(payload: bytes) -> etree._Element:
+def _content(archive: zipfile.ZipFile) -> etree._Element:
     """content.xml of the package, parsed under the one policy."""
-    archive = package_parts.opened(payload, "OpenDocument file")
     try:
         data = package_parts.member(archive, _CONTENT)
     except package_parts.MissingPart as exc:
         raise Refusal(codes.UNREADABLE, "the OpenDocument package has no content.xml") from exc
     return package_parts.xml_part(data, _CONTENT)
+
+
+def _styles_part(archive: zipfile.ZipFile) -> etree._Element | None:
+    """styles.xml (the common and default styles, the page layouts), parsed under the one
+    policy; an empty one when the package has none (LibreOffice's defaults); None when it
+    cannot be read, which leaves the styles and the page not known, never the text refused:
+    the text was read without styles.xml before it was read for the colours."""
+    try:
+        return package_parts.xml_part(package_parts.member(archive, _STYLES), _STYLES)
+    except package_parts.MissingPart:
+        return etree.Element(f"{_OFFICE}document-styles")
+    except Refusal:
+        return None
+
+
+#: A text size: (points, False), or (a factor of the parent's size, True) for a percentage;
+#: None where not set. A size not known is NaN points, never under a pixel: its text is read.
+_Size = tuple[float, bool] | None
+_NOT_KNOWN: _Size = (math.nan, False)
+
+
+@dataclass(frozen=True)
+class _Ink:
+    """What decides whether a reader sees a style's text, each None where the style does not
+    set it: its colour, its highlight, its effects, its sizes; the paint behind its paragraph
+    (a cell, a section); a drawing's wrap. Ordinary inherited properties: the nearest wins."""
+
+    colour: css.Colour | str | None = None
+    highlight: css.Colour | str | None = None
+    effects: tuple[str | None, ...] = (None,) * len(_EFFECTS)
+    sizes: tuple[_Size, ...] = (None,) * len(_SIZES)
+    paint: css.Colour | str | None = None
+    wrap: str | None = None
+
+    def over(self, beneath: _Ink) -> _Ink:
+        """These properties where set, ``beneath``'s elsewhere; a percentage of its size."""
+        return _Ink(
+            beneath.colour if self.colour is None else self.colour,
+            beneath.highlight if self.highlight is None else self.highlight,
+            tuple(
+                mine if mine is not None else theirs
+                for mine, theirs in zip(self.effects, beneath.effects, strict=True)
+            ),
+            tuple(map(_size_over, self.sizes, beneath.sizes)),
+            beneath.paint if self.paint is None else self.paint,
+            beneath.wrap if self.wrap is None else self.wrap,
+        )
+
+
+#: An element naming further styles (``text:class-names``) whose order is not worked out:
+#: its colour and size are not known, and its text is read.
+_UNSURE = _Ink(colour=_AUTO, sizes=(_NOT_KNOWN,) * len(_SIZES))
+
+
+def _size_over(mine: _Size, beneath: _Size) -> _Size:
+    if mine is None or not mine[1]:
+        return beneath if mine is None else mine
+    if beneath is None:
+        return mine
+    return (mine[0] * beneath[0], beneath[1])
+
+
+def _own_ink(style: etree._Element, family: str) -> _Ink:
+    """The properties ``style`` sets itself (a later properties element over an earlier one,
+    as LibreOffice reads them)."""
+    ink = _Ink()
+    for properties in style.iterchildren(f"{_STYLE}text-properties"):
+        ink = _text_ink(properties).over(ink)
+    for properties in style.iterchildren(_PAINTED_BY.get(family, f"{_STYLE}graphic-properties")):
+        ink = replace(ink, paint=_paint(properties) or ink.paint)
+        ink = replace(ink, wrap=properties.get(f"{_STYLE}wrap") or ink.wrap)
+    return ink
+
+
+def _text_ink(properties: etree._Element) -> _Ink:
+    if properties.get(f"{_STYLE}use-window-font-color") == "true":
+        colour: css.Colour | str | None = _AUTO
+    else:
+        colour = _fill(properties.get(f"{_FO}color"))
+        colour = _AUTO if colour in (_CLEAR, _UNKNOWN) else colour
+    return _Ink(
+        colour=colour,
+        highlight=_fill(properties.get(f"{_FO}background-color")),
+        effects=tuple(properties.get(name) for name in _EFFECTS),
+        sizes=tuple(_size(properties, *names) for names in _SIZES),
+    )
+
+
+def _size(properties: etree._Element, absolute: str, relative: str) -> _Size:
+    """A ``fo:font-size`` (a length or a percentage of the parent's); one not a positive size
+    or set by an increment is not known."""
+    value = properties.get(absolute)
+    if properties.get(relative) is not None:
+        return _NOT_KNOWN
+    if value is None:
+        return None
+    percent = _PERCENT.fullmatch(value)
+    if percent:
+        factor = float(percent.group(1)) / 100
+        return (factor, True) if factor > 0 else _NOT_KNOWN
+    points = _millimetres(value) / _UNITS["pt"]
+    return (points, False) if points > 0 else _NOT_KNOWN
+
+
+def _fill(value: str | None) -> css.Colour | str | None:
+    """A colour attribute: ``#rrggbb`` (the one form ODF and LibreOffice read), clear for
+    ``transparent``, not known for anything else; None where absent."""
+    if value is None:
+        return None
+    if value == "transparent":
+        return _CLEAR
+    colour = css.parse_colour(value) if _HEX_COLOUR.fullmatch(value) else None
+    return _UNKNOWN if colour is None else colour
+
+
+def _paint(properties: etree._Element) -> css.Colour | str | None:
+    """What a paragraph, cell, section or page paints behind its text: its area fill
+    (``draw:fill``), its ``fo:background-color``, its background picture. When they disagree
+    (LibreOffice writes the fill and the colour alike), which one is drawn is not known."""
+    found: list[css.Colour | str | None] = []
+    fill = properties.get(f"{_DRAW}fill")
+    if fill is not None:
+        found.append(
+            _CLEAR if fill == "none" else _solid(properties) if fill == "solid" else _UNKNOWN
+        )
+    found.append(_fill(properties.get(f"{_FO}background-color")))
+    picture = properties.find(f"{_STYLE}background-image")
+    if picture is not None and (picture.get(f"{_XLINK}href") or len(picture)):
+        found.append(_UNKNOWN)
+    painted = [paint for paint in found if paint is not None]
+    if not painted:
+        return None
+    return painted[0] if all(paint == painted[0] for paint in painted) else _UNKNOWN
+
+
+def _solid(properties: etree._Element) -> css.Colour | str:
+    """A solid fill's colour, not known when it is seen through or names none."""
+    colour = _fill(properties.get(f"{_DRAW}fill-color"))
+    seen_through = (
+        properties.get(f"{_DRAW}opacity", "100%") != "100%"
+        or properties.get(f"{_DRAW}transparency", "0%") != "0%"
+    )
+    return colour if isinstance(colour, css.Colour) and not seen_through else _UNKNOWN
+
+
+class _Styles:
+    """The styles an element may name, by family and name, each resolved once through its
+    parents (``style:parent-style-name``) down to its family's default style: a document of
+    100,000 spans over a few styles costs one look-up per span. Automatic styles override
+    common ones of the same name, as LibreOffice looks them up."""
+
+    def __init__(self, containers: list[etree._Element | None], known: bool) -> None:
+        self._named: dict[tuple[str, str], etree._Element] = {}
+        self._defaults: dict[str, _Ink] = {}
+        for container in containers:
+            for style in () if container is None else _elements(container):
+                family = style.get(f"{_STYLE}family", "")
+                if style.tag == f"{_STYLE}style":
+                    self._named[family, style.get(f"{_STYLE}name", "")] = style
+                elif style.tag == f"{_STYLE}default-style" and family != "text":
+                    # LibreOffice keeps no default text style: its character defaults are the
+                    # paragraphs', beneath the paragraph's own properties.
+                    self._defaults[family] = _own_ink(style, family)
+        base = _Ink(sizes=((_DEFAULT_POINTS if known else math.nan, False),) * len(_SIZES))
+        self._defaults["paragraph"] = self._defaults.get("paragraph", _Ink()).over(base)
+        self._resolved: dict[tuple[str, str], _Ink] = {}
+
+    def ink(self, family: str, name: str) -> _Ink:
+        """The style's properties with its parents' and its family's defaults beneath."""
+        bottom = self._defaults.get(family, _Ink())
+        chain: list[tuple[str, str]] = []
+        key = (family, name)
+        while key in self._named and key not in self._resolved and key not in chain:
+            chain.append(key)  # a loop of parents ends
+            key = (family, self._named[key].get(f"{_STYLE}parent-style-name", ""))
+        beneath = self._resolved.get(key, bottom)
+        for named in reversed(chain):
+            beneath = self._resolved[named] = _own_ink(self._named[named], family).over(beneath)
+        return self._resolved.get((family, name), bottom)
+
+
+class _Seen(NamedTuple):
+    """What the text being read is drawn in: its properties, the paint behind it, and whether
+    its colour is the one its properties say (a link is drawn in the link's colour)."""
+
+    ink: _Ink
+    behind: css.Colour | str
+    coloured: bool
+
+
+@dataclass
+class _Sight:
+    """Whether a reader sees the text being read, as LibreOffice draws it: white (or any
+    colour) on the same colour behind it, or under a pixel high. The résumé's white text,
+    planted for the model, was read. Without styles (a presentation, whose master pages draw
+    white text on dark backgrounds) nothing is judged."""
+
+    styles: _Styles | None = None
+    #: The page, and the paint behind the block being read (a cell's, a section's, a frame's).
+    page: css.Colour | str = _UNKNOWN
+    behind: css.Colour | str = _UNKNOWN
+    #: Whether a text colour is judged at all, and whether sizes are as the styles say.
+    coloured: bool = False
+    sized: bool = False
+    seen: list[_Seen] = field(default_factory=list)
+
+    @classmethod
+    def of_text(cls, content: etree._Element, styles: etree._Element | None) -> _Sight:
+        """A text document's: its page, and its colours judged unless a tracked insertion
+        (drawn in its author's colour) or a drawing that may lie behind the text is in it."""
+        common = None if styles is None else styles.find(f"{_OFFICE}styles")
+        known = styles is not None
+        body_styles = _Styles([common, content.find(f"{_OFFICE}automatic-styles")], known)
+        page = _page(styles)
+        overlaid = _drawn_behind(content.find(f"{_OFFICE}body"), body_styles) or (
+            styles is not None
+            and _drawn_behind(
+                styles.find(f"{_OFFICE}master-styles"),
+                _Styles([common, styles.find(f"{_OFFICE}automatic-styles")], known),
+            )
+        )
+        inserted = content.find(f".//{_TEXT}tracked-changes//{_TEXT}insertion") is not None
+        return cls(body_styles, page, page, not (overlaid or inserted), True)
+
+    def paint(self, family: str, name: str | None) -> css.Colour | str | None:
+        return None if self.styles is None or not name else self.styles.ink(family, name).paint
+
+    @contextmanager
+    def within(self, element: etree._Element) -> Iterator[None]:
+        """Reads inside ``element`` with what it paints behind its blocks, then as before; in a
+        shape, its sizes too are not known unless it is a frame (see :data:`_UNSCALED`)."""
+        outer = self.behind, self.sized
+        if element.tag.startswith(_DRAW):
+            self.sized = self.sized and element.tag in _UNSCALED
+        paint = self._painted_by(element)
+        if paint is not None and paint != _CLEAR:
+            self.behind = paint
+        try:
+            yield
+        finally:
+            self.behind, self.sized = outer
+
+    def _painted_by(self, element: etree._Element) -> css.Colour | str | None:
+        """A shape's fill (not known), a table's, row's, cell's or section's background, the
+        page's behind a note (read at the foot of the page, not in its cell)."""
+        tag = element.tag
+        name = element.get(f"{_TABLE}style-name")
+        if tag.startswith(_DRAW):
+            return _UNKNOWN
+        if tag == f"{_TABLE}table":
+            return _UNKNOWN if _default_cells(element) else self.paint("table", name)
+        if tag == f"{_TABLE}table-row":
+            if element.get(f"{_TABLE}default-cell-style-name"):
+                return _UNKNOWN
+            return self.paint("table-row", name)
+        if tag == f"{_TABLE}table-cell":
+            return self.paint("table-cell", name)
+        if tag == f"{_TEXT}note-body":
+            return self.page
+        return self.paint("section", element.get(f"{_TEXT}style-name"))
+
+    @contextmanager
+    def reading(self, element: etree._Element) -> Iterator[None]:
+        """Reads ``element``'s text (a paragraph's, or a span's within one) in its properties,
+        then as before."""
+        top = self._seen_in(element)
+        if top is not None:
+            self.seen.append(top)
+        try:
+            yield
+        finally:
+            if top is not None:
+                self.seen.pop()
+
+    def _seen_in(self, element: etree._Element) -> _Seen | None:
+        """A paragraph's properties over the defaults, with its paint over the block's; an
+        inline element's over its parent's. None outside a paragraph or without styles."""
+        tag = element.tag
+        if self.styles is None or not (self.seen or tag in (f"{_TEXT}p", f"{_TEXT}h")):
+            return None
+        if tag in (f"{_TEXT}p", f"{_TEXT}h"):
+            ink = self.styles.ink("paragraph", element.get(f"{_TEXT}style-name", ""))
+            paint = ink.paint
+            behind = self.behind if paint is None or paint == _CLEAR else paint
+            top = _Seen(ink, behind, self.coloured)
+        else:
+            top = self.seen[-1]
+            if tag in _CHARACTER_STYLED:
+                style = self.styles.ink("text", element.get(f"{_TEXT}style-name", ""))
+                top = _Seen(style.over(top.ink), top.behind, top.coloured and tag != f"{_TEXT}a")
+        if element.get(f"{_TEXT}class-names"):
+            top = top._replace(ink=_UNSURE.over(top.ink))
+        return top
+
+    def unseen(self, text: str) -> bool:
+        """Whether no reader sees ``text`` (white space always parts words and lines)."""
+        if not self.seen or text.isspace():
+            return False
+        ink, behind, coloured = self.seen[-1]
+        return (self.sized and _tiny(ink.sizes, text)) or (coloured and _invisible(ink, behind))
+
+
+def _default_cells(table: etree._Element) -> bool:
+    """Whether a table's cells may take a style it does not name on them: a table template's,
+    or a column's default cell style, whose paint behind a cell's text is not worked out."""
+    if table.get(f"{_TABLE}template-name"):
+        return True
+    groups = (
+        f"{_TABLE}table-columns",
+        f"{_TABLE}table-header-columns",
+        f"{_TABLE}table-column-group",
+    )
+    for child in _elements(table):
+        columns = child.iter(f"{_TABLE}table-column") if child.tag in groups else (child,)
+        if any(column.get(f"{_TABLE}default-cell-style-name") for column in columns):
+            return True
+    return False
+
+
+def _page(styles: etree._Element | None) -> css.Colour | str:
+    """The page's colour: white unless a page layout or a master page's background paints
+    one; not known when they paint different ones (which page shows which is not worked out)
+    or styles.xml could not be read."""
+    if styles is None:
+        return _UNKNOWN
+    pages = styles.iter(f"{_STYLE}page-layout-properties", f"{_STYLE}drawing-page-properties")
+    paints = {_paint(properties) or _CLEAR for properties in pages} - {_CLEAR}
+    if len(paints) > 1:
+        return _UNKNOWN
+    return paints.pop() if paints else css.WHITE
+
+
+def _drawn_behind(root: etree._Element | None, styles: _Styles) -> bool:
+    """Whether a drawing (a picture, a shape, a frame) may lie under the text, anchored
+    anywhere but as a character and not wrapped beside it: white text on a dark photo shows."""
+    for drawing in () if root is None else root.iter(f"{_DRAW}*"):
+        parent = drawing.getparent()
+        if parent is not None and parent.tag.startswith(_DRAW):
+            continue  # a frame's picture or text box, a group's shape: the outer one decides
+        if drawing.get(f"{_TEXT}anchor-type") == "as-char":
+            continue
+        wrap = styles.ink("graphic", drawing.get(f"{_DRAW}style-name", "")).wrap
+        if wrap not in _BESIDE_TEXT:
+            return True
+    return False
+
+
+def _tiny(sizes: tuple[_Size, ...], text: str) -> bool:
+    """Whether ``text`` is drawn under a pixel high (the web page's ``css.SMALLEST_PX``): in
+    its Western size when all its letters are Western (digits and marks alone take their
+    neighbours' script), else only when its Asian and complex-script sizes are too."""
+    western, asian, complex_script = map(_under_a_pixel, sizes)
+    if not western:
+        return False
+    if asian and complex_script:
+        return True
+    return max(text) < _WESTERN_END and any(letter.isalpha() for letter in text)
+
+
+def _under_a_pixel(size: _Size) -> bool:
+    return size is not None and not size[1] and size[0] * _PX_PER_POINT < css.SMALLEST_PX
+
+
+def _invisible(ink: _Ink, behind: css.Colour | str) -> bool:
+    """Whether the text's colour cannot be told from what is behind it (within 16 in each
+    channel, the web page's rule): its highlight, else its paragraph's, cell's, section's
+    or the page's paint. Automatic colour, effects, or a paint not known: seen."""
+    colour = ink.colour
+    if not isinstance(colour, css.Colour) or any(
+        effect not in _EFFECTS_OFF for effect in ink.effects
+    ):
+        return False
+    if ink.highlight is not None and ink.highlight != _CLEAR:
+        behind = ink.highlight
+    return isinstance(behind, css.Colour) and colour.unseen_on(behind)
 
 
 @dataclass
@@ -155,6 +578,7 @@ class _Walker:
 
     budget: TextBudget
     hidden_styles: frozenset[str] = frozenset()
+    sight: _Sight = field(default_factory=_Sight)
     notes: list[str] = field(default_factory=list)
     hid_text: bool = False
     in_note: bool = False
@@ -199,8 +623,9 @@ class _Walker:
                 blocks += self.list_items(child, depth)
             elif tag == f"{_TABLE}table":
                 blocks += self.table(child)
-            else:  # sections, index bodies, change spans: their contents
-                blocks += self.blocks(child, depth)
+            else:  # sections, index bodies, change spans, shapes: their contents
+                with self.sight.within(child):
+                    blocks += self.blocks(child, depth)
         return blocks
 
     def list_items(self, listing: etree._Element, depth: int) -> list[Block]:
@@ -225,12 +650,12 @@ class _Walker:
         """The text of a paragraph: spans, links, spaces (``text:s``), tabs, line breaks, and
         a note's citation (its body goes to the notes); shapes are left to :meth:`frames`."""
         pieces: list[str] = []
-        self._inline_into(element, pieces)
+        with self.sight.reading(element):
+            self._inline_into(element, pieces)
         return "".join(pieces)
 
     def _inline_into(self, element: etree._Element, pieces: list[str]) -> None:
-        if element.text:
-            pieces.append(self.budget.spend(element.text))
+        self._write(element.text, pieces)
         for child in _elements(element):
             tag = child.tag
             if tag in _SKIPPED or self.hidden(child):
@@ -244,9 +669,18 @@ class _Walker:
             elif tag == f"{_TEXT}note":
                 pieces.append(self.note(child))
             elif not tag.startswith(_DRAW):  # shapes: see frames()
-                self._inline_into(child, pieces)
-            if child.tail:
-                pieces.append(self.budget.spend(child.tail))
+                with self.sight.reading(child):
+                    self._inline_into(child, pieces)
+            self._write(child.tail, pieces)
+
+    def _write(self, text: str | None, pieces: list[str]) -> None:
+        """``text`` into ``pieces``, unless no reader sees it: then counted as hidden."""
+        if not text:
+            return
+        if self.sight.unseen(text):
+            self.hid_text = True
+        else:
+            pieces.append(self.budget.spend(text))
 
     def note(self, note: etree._Element) -> str:
         """The citation mark as the document numbers it; the note's text to the end. A note
@@ -259,7 +693,10 @@ class _Walker:
         body = note.find(f"{_TEXT}note-body")
         self.in_note = True
         try:
-            text = "" if body is None else self.text_of(body)
+            text = ""
+            if body is not None:
+                with self.sight.within(body):
+                    text = self.text_of(body)
         finally:
             self.in_note = False
         self.notes.append(self.budget.spend(f"[{mark}] {text}".rstrip()))
@@ -286,10 +723,15 @@ class _Walker:
         first; empty cells after a row's last value (LibreOffice writes 1,024 of them) and
         empty rows cost nothing. A covered cell (under a merge) is empty, so columns stay
         aligned. The header rows, when the table marks some, are its first."""
+        with self.sight.within(table):
+            return self._table_rows(table)
+
+    def _table_rows(self, table: etree._Element) -> list[Block]:
         rows: list[list[str]] = []
         header = False
         for row, in_header in _rows(table):
-            cells = self.cells(row)
+            with self.sight.within(row):
+                cells = self.cells(row)
             if not cells:
                 continue
             header = header or (in_header and not rows)
@@ -308,7 +750,8 @@ class _Walker:
             repeat = _count(cell, f"{_TABLE}number-columns-repeated")
             text = ""
             if cell.tag == f"{_TABLE}table-cell":
-                text = self.text_of(cell)
+                with self.sight.within(cell):
+                    text = self.text_of(cell)
             if not text:
                 empty += repeat
                 continue
@@ -361,9 +804,14 @@ def _slide(slide: etree._Element, walker: _Walker) -> list[Block]:
 
 def _shape(shape: etree._Element, walker: _Walker) -> list[Block]:
     """What a shape holds: a frame its text boxes and tables, a group its shapes, any other
-    shape (a rectangle, a custom shape) the paragraphs it holds itself."""
+    shape (a rectangle, a custom shape) the paragraphs it holds itself, its fill behind them."""
     if shape.tag in _SKIPPED:
         return []
+    with walker.sight.within(shape):
+        return _shape_blocks(shape, walker)
+
+
+def _shape_blocks(shape: etree._Element, walker: _Walker) -> list[Block]:
     if shape.tag == f"{_DRAW}g":
         return [block for inner in _elements(shape) for block in _shape(inner, walker)]
     if shape.tag != f"{_DRAW}frame":

@@ -354,3 +354,317 @@ def test_an_odt_carrying_office_parts_is_read_as_the_odt_it_is(runner: SandboxRu
     parts["ppt/presentation.xml"] = "<p:presentation/>"
     text = runner.run("odt", ODT, package(parts), DEFAULT).text
     assert text == "ODT-SIDE"
+
+
+# --- text drawn where no reader sees it (white on the page, under a pixel high) ---------------
+
+_FO = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
+_NOTICE = "[airlock: text the document hides (hidden sections, paragraphs or text) left out]"
+
+
+def _style(name: str, family: str, text: str = "", painted: str = "", parent: str = "") -> str:
+    """A style:style with text properties ``text`` and its family's painted properties
+    (``painted``: "paragraph-properties", "table-cell-properties", ... attributes)."""
+    kind, _, attributes = painted.partition(" ")
+    return (
+        f"<style:style xmlns:fo='{_FO}' style:name='{name}' style:family='{family}'"
+        + (f" style:parent-style-name='{parent}'" if parent else "")
+        + ">"
+        + (f"<style:text-properties {text}/>" if text else "")
+        + (f"<style:{kind} {attributes}/>" if kind else "")
+        + "</style:style>"
+    )
+
+
+def _styled_odt(body: str, automatic: str = "", common: str = "", layout: str = "") -> bytes:
+    """An ODT whose content.xml has the automatic styles ``automatic`` and whose styles.xml has
+    the common and default styles ``common`` and a page layout's properties ``layout``."""
+    source = zipfile.ZipFile(io.BytesIO(_text_document(body, styles=automatic)))
+    parts = {name: source.read(name).decode() for name in source.namelist()}
+    parts["styles.xml"] = (
+        "<?xml version='1.0'?><office:document-styles "
+        "xmlns:office='urn:oasis:names:tc:opendocument:xmlns:office:1.0' "
+        "xmlns:style='urn:oasis:names:tc:opendocument:xmlns:style:1.0' "
+        f"xmlns:fo='{_FO}'><office:styles>{common}</office:styles><office:automatic-styles>"
+        "<style:page-layout style:name='pm1'>"
+        f"<style:page-layout-properties {layout}/></style:page-layout></office:automatic-styles>"
+        "<office:master-styles><style:master-page style:name='Standard' "
+        "style:page-layout-name='pm1'/></office:master-styles></office:document-styles>"
+    )
+    return package(parts)
+
+
+def _span(style: str, text: str = "SECRET") -> str:
+    return f"<text:p>shown <text:span text:style-name='{style}'>{text}</text:span> end</text:p>"
+
+
+def _odt_text(runner: SandboxRunner, payload: bytes) -> str:
+    return runner.run("odt", ODT, payload, DEFAULT).text
+
+
+_UNSEEN = {
+    "white": (_span("T1"), _style("T1", "text", "fo:color='#ffffff'"), ""),
+    "upper-case": (_span("T1"), _style("T1", "text", "fo:color='#FFFFFF'"), ""),
+    "near-white": (_span("T1"), _style("T1", "text", "fo:color='#f5f5f5'"), ""),
+    "common-parent": (
+        _span("T1"),
+        _style("T1", "text", "fo:font-weight='bold'", parent="Ghost"),
+        _style("Ghost", "text", "fo:color='#ffffff'"),
+    ),
+    "paragraph-style": (
+        "<text:p text:style-name='P1'>SECRET</text:p><text:p>shown end</text:p>",
+        _style("P1", "paragraph", "fo:color='#ffffff'"),
+        "",
+    ),
+    "default-style": (
+        _p("SECRET"),
+        "",
+        "<style:default-style xmlns:fo='" + _FO + "' style:family='paragraph'>"
+        "<style:text-properties fo:color='#ffffff'/></style:default-style>",
+    ),
+    "half-a-point": (_span("T1"), _style("T1", "text", "fo:font-size='0.5pt'"), ""),
+    "hundredth-cm": (_span("T1"), _style("T1", "text", "fo:font-size='0.01cm'"), ""),
+    "one-percent": (_span("T1"), _style("T1", "text", "fo:font-size='1%'"), ""),
+    "white-on-white-highlight": (
+        _span("T1"),
+        _style("T1", "text", "fo:color='#ffffff' fo:background-color='#ffffff'"),
+        "",
+    ),
+    "black-on-black-highlight": (
+        _span("T1"),
+        _style("T1", "text", "fo:color='#000000' fo:background-color='#000000'"),
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", _UNSEEN.values(), ids=list(_UNSEEN))
+def test_text_drawn_where_no_reader_sees_it_is_left_out(
+    runner: SandboxRunner, case: tuple[str, str, str]
+) -> None:
+    """The résumé's white text (or text under a pixel high), planted for the model, was read."""
+    body, automatic, common = case
+    shown = "<text:p text:style-name='Shown'>VISIBLE</text:p>"
+    automatic += _style("Shown", "paragraph", "fo:color='#000000'")
+    text = _odt_text(runner, _styled_odt(shown + body, automatic, common))
+    assert "SECRET" not in text and "VISIBLE" in text
+    assert text.endswith(_NOTICE)
+
+
+def _table(cell_style: str, text: str = "SEEN") -> str:
+    return (
+        "<table:table><table:table-row><table:table-cell "
+        f"table:style-name='{cell_style}'><text:p text:style-name='W'>{text}</text:p>"
+        "</table:table-cell></table:table-row></table:table>"
+    )
+
+
+_WHITE = _style("W", "paragraph", "fo:color='#ffffff'")
+_SEEN = {
+    "dark-highlight": (
+        _span("T1", "SEEN"),
+        _style("T1", "text", "fo:color='#ffffff' fo:background-color='#000080'"),
+        "",
+        "",
+    ),
+    "dark-paragraph": (
+        "<text:p text:style-name='P1'>SEEN</text:p>",
+        _style(
+            "P1",
+            "paragraph",
+            "fo:color='#ffffff'",
+            "paragraph-properties fo:background-color='#202020'",
+        ),
+        "",
+        "",
+    ),
+    "dark-paragraph-by-common-style": (
+        "<text:p text:style-name='P1'>SEEN</text:p>",
+        _style("P1", "paragraph", "fo:color='#ffffff'", parent="Banner"),
+        _style("Banner", "paragraph", "", "paragraph-properties fo:background-color='#202020'"),
+        "",
+    ),
+    "dark-cell": (
+        _table("C1"),
+        _WHITE
+        + _style("C1", "table-cell", "", "table-cell-properties fo:background-color='#000000'"),
+        "",
+        "",
+    ),
+    "text-box": (
+        "<text:p>anchor<draw:frame text:anchor-type='paragraph'><draw:text-box>"
+        "<text:p text:style-name='W'>SEEN</text:p></draw:text-box></draw:frame></text:p>",
+        _WHITE,
+        "",
+        "",
+    ),
+    "page-anchored-frame": (
+        "<draw:frame text:anchor-type='page'><draw:text-box><text:p text:style-name='W'>SEEN"
+        "</text:p></draw:text-box></draw:frame>",
+        _WHITE,
+        "",
+        "",
+    ),
+    "dark-page": (
+        "<text:p text:style-name='W'>SEEN</text:p>",
+        _WHITE,
+        "",
+        "fo:background-color='#000000'",
+    ),
+    "page-picture": (
+        "<text:p text:style-name='W'>SEEN</text:p>",
+        _WHITE,
+        "",
+        "draw:fill='bitmap'",
+    ),
+    "shadow": (
+        _span("T1", "SEEN"),
+        _style("T1", "text", "fo:color='#ffffff' fo:text-shadow='1pt 1pt'"),
+        "",
+        "",
+    ),
+    "outline": (
+        _span("T1", "SEEN"),
+        _style("T1", "text", "fo:color='#ffffff' style:text-outline='true'"),
+        "",
+        "",
+    ),
+    "window-colour": (
+        _span("T1", "SEEN"),
+        _style("T1", "text", "fo:color='#ffffff' style:use-window-font-color='true'"),
+        "",
+        "",
+    ),
+    "eeeeee": (_span("T1", "SEEN"), _style("T1", "text", "fo:color='#eeeeee'"), "", ""),
+    "one-point": (_span("T1", "SEEN"), _style("T1", "text", "fo:font-size='1pt'"), "", ""),
+    "six-points": (_span("T1", "SEEN"), _style("T1", "text", "fo:font-size='6pt'"), "", ""),
+    "tenth-cm": (_span("T1", "SEEN"), _style("T1", "text", "fo:font-size='0.1cm'"), "", ""),
+    "ten-percent": (_span("T1", "SEEN"), _style("T1", "text", "fo:font-size='10%'"), "", ""),
+    "tiny-western-size-cjk-text": (
+        _span("T1", "SEEN 見"),
+        _style("T1", "text", "fo:font-size='0.5pt'"),
+        "",
+        "",
+    ),
+    "link": (
+        "<text:p><text:a xlink:href='https://example.com' text:style-name='T1' "
+        "xmlns:xlink='http://www.w3.org/1999/xlink'>SEEN</text:a></text:p>",
+        _style("T1", "text", "fo:color='#ffffff'"),
+        "",
+        "",
+    ),
+    "picture-behind-the-text": (
+        "<text:p><draw:frame text:anchor-type='page'><draw:image/></draw:frame></text:p>"
+        "<text:p text:style-name='W'>SEEN</text:p>",
+        _WHITE,
+        "",
+        "",
+    ),
+    "tracked-insertion": (
+        "<text:tracked-changes><text:changed-region text:id='c1'><text:insertion/>"
+        "</text:changed-region></text:tracked-changes><text:p text:style-name='W'>"
+        "<text:change-start text:change-id='c1'/>SEEN<text:change-end text:change-id='c1'/>"
+        "</text:p>",
+        _WHITE,
+        "",
+        "",
+    ),
+    "named-colour": (_span("T1", "SEEN"), _style("T1", "text", "fo:color='white'"), "", ""),
+    "zero-size": (_span("T1", "SEEN"), _style("T1", "text", "fo:font-size='0pt'"), "", ""),
+}
+
+
+@pytest.mark.parametrize("case", _SEEN.values(), ids=list(_SEEN))
+def test_white_or_small_text_a_reader_sees_is_read(
+    runner: SandboxRunner, case: tuple[str, str, str, str]
+) -> None:
+    body, automatic, common, layout = case
+    text = _odt_text(runner, _styled_odt(body, automatic, common, layout))
+    assert "SEEN" in text and _NOTICE not in text
+
+
+def test_a_black_span_in_a_white_paragraph_is_read_and_the_white_text_is_not(
+    runner: SandboxRunner,
+) -> None:
+    body = (
+        "<text:p text:style-name='W'>SECRET <text:span text:style-name='T1'>SEEN</text:span>"
+        "</text:p>"
+    )
+    text = _odt_text(runner, _styled_odt(body, _WHITE + _style("T1", "text", "fo:color='#000000'")))
+    assert "SEEN" in text and "SECRET" not in text and text.endswith(_NOTICE)
+
+
+def test_white_space_in_white_text_is_kept(runner: SandboxRunner) -> None:
+    body = "<text:p>one<text:span text:style-name='T1'> </text:span>two</text:p>"
+    text = _odt_text(runner, _styled_odt(body, _style("T1", "text", "fo:color='#ffffff'")))
+    assert text == "one two"
+
+
+def test_a_percentage_is_of_the_size_it_is_set_in(runner: SandboxRunner) -> None:
+    """5% of 12pt is 0.6pt, under a pixel; 5% of 200pt is 10pt, read."""
+    automatic = _style("P1", "paragraph", "fo:font-size='200pt'") + _style(
+        "T1", "text", "fo:font-size='5%'"
+    )
+    body = (
+        "<text:p text:style-name='P1'><text:span text:style-name='T1'>SEEN</text:span></text:p>"
+        "<text:p><text:span text:style-name='T1'>SECRET</text:span></text:p>"
+    )
+    text = _odt_text(runner, _styled_odt(body, automatic))
+    assert "SEEN" in text and "SECRET" not in text
+
+
+def test_an_odp_slides_white_text_is_read(runner: SandboxRunner) -> None:
+    """A slide's master draws white text on a dark background held in styles.xml."""
+    styles = _style("T1", "text", "fo:color='#ffffff'")
+    page = (
+        "<draw:page><draw:frame svg:y='1cm' svg:x='1cm'><draw:text-box><text:p>"
+        "<text:span text:style-name='T1'>SEEN</text:span></text:p></draw:text-box></draw:frame>"
+        "</draw:page>"
+    )
+    payload = odf(
+        f"<office:presentation>{page}</office:presentation>", media_type=ODP, styles=styles
+    )
+    assert "SEEN" in runner.run("presentation", ODP, payload, DEFAULT).text
+
+
+@pytest.mark.parametrize("styles_xml", ["<office:document-styles", "<!DOCTYPE x><x/>"])
+def test_an_unreadable_styles_part_does_not_refuse_the_text(
+    runner: SandboxRunner, styles_xml: str
+) -> None:
+    source = zipfile.ZipFile(
+        io.BytesIO(
+            _text_document(_span("T1", "SEEN"), styles=_style("T1", "text", "fo:color='#ffffff'"))
+        )
+    )
+    parts = {name: source.read(name).decode() for name in source.namelist()}
+    parts["styles.xml"] = styles_xml
+    assert "SEEN" in _odt_text(runner, package(parts))
+
+
+def test_styled_spans_cost_linear_time(runner: SandboxRunner) -> None:
+    """Colour, size and what is behind are resolved once per style, not once per span."""
+    automatic = "".join(
+        _style(f"T{n}", "text", "fo:font-size='50%'", parent=f"C{n % 50}") for n in range(100)
+    )
+    common = "".join(
+        _style(f"C{n}", "text", "fo:color='#ffffff'", parent=f"C{n - 1}" if n else "")
+        for n in range(50)
+    )
+
+    def cost(spans: int) -> float:
+        body = (
+            "<text:p>"
+            + "".join(
+                f"<text:span text:style-name='T{n % 100}'>x</text:span>" for n in range(spans)
+            )
+            + "</text:p>"
+        )
+        payload = _styled_odt(_p("shown") + body, automatic, common)
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            assert _odt_text(runner, payload).startswith("shown")
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    assert cost(100_000) < 30 * cost(10_000)
