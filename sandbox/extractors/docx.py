@@ -50,6 +50,9 @@ _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _MATH = "{http://schemas.openxmlformats.org/officeDocument/2006/math}"
 _W14 = "{http://schemas.microsoft.com/office/word/2010/wordml}"
 _DRAWING = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_WP = "{http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing}"
+_WPS = "{http://schemas.microsoft.com/office/word/2010/wordprocessingShape}"
+_VML = "{urn:schemas-microsoft-com:vml}"
 
 # Elements that hold paragraphs and tables and only wrap them (content controls, custom XML).
 _BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
@@ -59,8 +62,6 @@ _BLOCK_WRAPPERS = frozenset({_W + "sdt", _W + "sdtContent", _W + "customXml"})
 # w:pPr and w:rPr are properties: a w:tab inside them is a tab stop, not a tab character.
 _SKIPPED_INLINE = frozenset({_MC + "Fallback", _W + "moveFrom", _W + "pPr", _W + "rPr"})
 _TEXT_BOX = _W + "txbxContent"
-#: Tracked insertions, which Word's markup view draws in their author's colour.
-_TRACKED_INSERTIONS = frozenset({_W + "ins", _W + "moveTo"})
 _ALTERNATE = _MC + "AlternateContent"
 #: The extension namespaces Word reads, which an ``mc:Choice`` may require: Word shows a
 #: Choice only when it knows every namespace the Choice names, else its Fallback.
@@ -128,14 +129,25 @@ _LOOK_FIRST_ROW = 0x20
 _COUNT_DIGITS = len(str(MAX_COLUMNS + 1))
 _OUTLINE_LEVELS = frozenset("012345678")
 #: Effects drawn around a letter in its colour's stead or beside it: white text with a shadow,
-#: an outline or an embossing shows, as do Word 2010's text effects (``w14:``, any of them).
+#: an outline or an embossing shows.
 _EFFECTS = (_W + "shadow", _W + "emboss", _W + "imprint", _W + "outline")
+#: Word 2010's text effects that paint around the letters (a glow, a shadow, a reflection, 3-D
+#: depth, an outline), unless they say they have no fill. Its other settings (ligatures,
+#: number forms, stylistic sets) are typography: Word 365 sets ligatures in every document's
+#: defaults, and taking them for an effect turned the white-text rule off everywhere.
+_PAINTING_EFFECTS = tuple(
+    _W14 + name for name in ("glow", "shadow", "reflection", "props3d", "textOutline")
+)
+#: Word 2010's fill of the letters, drawn in ``w:color``'s stead (kept for older readers).
+_TEXT_FILL = _W14 + "textFill"
 #: The run properties that decide whether a reader sees a run's text, ordinary properties
-#: (the nearest setting wins): its colour, its size (``w:szCs`` for complex-script text, and
-#: all a run marked ``w:cs`` or ``w:rtl`` holds), and what is drawn behind or around it.
+#: (the nearest setting wins): its colour and fill, its size (``w:szCs`` for complex-script
+#: text, and all a run marked ``w:cs`` or ``w:rtl`` holds), and what is drawn behind or around
+#: it. A fixed set: a style keeps at most these, whatever else it sets (each of thousands of
+#: ``w14:`` settings, kept, was copied to every style based on it).
 _INK = frozenset(
     {_W + name for name in ("color", "sz", "szCs", "cs", "rtl", "shd", "highlight")}
-).union(_EFFECTS)
+).union(_EFFECTS, _PAINTING_EFFECTS, {_TEXT_FILL})
 #: Where a style's paragraph shading is kept among its run properties.
 _PARAGRAPH_SHADING = "paragraph " + _W + "shd"
 #: Highlights that paint nothing a white letter shows on.
@@ -164,6 +176,34 @@ _SCHEME_ELEMENTS = {
     **{f"accent{n}": f"accent{n}" for n in range(1, 7)},
     "hyperlink": "hlink", "followedHyperlink": "folHlink",
 }  # fmt: skip
+#: DrawingML's names of the theme's colours (``a:schemeClr``, ``w14:schemeClr``), as the
+#: ``w:themeColor`` names they stand for.
+_SCHEME_NAMES = {
+    "bg1": "background1", "tx1": "text1", "bg2": "background2", "tx2": "text2",
+    "lt1": "light1", "dk1": "dark1", "lt2": "light2", "dk2": "dark2",
+    **{f"accent{n}": f"accent{n}" for n in range(1, 7)},
+    "hlink": "hyperlink", "folHlink": "followedHyperlink",
+}  # fmt: skip
+#: The system colours Word draws a theme's ``a:sysClr`` in by its name (the reader's window is
+#: white, its text black), not by the ``lastClr`` the file keeps beside, which an attacker sets.
+_SYSTEM_COLOURS = {"window": css.WHITE, "windowText": css.BLACK}
+_PRESET_COLOURS = {"white": css.WHITE, "black": css.BLACK}
+#: DrawingML colour modifiers at the values that change nothing.
+_UNCHANGING = {"lumMod": "100000", "lumOff": "0", "alpha": "100000", "tint": "100000"}
+#: DrawingML's fills of a shape; any but none or one colour shows what is not known.
+_FILLS = frozenset(
+    _DRAWING + name
+    for name in ("noFill", "solidFill", "gradFill", "blipFill", "pattFill", "grpFill")
+)
+#: The VML elements that draw a shape (not ``v:shapetype``, a template for them).
+_VML_SHAPES = tuple(
+    _VML + name
+    for name in ("shape", "rect", "roundrect", "oval", "polyline", "arc", "curve", "image")
+)
+#: A VML style's ``z-index`` below zero: the shape is drawn below the text's layer.
+_BELOW_TEXT = re.compile(r"z-index\s*:\s*-", re.IGNORECASE)
+#: The ids Word gives its watermarks (text and picture), which it draws behind the text.
+_WATERMARKS = ("PowerPlusWaterMarkObject", "WordPictureWatermark")
 _HEX_COLOUR = re.compile(r"[0-9A-Fa-f]{6}")
 _HEX_BYTE = re.compile(r"[0-9A-Fa-f]{2}")
 _Ink = dict[str, etree._Element]
@@ -177,18 +217,25 @@ def extract_docx(media_type: str, payload: bytes, limits: ParseLimits) -> Docume
         document_part = _main_part(payload)
         numbering, styles = _definitions(document_part)
         settings = _settings(document_part)
+        theme = _theme_colours(document_part, settings)
         walker = _Walker(
             TextBudget(limits),
             Numbering(numbering, styles),
             _heading_levels(styles),
-            _vanish(styles),
+            _vanish(styles, theme),
             _Page(
-                coloured=document_part.element.find(_W + "background") is not None,
-                theme=_theme_colours(document_part, settings),
+                coloured=_page_coloured(document_part.element, settings, theme)
+                or _furniture_backdrop(document_part),
+                theme=theme,
+                lists_shaded=numbering is not None
+                and any(
+                    _painted(shading, theme)
+                    for shading in numbering.iterfind(f".//{_W}lvl/{_W}pPr/{_W}shd")
+                ),
             ),
         )
         # Walked in reading order, so list counters and note numbers advance as a reader's would.
-        body = walker.blocks(document_part.element.body)
+        body = walker.part_blocks(document_part.element.body)
         shown = _shown_furniture(settings)
         headers = _furniture(document_part, walker, "header", shown)
         footers = _furniture(document_part, walker, "footer", shown)
@@ -289,6 +336,9 @@ class _Walker:
         #: something coloured is behind its text (its shading, or what is behind it all).
         self._beneath: list[tuple[_Ink, ...]] = [(vanish.default_ink,)]
         self._paragraph_backed = False
+        #: Whether the part being read draws a floating shape that paints, which a text box
+        #: without a fill of its own may stand on (:func:`_shapes_paint`).
+        self._shapes_paint = False
         self.note_numbers: dict[tuple[str, str], int] = {}
         #: Characters Word does not show (hidden text), left out; and whether a header or
         #: footer part Word does not show was.
@@ -317,6 +367,27 @@ class _Walker:
                 blocks += self.blocks(child)
         return blocks
 
+    def part_blocks(self, root: etree._Element) -> list[Block]:
+        """The blocks of a part (the body, a header, a footer, a note), with any shape it draws
+        behind its text (:func:`_has_backdrop`) behind all of them."""
+        outer = self._shapes_paint
+        self._shapes_paint = _shapes_paint(root, self._page.theme)
+        try:
+            with self._behind(_has_backdrop(root)):
+                return self.blocks(root)
+        finally:
+            self._shapes_paint = outer
+
+    @contextmanager
+    def _behind(self, painted: bool) -> Iterator[None]:
+        """Reads with a colour behind the text if ``painted`` (or already), then as before."""
+        outer = self._backed
+        self._backed = outer or painted
+        try:
+            yield
+        finally:
+            self._backed = outer
+
     def _paragraph(self, paragraph: etree._Element) -> list[Block]:
         """The paragraph (a heading at its level, a list item after its number), then the
         paragraphs of any text boxes anchored in it."""
@@ -326,7 +397,7 @@ class _Walker:
         style = paragraph.find(f"{_W}pPr/{_W}pStyle")
         style_id = None if style is None else style.get(_W + "val")
         hidden = self._vanish.paragraph_hidden(style_id, self._table_hides)
-        self._ink_beneath(paragraph, style_id)
+        self._ink_beneath(paragraph, style_id, numbered=bool(number))
         self._inline(paragraph, pieces, boxes, hidden)
         text = "\n".join(line for line in "".join(pieces).split("\n") if line.strip())
         blocks: list[Block] = []
@@ -345,8 +416,10 @@ class _Walker:
             blocks.append(Paragraph(text))
         for box in boxes:
             # A text box is a story of its own: the style of a table it is anchored in does
-            # not reach its text. Its shape has a fill, which white text may be drawn on.
-            with self._in_table(hides=False, forced=False, ink=None, backed=True):
+            # not reach its text. Its shape may have a fill, or stand on another shape, which
+            # white text may be drawn on.
+            painted = self._shapes_paint or _box_painted(box, self._page.theme)
+            with self._in_table(hides=False, forced=False, ink=None, backed=painted):
                 blocks += self.blocks(box)
         return blocks
 
@@ -366,11 +439,15 @@ class _Walker:
         finally:
             self._table_hides, self._table_forced, self._table_ink, self._backed = outer
 
-    def _ink_beneath(self, paragraph: etree._Element, style_id: str | None) -> None:
+    def _ink_beneath(
+        self, paragraph: etree._Element, style_id: str | None, *, numbered: bool
+    ) -> None:
         """Sets what the paragraph's runs' colour and size come from beneath their own and
         their character style's properties: its style's, its table style's, the defaults'.
         Whether Word puts a table style's properties over the default paragraph style's is not
-        known: both orders are kept, and a run is taken as unseen only in both."""
+        known: both orders are kept, and a run is taken as unseen only in both. Its shading is
+        its own, else its list level's (any list's that shades, ``numbered``: which level's
+        is not worked out), else its style's, else the defaults'."""
         if style_id is None or style_id not in self._vanish.styles_by_kind.get("paragraph", ()):
             style_id = self._vanish.default_styles.get("paragraph", "")
         ink = self._vanish.ink.get(style_id, {})
@@ -380,8 +457,12 @@ class _Walker:
         if table is not None and style_id == self._vanish.default_styles.get("paragraph"):
             self._beneath.append((table, ink, defaults))
         own = paragraph.find(f"{_W}pPr/{_W}shd")
-        shading = own if own is not None else ink.get(_PARAGRAPH_SHADING)
-        self._paragraph_backed = self._backed or _painted(shading)
+        if own is None and numbered and self._page.lists_shaded:
+            self._paragraph_backed = True
+            return
+        settings = (own, ink.get(_PARAGRAPH_SHADING), defaults.get(_PARAGRAPH_SHADING))
+        shading = next((setting for setting in settings if setting is not None), None)
+        self._paragraph_backed = self._backed or _painted(shading, self._page.theme)
 
     def _heading_level(self, paragraph: etree._Element) -> int | None:
         """The paragraph's heading level by its own outline level, else by its style's."""
@@ -440,26 +521,8 @@ class _Walker:
                 branch = _chosen_branch(child)
                 if branch is not None:
                     self._inline(branch, pieces, boxes, hidden, unseen)
-            elif tag in _TRACKED_INSERTIONS:
-                self._insertion(child, pieces, boxes, hidden)
             elif tag not in _SKIPPED_INLINE and self._compatibility.reading(child) != "nothing":
                 self._inline(child, pieces, boxes, hidden, unseen)
-
-    def _insertion(
-        self,
-        insertion: etree._Element,
-        pieces: list[str],
-        boxes: list[etree._Element],
-        hidden: bool,
-    ) -> None:
-        """A tracked insertion's runs, read as :meth:`_inline` reads them but for their colour:
-        Word's markup view draws inserted text in its author's colour, white text too."""
-        outer = self._paragraph_backed
-        self._paragraph_backed = True
-        try:
-            self._inline(insertion, pieces, boxes, hidden)
-        finally:
-            self._paragraph_backed = outer
 
     def _run_hidden(self, run: etree._Element, inherited: bool) -> bool:
         """Whether Word hides the run: its own ``w:vanish`` (or ``w:specVanish``) decides, as
@@ -487,56 +550,59 @@ class _Walker:
     def _unseen(self, run: etree._Element) -> bool:
         """Whether Word draws the run's text where no reader sees it, in every order its
         properties may be applied in: white (or near it) with nothing coloured behind or around
-        it, or under a pixel high. The résumé's white text, planted for the model, was read."""
+        it, letters without a fill, or under a pixel high. The résumé's white text, planted
+        for the model, was read."""
         properties = run.find(_W + "rPr")
         style = None if properties is None else properties.find(_W + "rStyle")
         own = _ink_of(properties)
         character = self._vanish.ink.get(self._vanish.style_of("character", style), {})
         orders = [(own, character, *beneath) for beneath in self._beneath]
-        return all(self._tiny(levels, run) or self._white(levels) for levels in orders)
+        return all(
+            self._tiny(levels, run) or self._white(levels) or _unfilled(levels) for levels in orders
+        )
 
     def _white(self, levels: tuple[_Ink, ...]) -> bool:
         """Whether the run's colour is white to a reader's eye (within 16 in each channel, the
         web page's rule) and nothing but the white page is behind it: no shading (of the run,
         its paragraph, its cell or table, a text box's shape, the page), no highlight, no
         effect drawn around its letters."""
-        colour = self._colour(_nearest(levels, _W + "color"))
+        colour = self._letters_colour(levels)
         if colour is None or not colour.unseen_on(css.WHITE) or self._paragraph_backed:
             return False
         shading = _nearest(levels, _W + "shd")
         highlight = _nearest(levels, _W + "highlight")
         return (
-            not _painted(shading)
+            not _painted(shading, self._page.theme)
             and (highlight is None or highlight.get(_W + "val") in _NO_HIGHLIGHT)
             and not _drawn_around(levels)
         )
 
-    def _colour(self, setting: etree._Element | None) -> css.Colour | None:
-        """A ``w:color``'s colour: the theme's when it names one (Word draws that, not the
-        ``w:val`` kept beside it), tinted or shaded as it says; None when automatic (dark on
-        the light page) or not known."""
-        if setting is None:
-            return None
-        theme = setting.get(_W + "themeColor")
-        if theme is None:
-            return _hex_colour(setting.get(_W + "val"))
-        colour = self._page.theme.get(theme)
-        return None if colour is None else _tinted(colour, setting)
+    def _letters_colour(self, levels: tuple[_Ink, ...]) -> css.Colour | None:
+        """The colour Word draws the letters in: their Word 2010 fill's when they have one (a
+        solid one, else None: not known), else their ``w:color``'s (None when automatic, dark
+        on the light page, or not known). A theme's colour is resolved (Word draws that, not
+        the value kept beside it)."""
+        fill = _nearest(levels, _TEXT_FILL)
+        if fill is None:
+            setting = _nearest(levels, _W + "color")
+            return None if setting is None else _word_colour(setting, self._page.theme)
+        solid = fill.find(_W14 + "solidFill")
+        return None if solid is None else _drawing_colour(next(iter(solid), None), self._page.theme)
 
     @staticmethod
     def _tiny(levels: tuple[_Ink, ...], run: etree._Element) -> bool:
-        """Whether the run's text is under a pixel high: ``w:sz`` for most text, ``w:szCs``
-        for complex-script text (Arabic, Hebrew, Thai, the Indic scripts) and for all of a run
-        marked complex-script or right-to-left; a run holding both is tiny only at both."""
-        if not _too_small(_nearest(levels, _W + "sz")):
-            return False
-        if _too_small(_nearest(levels, _W + "szCs")):
-            return True
+        """Whether the run's text is under a pixel high: all of a run marked complex-script or
+        right-to-left at ``w:szCs``; else its complex-script letters (Arabic, Hebrew, Thai, the
+        Indic scripts) at ``w:szCs`` and its other letters at ``w:sz``, each that it holds."""
         marked = (_nearest(levels, _W + tag) for tag in ("cs", "rtl"))
+        complex_size = _too_small(_nearest(levels, _W + "szCs"))
         if any(mark is not None and _on(mark) for mark in marked):
+            return complex_size
+        text = "".join(text.text or "" for text in run.iterchildren(_W + "t", _MATH + "t"))
+        if _COMPLEX_SCRIPT.search(text) and not complex_size:
             return False
-        texts = run.iterchildren(_W + "t", _MATH + "t")
-        return not any(_COMPLEX_SCRIPT.search(text.text or "") for text in texts)
+        other = _COMPLEX_SCRIPT.sub("", text)
+        return not other.strip() or _too_small(_nearest(levels, _W + "sz"))
 
     def _note_mark(self, kind: str, note_id: str) -> str:
         """Number notes in order of first reference, footnotes and endnotes together."""
@@ -560,7 +626,7 @@ class _Walker:
             forced=style_id in self._vanish.forced,
             ink=self._vanish.ink.get(style_id, {}),
             backed=style_id in self._vanish.painted_tables
-            or _painted(table.find(f"{_W}tblPr/{_W}shd")),
+            or _painted(table.find(f"{_W}tblPr/{_W}shd"), self._page.theme),
         ):
             return self._rows(table)
 
@@ -597,16 +663,12 @@ class _Walker:
     def _cell(self, row: etree._Element, cell: etree._Element) -> list[Block]:
         """A cell's blocks, with its shading (``w:tcPr/w:shd``) or its row's (``w:tblPrEx``,
         the table's properties made different for the row) behind their text."""
-        outer = self._backed
-        self._backed = (
-            outer
-            or _painted(cell.find(f"{_W}tcPr/{_W}shd"))
-            or _painted(row.find(f"{_W}tblPrEx/{_W}shd"))
-        )
-        try:
+        theme = self._page.theme
+        with self._behind(
+            _painted(cell.find(f"{_W}tcPr/{_W}shd"), theme)
+            or _painted(row.find(f"{_W}tblPrEx/{_W}shd"), theme)
+        ):
             return self.blocks(cell)
-        finally:
-            self._backed = outer
 
 
 class _Compatibility:
@@ -747,7 +809,7 @@ def _furniture(
                 unshown.append(part)
                 continue
             seen_parts.add(id(part))
-            text = words(Document(walker.blocks(part.element)))
+            text = words(Document(walker.part_blocks(part.element)))
             if text and text not in seen_texts:
                 seen_texts.add(text)
                 blocks.append(Furniture(name, text))
@@ -860,10 +922,10 @@ class _Vanish:
         return self.by_style.get(style_id or "", False)
 
 
-def _vanish(styles: etree._Element | None) -> _Vanish:
+def _vanish(styles: etree._Element | None, theme: dict[str, css.Colour]) -> _Vanish:
     """The document's :class:`_Vanish`: each style's own ``w:vanish``, or the first one a style
     it is based on sets (followed at most :data:`_MAX_BASED_ON` deep, so a cycle ends); and
-    likewise each of the run properties of :data:`_INK`."""
+    likewise each of the run properties of :data:`_INK`, colours named by the ``theme``."""
     if styles is None:
         return _Vanish({}, by_default=False, default_styles={})
     defaults = styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr/{_W}vanish")
@@ -881,10 +943,13 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
         toggle = style.find(f"{_W}rPr/{_W}vanish")
         own[style_id] = None if toggle is None else _on(toggle)
         own_ink[style_id] = _style_ink(style)
-        if style.get(_W + "type") == "table" and _conditionally_hidden(style):
-            conditional.add(style_id)
-        if style.get(_W + "type") == "table" and any(map(_painted, style.iter(_W + "shd"))):
-            painted.add(style_id)
+        if style.get(_W + "type") == "table":
+            if _conditionally_hidden(style):
+                conditional.add(style_id)
+            if any(_painted(shading, theme) for shading in style.iter(_W + "shd")):
+                painted.add(style_id)
+            if (colour := _conditional_colour(style, theme)) is not None:
+                own_ink[style_id][_W + "color"] = colour
         based_on = style.find(_W + "basedOn")
         if based_on is not None:
             parent[style_id] = based_on.get(_W + "val", "")
@@ -919,9 +984,18 @@ def _vanish(styles: etree._Element | None) -> _Vanish:
         {kind: frozenset(ids) for kind, ids in styles_by_kind.items()},
         frozenset(forced),
         ink,
-        _ink_of(styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr")),
+        _default_ink(styles),
         frozenset(painted_tables),
     )
+
+
+def _default_ink(styles: etree._Element) -> _Ink:
+    """The document defaults' run properties of :data:`_INK` and their paragraph shading."""
+    ink = _ink_of(styles.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr"))
+    shading = styles.find(f"{_W}docDefaults/{_W}pPrDefault/{_W}pPr/{_W}shd")
+    if shading is not None:
+        ink[_PARAGRAPH_SHADING] = shading
+    return ink
 
 
 def _based_on_chain(style_id: str, parent: dict[str, str]) -> list[str]:
@@ -944,6 +1018,20 @@ def _conditionally_hidden(table_style: etree._Element) -> bool:
     return any(_on(toggle) for toggle in table_style.iterfind(f"{_W}tblStylePr/{_W}rPr/{_W}vanish"))
 
 
+def _conditional_colour(
+    table_style: etree._Element, theme: dict[str, css.Colour]
+) -> etree._Element | None:
+    """A text colour not white (or automatic, or not known) that a part of a table style's
+    conditional formatting sets: which cells each part reaches is not worked out, so it stands
+    for the style's colour, and the style's white hides nothing (a header row Word draws black
+    over a white base was dropped)."""
+    for setting in table_style.iterfind(f"{_W}tblStylePr/{_W}rPr/{_W}color"):
+        colour = _word_colour(setting, theme)
+        if colour is None or not colour.unseen_on(css.WHITE):
+            return setting
+    return None
+
+
 def _style_ink(style: etree._Element) -> _Ink:
     """A style's own run properties of :data:`_INK`, and its paragraph shading."""
     ink = _ink_of(style.find(_W + "rPr"))
@@ -954,14 +1042,10 @@ def _style_ink(style: etree._Element) -> _Ink:
 
 
 def _ink_of(properties: etree._Element | None) -> _Ink:
-    """The properties of :data:`_INK` a ``w:rPr`` sets, and any Word 2010 text effect."""
+    """The properties of :data:`_INK` a ``w:rPr`` sets."""
     if properties is None:
         return {}
-    return {
-        child.tag: child
-        for child in properties
-        if isinstance(child.tag, str) and (child.tag in _INK or child.tag.startswith(_W14))
-    }
+    return {child.tag: child for child in properties if child.tag in _INK}
 
 
 def _nearest(levels: tuple[_Ink, ...], tag: str) -> etree._Element | None:
@@ -971,26 +1055,67 @@ def _nearest(levels: tuple[_Ink, ...], tag: str) -> etree._Element | None:
 
 def _drawn_around(levels: tuple[_Ink, ...]) -> bool:
     """Whether an effect is drawn around the letters (a shadow, an outline, an embossing, a
-    Word 2010 effect at any level), which shows white text."""
-    if any(key.startswith(_W14) for level in levels for key in level):
-        return True
+    Word 2010 effect that paints: :data:`_PAINTING_EFFECTS`), which shows white text."""
     effects = (_nearest(levels, tag) for tag in _EFFECTS)
-    return any(effect is not None and _on(effect) for effect in effects)
+    if any(effect is not None and _on(effect) for effect in effects):
+        return True
+    painting = (_nearest(levels, tag) for tag in _PAINTING_EFFECTS)
+    return any(effect is not None and effect.find(_W14 + "noFill") is None for effect in painting)
 
 
-def _painted(shading: etree._Element | None) -> bool:
-    """Whether a ``w:shd`` paints a colour behind text: a pattern (anything but ``clear`` or
-    ``nil``), a theme fill, or a fill neither automatic nor white to the eye."""
-    if shading is None:
+def _unfilled(levels: tuple[_Ink, ...]) -> bool:
+    """Whether the letters have no fill (``w14:noFill``: drawn in no colour, whatever
+    ``w:color`` says) and nothing is drawn around them."""
+    fill = _nearest(levels, _TEXT_FILL)
+    return fill is not None and fill.find(_W14 + "noFill") is not None and not _drawn_around(levels)
+
+
+def _painted(shading: etree._Element | None, theme: dict[str, css.Colour]) -> bool:
+    """Whether a ``w:shd`` paints a colour not white behind text: its fill (none when
+    automatic), and its pattern (any but ``clear``; ``solid`` covers the fill) drawn over it in
+    ``w:color`` (black when automatic). A white fill named by the theme, or a white pattern,
+    paints nothing a white letter shows on."""
+    if shading is None or shading.get(_W + "val") == "nil":
         return False
     pattern = shading.get(_W + "val")
-    if pattern == "nil":
-        return False
-    if pattern != "clear" or shading.get(_W + "themeFill") is not None:
-        return True
-    fill = shading.get(_W + "fill", "auto")
-    colour = _hex_colour(fill)
-    return fill != "auto" and (colour is None or not colour.unseen_on(css.WHITE))
+    fill = _shading_paints(shading, theme, "fill", "themeFill", automatic=False)
+    if pattern == "clear":
+        return fill
+    colour = _shading_paints(shading, theme, "color", "themeColor", automatic=True)
+    return colour or (pattern != "solid" and fill)
+
+
+def _shading_paints(
+    shading: etree._Element,
+    theme: dict[str, css.Colour],
+    value: str,
+    themed: str,
+    *,
+    automatic: bool,
+) -> bool:
+    """Whether one of a shading's colours (its ``value`` attribute, or the theme's colour its
+    ``themed`` one names) is not white: ``automatic`` when it is automatic; a theme colour not
+    known paints."""
+    if shading.get(_W + themed) is None and shading.get(_W + value, "auto") == "auto":
+        return automatic
+    colour = _word_colour(shading, theme, value, themed)
+    return colour is None or not colour.unseen_on(css.WHITE)
+
+
+def _word_colour(
+    setting: etree._Element,
+    theme: dict[str, css.Colour],
+    value: str = "val",
+    themed: str = "themeColor",
+) -> css.Colour | None:
+    """A WordprocessingML colour: the theme's colour its ``themed`` attribute names (Word
+    draws that, not the ``value`` kept beside it), tinted or shaded as it says; else its
+    ``value``, RRGGBB. None when automatic or not known."""
+    name = setting.get(_W + themed)
+    if name is None:
+        return _hex_colour(setting.get(_W + value))
+    colour = theme.get(name)
+    return None if colour is None else _tinted(colour, setting, themed.removesuffix("Color"))
 
 
 def _too_small(size: etree._Element | None) -> bool:
@@ -1011,15 +1136,16 @@ def _hex_colour(value: str | None) -> css.Colour | None:
     return css.parse_colour("#" + value)
 
 
-def _tinted(colour: css.Colour, setting: etree._Element) -> css.Colour:
-    """A theme colour with its ``w:themeShade`` and ``w:themeTint`` (hexadecimal fractions of
-    255) applied to its luminance, as ECMA-376 Part 1, 17.3.2.6 says: a shade darkens toward
-    black, a tint lightens toward white."""
+def _tinted(colour: css.Colour, setting: etree._Element, prefix: str) -> css.Colour:
+    """A theme colour with its ``w:themeShade`` and ``w:themeTint`` (``w:themeFillShade`` and
+    ``w:themeFillTint`` for a shading's fill, by ``prefix``: hexadecimal fractions of 255)
+    applied to its luminance, as ECMA-376 Part 1, 17.3.2.6 says: a shade darkens toward black,
+    a tint lightens toward white."""
     hue, lightness, saturation = colorsys.rgb_to_hls(
         colour.red / 255, colour.green / 255, colour.blue / 255
     )
-    shade = setting.get(_W + "themeShade") or ""
-    tint = setting.get(_W + "themeTint") or ""
+    shade = setting.get(f"{_W}{prefix}Shade") or ""
+    tint = setting.get(f"{_W}{prefix}Tint") or ""
     if _HEX_BYTE.fullmatch(shade):
         lightness *= int(shade, 16) / 255
     if _HEX_BYTE.fullmatch(tint):
@@ -1030,12 +1156,14 @@ def _tinted(colour: css.Colour, setting: etree._Element) -> css.Colour:
 
 @dataclass(frozen=True)
 class _Page:
-    """What is behind all the document's text: whether the page is coloured (``w:background``:
-    a colour or a picture, which white text may show on), and the theme's colours, which a
-    ``w:themeColor`` names in place of its ``w:val``."""
+    """What is behind all the document's text: whether the page is coloured (a page colour
+    Word displays, :func:`_page_coloured`, or a shape a header or footer draws behind the
+    text), the theme's colours, which a ``w:themeColor`` names in place of its ``w:val``, and
+    whether any list level shades its paragraphs."""
 
     coloured: bool
     theme: dict[str, css.Colour]
+    lists_shaded: bool = False
 
 
 def _theme_colours(
@@ -1072,16 +1200,153 @@ def _theme_colours(
 
 
 def _scheme_colour(element: etree._Element | None) -> css.Colour | None:
-    """A colour scheme entry's colour: its ``a:srgbClr`` value or its ``a:sysClr``'s last
-    value, when nothing modifies it."""
-    colour = None if element is None else next(iter(element), None)
-    if colour is None or len(colour):
+    """A colour scheme entry's colour (:func:`_drawing_colour`)."""
+    return None if element is None else _drawing_colour(next(iter(element), None), {})
+
+
+def _drawing_colour(
+    element: etree._Element | None, theme: dict[str, css.Colour]
+) -> css.Colour | None:
+    """A DrawingML colour (``a:`` in a theme or a shape, ``w14:`` in a text effect): RGB, the
+    theme's by its DrawingML name, a system colour by its name (:data:`_SYSTEM_COLOURS`), white
+    or black by preset. None when not known, or changed by a modifier (:data:`_UNCHANGING`
+    ones change nothing)."""
+    if element is None or not isinstance(element.tag, str):
         return None
-    if colour.tag == _DRAWING + "srgbClr":
-        return _hex_colour(colour.get("val"))
-    if colour.tag == _DRAWING + "sysClr":
-        return _hex_colour(colour.get("lastClr"))
-    return None
+    for modifier in element:
+        name = etree.QName(modifier).localname
+        if _UNCHANGING.get(name) != _drawing_value(modifier):
+            return None
+    kind, value = etree.QName(element).localname, _drawing_value(element)
+    if kind == "srgbClr":
+        return _hex_colour(value)
+    if kind == "schemeClr":
+        return theme.get(_SCHEME_NAMES.get(value or "", ""))
+    if kind == "sysClr":
+        return _SYSTEM_COLOURS.get(value or "")
+    return _PRESET_COLOURS.get(value or "") if kind == "prstClr" else None
+
+
+def _drawing_value(element: etree._Element) -> str | None:
+    """A DrawingML element's ``val`` (``w14:val`` in Word 2010's text effects)."""
+    value: str | None = element.get("val", element.get(_W14 + "val"))
+    return value
+
+
+def _page_coloured(
+    document: etree._Element, settings: etree._Element | None, theme: dict[str, css.Colour]
+) -> bool:
+    """Whether Word displays a page colour white text shows on: only when the settings say to
+    (``w:displayBackgroundShape``; ECMA-376 Part 1, 17.15.1.26: else it is not shown), and a
+    colour not white (a theme's, tinted or shaded as it says; one not known counts) or a
+    picture or fill (``w:background``'s content: what it shows is not known)."""
+    background = document.find(_W + "background")
+    shown = None if settings is None else settings.find(_W + "displayBackgroundShape")
+    if background is None or shown is None or not _on(shown):
+        return False
+    if len(background):
+        return True
+    if (
+        background.get(_W + "themeColor") is None
+        and _hex_colour(background.get(_W + "color")) is None
+    ):
+        return False  # no colour, or automatic: the white page
+    colour = _word_colour(background, theme, "color")
+    return colour is None or not colour.unseen_on(css.WHITE)
+
+
+def _furniture_backdrop(document_part: XmlPart) -> bool:
+    """Whether a header or footer draws a shape behind the text (:func:`_has_backdrop`): it is
+    drawn on every page, and where it reaches (a banner, a watermark) is not worked out, so it
+    is taken as behind all the document's text."""
+    kinds = (RELATIONSHIP_TYPE.HEADER, RELATIONSHIP_TYPE.FOOTER)
+    return any(
+        _has_backdrop(_part_root(relationship.target_part))
+        for relationship in document_part.rels.values()
+        if relationship.reltype in kinds and not relationship.is_external
+    )
+
+
+def _has_backdrop(root: etree._Element) -> bool:
+    """Whether a part draws a shape behind its text: an anchored drawing placed behind it
+    (``behindDoc``), a VML shape below the text's layer (a negative ``z-index``) with a fill or
+    a picture, a watermark. Where it reaches is not worked out: white text anywhere in the part
+    is taken as drawn on it (a résumé's white name on a navy banner was dropped)."""
+    if any(_on_attribute(anchor.get("behindDoc")) for anchor in root.iter(_WP + "anchor")):
+        return True
+    return any(map(_vml_backdrop, root.iter(_VML + "*")))
+
+
+def _shapes_paint(root: etree._Element, theme: dict[str, css.Colour]) -> bool:
+    """Whether a part draws a floating shape that paints: an anchored drawing other than
+    shapes without a fill (a picture, a chart, a filled shape), a VML shape filled or holding a
+    picture. Where shapes stand is not worked out: a text box without a fill of its own on a
+    navy sidebar shape is taken as standing on it."""
+    for anchor in root.iter(_WP + "anchor"):
+        shapes = list(anchor.iter(_WPS + "wsp"))
+        if not shapes or any(_shape_painted(shape, theme) for shape in shapes):
+            return True
+    return any(
+        shape.tag == _VML + "image"
+        or _vml_painted(shape)
+        or shape.find(_VML + "imagedata") is not None
+        for shape in root.iter(*_VML_SHAPES)
+    )
+
+
+def _vml_backdrop(shape: etree._Element) -> bool:
+    """Whether a VML element is a watermark, or a shape below the text that paints."""
+    if (shape.get("id") or "").startswith(_WATERMARKS):
+        return True
+    if not _BELOW_TEXT.search(shape.get("style") or ""):
+        return False
+    return _vml_painted(shape) or shape.find(_VML + "imagedata") is not None
+
+
+def _vml_painted(shape: etree._Element) -> bool:
+    """Whether a VML shape paints a colour not white: filled (unless ``filled="f"``) in its
+    ``fillcolor`` (white when it names none, VML's default; one not known counts, and any
+    ``v:fill``: a gradient, a picture)."""
+    if (shape.get("filled") or "t").lower() in ("f", "false"):
+        return False
+    if shape.find(_VML + "fill") is not None:
+        return True
+    # Word writes a palette index after the colour: "#1f3864 [3204]".
+    colour = css.parse_colour((shape.get("fillcolor") or "white").split("[")[0].strip())
+    return colour is None or not colour.unseen_on(css.WHITE)
+
+
+def _box_painted(box: etree._Element, theme: dict[str, css.Colour]) -> bool:
+    """Whether a text box's shape paints a colour not white behind its text: a DrawingML
+    shape's fill (:func:`_shape_painted`), a VML shape's (:func:`_vml_painted`). A box in a
+    group or a canvas (drawn with other shapes, where they are not worked out), or one whose
+    shape is not found, is taken as painted."""
+    holder = box.getparent()
+    shape = None if holder is None else holder.getparent()
+    container = None if shape is None else shape.getparent()
+    if shape is None or container is None:
+        return True
+    if shape.tag == _WPS + "wsp" and container.tag == _DRAWING + "graphicData":
+        return _shape_painted(shape, theme)
+    if isinstance(shape.tag, str) and shape.tag.startswith(_VML) and container.tag == _W + "pict":
+        return _vml_painted(shape)
+    return True
+
+
+def _shape_painted(shape: etree._Element, theme: dict[str, css.Colour]) -> bool:
+    """Whether a DrawingML shape's fill paints a colour not white: none (``a:noFill``), one
+    colour, or what its style's fill reference gives (not known, unless index 0: none); no
+    fill and no style is none. A gradient, a picture or a pattern counts."""
+    fill = next((child for child in shape.iterfind(f"{_WPS}spPr/*") if child.tag in _FILLS), None)
+    if fill is None:
+        reference = shape.find(f"{_WPS}style/{_DRAWING}fillRef")
+        return reference is not None and reference.get("idx") != "0"
+    if fill.tag == _DRAWING + "noFill":
+        return False
+    if fill.tag != _DRAWING + "solidFill":
+        return True
+    colour = _drawing_colour(next(iter(fill), None), theme)
+    return colour is None or not colour.unseen_on(css.WHITE)
 
 
 def _on_attribute(value: str | None) -> bool:
@@ -1149,7 +1414,7 @@ def _notes(document_part: XmlPart, walker: _Walker) -> list[Block]:
                 notes[(kind, note.get(_W + "id", ""))] = note
     blocks: list[Block] = []
     for key, number in list(walker.note_numbers.items()):
-        text = words(Document(walker.blocks(notes[key]))) if key in notes else ""
+        text = words(Document(walker.part_blocks(notes[key]))) if key in notes else ""
         if text:
             blocks.append(Paragraph(f"[{number}] {text.lstrip()}"))
     return blocks

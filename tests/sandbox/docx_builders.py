@@ -46,6 +46,41 @@ def styles_xml(styles: str) -> bytes:
     return f'<w:styles xmlns:w="{WORD_NAMESPACE}">{styles}</w:styles>'.encode()
 
 
+#: The namespaces Word declares for drawings, text boxes, VML and its 2010 text effects.
+DRAWING_NAMESPACES = (
+    'xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing" '
+    'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main" '
+    'xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape" '
+    'xmlns:v="urn:schemas-microsoft-com:vml" '
+    'xmlns:w14="http://schemas.microsoft.com/office/word/2010/wordml"'
+)
+
+
+def settings_xml(settings: str) -> bytes:
+    """A settings part holding ``settings`` (``w:displayBackgroundShape``, ``w:revisionView``)."""
+    return f'<w:settings xmlns:w="{WORD_NAMESPACE}">{settings}</w:settings>'.encode()
+
+
+def theme_xml(light1: str) -> bytes:
+    """python-docx's theme with its ``a:lt1`` colour (background1's) replaced by ``light1``."""
+    source = zipfile.ZipFile(io.BytesIO(template_docx())).read("word/theme/theme1.xml").decode()
+    start, end = source.index("<a:lt1>"), source.index("</a:lt1>")
+    return (source[:start] + f"<a:lt1>{light1}" + source[end:]).encode()
+
+
+def anchored_shape(shape: str, behind: bool = False) -> str:
+    """A run holding a floating DrawingML shape (``wps:wsp`` content: its ``wps:spPr``, a text
+    box), in front of the text or ``behind`` it, as Word anchors a banner or a text box."""
+    return (
+        f'<w:r><w:drawing><wp:anchor behindDoc="{int(behind)}" simplePos="0" relativeHeight="1" '
+        'locked="0" layoutInCell="1" allowOverlap="1"><wp:simplePos x="0" y="0"/>'
+        '<wp:extent cx="7772400" cy="2000000"/><wp:wrapNone/><wp:docPr id="1" name="Shape 1"/>'
+        '<a:graphic><a:graphicData uri="http://schemas.microsoft.com/office/word/2010/'
+        f'wordprocessingShape"><wps:wsp>{shape}<wps:bodyPr/></wps:wsp></a:graphicData>'
+        "</a:graphic></wp:anchor></w:drawing></w:r>"
+    )
+
+
 def odt() -> bytes:
     """An OpenDocument text as LibreOffice lays one out: "mimetype" first and uncompressed."""
     buffer = io.BytesIO()
