@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,17 +22,21 @@ from sandbox import codes, pages, quality
 from sandbox.document import Block, Document, Notice, OcrText, PageBreak, Paragraph
 from sandbox.extractors.ocr import EmptyPage, decoding_under, ocr_image
 from sandbox.extractors.pdf_decoders import CheckedCopy, refuse_hidden_decoders
-from sandbox.extractors.pdf_forms import field_values, form_has_values, value_edits
+from sandbox.extractors.pdf_fonts import may_drop_glyphs
+from sandbox.extractors.pdf_forms import FieldValue, field_values, form_has_values, value_edits
 from sandbox.extractors.pdf_images import check_page_images
 from sandbox.extractors.pdf_labels import page_labels
 from sandbox.extractors.pdf_layout import (
+    Fragment,
     apply,
     image_coverage,
     line_number_edits,
+    may_have_numbered_lines,
     positioned_text,
 )
 from sandbox.extractors.pdf_text import repair, unmapped_share
-from sandbox.extractors.pdfium import PdfiumPage, has_ink, render_scale
+from sandbox.extractors.pdf_text_copy import text_copy
+from sandbox.extractors.pdfium import PdfiumPage, PdfiumText, has_ink, render_scale
 from sandbox.extractors.registry import Refusal, extractor, report_progress
 from sandbox.extractors.text import TextBudget
 from sandbox.limits import ParseLimits
@@ -51,6 +56,10 @@ BROKEN_SHARE = 0.01
 # rendering holds the stamp too.
 SCAN_STAMP_CHARS = 40
 SCAN_COVERAGE = 0.5
+# Letters of the scripts written right to left. PDFium writes a lam-alef ligature's two letters
+# in the order they are drawn ("اإل" for "الإ"), where pypdf's order is the reading one: a page
+# holding them is read by pypdf.
+_RIGHT_TO_LEFT = re.compile("[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefc]")
 # The notice that opens a page whose text PDFium read instead of pypdf (docs/sandbox.md). Both
 # counts are given because PDFium skips glyphs it cannot map: a reader must see when the page's
 # text is a fraction of what is drawn.
@@ -203,6 +212,10 @@ class _Pages:
     def __init__(self, reader: PdfReader) -> None:
         self.reader = reader
         self._pdfium: tuple[int, PdfiumPage, CheckedCopy] | None = None
+        # PDFium's reading of the text copy: opened at the first page, None where the copy
+        # cannot be made or checked (then pypdf reads every page, as it did alone).
+        self._text: PdfiumText | None = None
+        self._text_tried = False
         # Field values live in the catalog's form; a document whose form holds none has none
         # to place, and skips resolving every link annotation of every page to find that out.
         self._has_form = form_has_values(reader.root_object)
@@ -213,6 +226,8 @@ class _Pages:
 
     def __exit__(self, *_: object) -> None:
         self._close_pdfium()
+        if self._text is not None:
+            self._text.close()
 
     def __iter__(self) -> Iterator[tuple[int, PageObject, _TextLayer | _NeedsOcr]]:
         """Each page with its text, or with what OCR of it needs; progress said as it goes."""
@@ -228,6 +243,25 @@ class _Pages:
         checked for the codecs the sandbox never runs (:func:`refuse_hidden_decoders`).
         """
         return self._opened(index)[1]
+
+    def pdfium_text(self, index: int) -> str | None:
+        """Page ``index``'s text as PDFium reads the document's text copy
+        (``pdf_text_copy.py``), None where there is no copy to read: one that names a codec
+        the sandbox never runs, that cannot be decoded to be checked, or whose pages PDFium
+        does not count as pypdf does. Such a document is read by pypdf alone, as before."""
+        if not self._text_tried:
+            self._text_tried = True
+            try:
+                self._text = PdfiumText(text_copy(self.reader), len(self.reader.pages))
+            except (Refusal, LimitReachedError):
+                self._text = None
+        return None if self._text is None else self._text.text(index)
+
+    def pdfium_positioned(self, index: int) -> tuple[str, list[Fragment]]:
+        """Page ``index``'s text from the text copy with where its words start; only after
+        :meth:`pdfium_text` found a copy to read."""
+        assert self._text is not None
+        return self._text.positioned(index)
 
     def images(self, index: int) -> CheckedCopy:
         """What the walk of page ``index``'s copy found: every image stream PDFium may draw,
@@ -289,8 +323,37 @@ def _scanned(scan: OcrText | None, fallback: str, budget: TextBudget) -> list[Bl
 
 
 def _read_page(document: _Pages, index: int, has_form: bool) -> _TextLayer | _NeedsOcr:
+    """The page's text as PDFium reads it, laid out (:func:`_laid_out`) and repaired; or, where
+    PDFium may leave glyphs out (``pdf_fonts.py``) or the page needs pypdf's reading
+    (:func:`_needs_pypdf`), as :func:`_read_by_pypdf` reads it."""
+    page = document.reader.pages[index]
+    text = None if may_drop_glyphs(page) else document.pdfium_text(index)
+    if text is None:
+        return _read_by_pypdf(document, index, has_form)
+    values = field_values(page) if has_form else []
+    if values or may_have_numbered_lines(text):
+        text = _laid_out(*document.pdfium_positioned(index), values)
+    text = repair(text).strip()
+    if _needs_pypdf(text):
+        return _read_by_pypdf(document, index, has_form)
+    return _TextLayer(text)
+
+
+def _needs_pypdf(text: str) -> bool:
+    """Whether a page is pypdf's to read, PDFium's text of it being ``text``: text that is
+    broken, empty or a scan's stamp (the choice between a text layer and OCR is made on
+    pypdf's reading, as it was), and right-to-left writing (see :data:`_RIGHT_TO_LEFT`)."""
+    return (
+        _visible(text) < SCAN_STAMP_CHARS
+        or unmapped_share(text) > BROKEN_SHARE
+        or _RIGHT_TO_LEFT.search(text) is not None
+    )
+
+
+def _read_by_pypdf(document: _Pages, index: int, has_form: bool) -> _TextLayer | _NeedsOcr:
     """The page's text layer as pypdf reads it, laid out and repaired; the text PDFium reads
-    where pypdf's is broken; or, where there is none, that the page needs OCR."""
+    of the page alone where pypdf's is broken; or, where there is none, that the page needs
+    OCR."""
     page = document.reader.pages[index]
     text = _laid_out_text(page, has_form)
     share = unmapped_share(text)
@@ -386,10 +449,14 @@ def _visible(text: str) -> int:
 
 
 def _laid_out_text(page: PageObject, has_form: bool) -> str:
-    """pypdf's text of the page, with its form values placed and its margin line numbers moved
-    to their lines (positions come with the text in the same pass: measured at no extra cost)."""
-    text, fragments = positioned_text(page)
-    values = field_values(page) if has_form else []
+    """pypdf's text of the page, laid out (:func:`_laid_out`; positions come with the text in
+    the same pass: measured at no extra cost)."""
+    return _laid_out(*positioned_text(page), field_values(page) if has_form else [])
+
+
+def _laid_out(text: str, fragments: list[Fragment], values: list[FieldValue]) -> str:
+    """A page's text with its form values placed and its margin line numbers moved to their
+    lines, by where its pieces start (pypdf's or PDFium's reading alike)."""
     edits = line_number_edits(text, fragments) + value_edits(text, fragments, values)
     return apply(text, edits)
 

@@ -119,32 +119,34 @@ class CheckedCopy:
     opens_inline_image: bool
 
 
-def refuse_hidden_decoders(writer: PdfWriter) -> CheckedCopy:
+def refuse_hidden_decoders(writer: PdfWriter, *, one_page: bool = True) -> CheckedCopy:
     """Refuse the one-page copy in ``writer`` if any stream in it is filtered with a codec in
     :data:`REFUSED`, or any stream PDFium may parse as content names one (an inline image);
     return what the check of what the page's images hold needs (``pdf_images``), read in the
     same pass over the content: decoding it twice cost the inflating twice. Another page a
     link's destination drags into the copy is checked for the codecs too, but its images are
-    not the page's.
+    not the page's. A copy of every page (``one_page`` false: the text copy) is checked the
+    same way, and no page's images are gathered.
 
     Every object the copy's catalog and page lead to is visited, once in each role it is
     reached in, whatever refers to it: no list of the roads PDFium takes to a stream is needed,
     so none can be missing.
     """
     images: dict[int, Stream] = {}
-    page = writer.pages[0]
-    contents = resolved(page.get("/Contents"))
-    page_content = {
-        id(stream)
-        for item in (contents if isinstance(contents, ArrayObject) else [contents])
-        if isinstance(stream := resolved(item), Stream)
-    }
+    stack = [_Visit(writer.root_object, "catalog", _Role.CONTENT)]
+    page_content: set[int] = set()
+    own_page: PdfObject | None = None
+    if one_page:
+        page = writer.pages[0]
+        contents = resolved(page.get("/Contents"))
+        page_content = {
+            id(stream)
+            for item in (contents if isinstance(contents, ArrayObject) else [contents])
+            if isinstance(stream := resolved(item), Stream)
+        }
+        stack.append(_Visit(page.indirect_reference or page, "page", _Role.CONTENT))
+        own_page = page.get_object()
     opens_inline_image = False
-    stack = [
-        _Visit(writer.root_object, "catalog", _Role.CONTENT),
-        _Visit(page.indirect_reference or page, "page", _Role.CONTENT),
-    ]
-    own_page = page.get_object()
     seen: set[tuple[int, int, int, _Role, bool]] = set()
     while stack:
         visit = stack.pop()

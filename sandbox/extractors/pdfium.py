@@ -1,24 +1,29 @@
-"""PDFium (through pypdfium2), for the pages pypdf cannot give text for: rendering a page for
-OCR, and the text of a page whose text layer pypdf reads as garbage.
+"""PDFium (through pypdfium2): the text of a PDF's pages, and rendering a page for OCR.
 
-Opened only for such a page, and then only on pypdf's checked copy of that page alone
-(:class:`PdfiumPage`). See docs/sandbox.md, "Parsers" and "What PDFium opens".
+PDFium never opens the upload: it reads text from pypdf's checked text copy of the whole
+document (:class:`PdfiumText`), and renders a page (or reads the text of one whose text
+layer is broken) from pypdf's checked copy of that page alone (:class:`PdfiumPage`).
+See docs/sandbox.md, "Parsers" and "What PDFium opens".
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import itertools
 import math
+import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pypdfium2
 from PIL import Image
 
 from sandbox import codes
 from sandbox.extractors.ocr import check_pixels
+from sandbox.extractors.pdf_layout import Fragment
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import MIB, ParseLimits
 
@@ -40,6 +45,10 @@ _GOLDEN = (math.sqrt(5) - 1) / 2
 _HIGH_SURROGATES = (0xD800, 0xDBFF)
 _LOW_SURROGATES = (0xDC00, 0xDFFF)
 _LAST_CODE_POINT = 0x10FFFF
+_T = TypeVar("_T")
+_CRLF = re.compile("\r\n")
+_WORD = re.compile(r"\S+")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 #: How deep the list of a page's images follows forms drawn inside forms.
 _FORM_DEPTH = 64
 #: The most stored bytes copied out of PDFium, per page, to tell the XObject images its content
@@ -174,26 +183,111 @@ class PdfiumPage:
         return found
 
     def text(self) -> str:
-        """The page's text as PDFium maps its glyphs: in content order, or column by column
-        when the page is written vertically.
-
-        A sample of the page's steps decides for a page of prose; a page the sample finds
-        vertical is judged again on every step, from the glyphs its columns need anyway, so a
-        line structure that happens to repeat at the sample's spacing never scrambles a page.
-        """
-        text_page = self._page.get_textpage()
-        try:
-            if _sample_is_vertical(text_page):
-                glyphs = _glyphs(text_page)
-                if _steps_are_vertical(glyphs):
-                    return _by_columns(glyphs)
-            return _page_text(text_page).replace("\r\n", "\n")
-        finally:
-            text_page.close()
+        """The page's text (:func:`page_text`)."""
+        return page_text(self._page)
 
     def close(self) -> None:
         self._page.close()
         self._document.close()
+
+
+class PdfiumText:
+    """The text of every page of a document, as PDFium reads pypdf's checked text copy of it
+    (``sandbox/extractors/pdf_text_copy.py``): one open for all its pages, where a copy of
+    each page alone cost more than reading its text.
+
+    A copy whose page count is not pypdf's is refused: page ``i`` must be pypdf's page ``i``,
+    whose other readings (its form values, its OCR) stand beside this text.
+    """
+
+    def __init__(self, payload: bytes, pages: int) -> None:
+        try:
+            self._document = pypdfium2.PdfDocument(payload)
+        except pypdfium2.PdfiumError as exc:
+            raise Refusal(codes.UNREADABLE, f"PDFium cannot open the text copy: {exc}") from exc
+        if len(self._document) != pages:
+            found = len(self._document)
+            self._document.close()
+            raise Refusal(codes.UNREADABLE, f"PDFium reads {found} pages in a text copy of {pages}")
+
+    def text(self, index: int) -> str:
+        """Page ``index``'s text (:func:`page_text`)."""
+        return self._read(index, page_text)
+
+    def positioned(self, index: int) -> tuple[str, list[Fragment]]:
+        """Page ``index``'s text (:func:`page_text`) with where each word of it starts, for
+        the rules that place text by position (margin line numbers, form values); no words on
+        a page written vertically, whose columns are no lines to place anything on."""
+        return self._read(index, _positioned_text)
+
+    def _read(self, index: int, reading: Callable[[pypdfium2.PdfPage], _T]) -> _T:
+        try:
+            page = self._document[index]
+        except pypdfium2.PdfiumError as exc:
+            raise Refusal(codes.UNREADABLE, f"PDFium cannot load page {index + 1}: {exc}") from exc
+        try:
+            return reading(page)
+        finally:
+            page.close()
+
+    def close(self) -> None:
+        self._document.close()
+
+
+def _positioned_text(page: pypdfium2.PdfPage) -> tuple[str, list[Fragment]]:
+    """:func:`page_text`, with a fragment for each word: its offsets in that text and its
+    first character's origin (the point on the baseline its glyph is drawn from, as pypdf
+    places the pieces it reads). Two calls to PDFium a word, none a character."""
+    text_page = page.get_textpage()
+    try:
+        if _sample_is_vertical(text_page):
+            glyphs = _glyphs(text_page)
+            if _steps_are_vertical(glyphs):
+                return _by_columns(glyphs), []
+        raw = _page_text(text_page)
+        return raw.replace("\r\n", "\n"), _words(text_page, raw)
+    finally:
+        text_page.close()
+
+
+def _words(text_page: pypdfium2.PdfTextPage, raw: str) -> list[Fragment]:
+    """A fragment for each word of ``raw`` (PDFium's text of the page, its line breaks
+    ``\\r\\n``), its offsets in the text with ``\\n`` line breaks."""
+    breaks = [match.start() for match in _CRLF.finditer(raw)]
+    # PDFium counts its text in UTF-16 units: a character past the basic plane is two.
+    astral = [match.start() for match in _ASTRAL.finditer(raw)]
+    x, y = ctypes.c_double(), ctypes.c_double()
+    fragments = []
+    for match in _WORD.finditer(raw):
+        start, end = match.span()
+        units = start + bisect.bisect_left(astral, start)
+        character = pypdfium2.raw.FPDFText_GetCharIndexFromTextIndex(text_page, units)
+        if character < 0 or not pypdfium2.raw.FPDFText_GetCharOrigin(
+            text_page, character, ctypes.byref(x), ctypes.byref(y)
+        ):
+            continue
+        shift = bisect.bisect_left(breaks, start)  # each "\r\n" before it is one "\n"
+        fragments.append(Fragment(start - shift, end - shift, x.value, y.value))
+    return fragments
+
+
+def page_text(page: pypdfium2.PdfPage) -> str:
+    """A page's text as PDFium maps its glyphs: in content order, or column by column when
+    the page is written vertically.
+
+    A sample of the page's steps decides for a page of prose; a page the sample finds
+    vertical is judged again on every step, from the glyphs its columns need anyway, so a
+    line structure that happens to repeat at the sample's spacing never scrambles a page.
+    """
+    text_page = page.get_textpage()
+    try:
+        if _sample_is_vertical(text_page):
+            glyphs = _glyphs(text_page)
+            if _steps_are_vertical(glyphs):
+                return _by_columns(glyphs)
+        return _page_text(text_page).replace("\r\n", "\n")
+    finally:
+        text_page.close()
 
 
 @dataclass(frozen=True, slots=True)
