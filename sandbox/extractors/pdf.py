@@ -246,16 +246,24 @@ class _Pages:
 
     def pdfium_text(self, index: int) -> str | None:
         """Page ``index``'s text as PDFium reads the document's text copy
-        (``pdf_text_copy.py``), None where there is no copy to read: one that names a codec
-        the sandbox never runs, that cannot be decoded to be checked, or whose pages PDFium
-        does not count as pypdf does. Such a document is read by pypdf alone, as before."""
+        (``pdf_text_copy.py``), None where there is none to read: a copy that names a codec
+        the sandbox never runs, cannot be decoded to be checked, cannot be written or whose
+        pages PDFium does not count as pypdf does (the document is read by pypdf alone, as
+        before), or a page PDFium cannot load (that page is)."""
         if not self._text_tried:
             self._text_tried = True
             try:
                 self._text = PdfiumText(text_copy(self.reader), len(self.reader.pages))
-            except (Refusal, LimitReachedError):
+            except MemoryError:
+                raise
+            except Exception:  # noqa: BLE001 - the copy is a shortcut: pypdf's reading stands
                 self._text = None
-        return None if self._text is None else self._text.text(index)
+        if self._text is None:
+            return None
+        try:
+            return self._text.text(index)
+        except Refusal:
+            return None
 
     def pdfium_positioned(self, index: int) -> tuple[str, list[Fragment]]:
         """Page ``index``'s text from the text copy with where its words start; only after

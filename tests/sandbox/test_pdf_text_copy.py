@@ -13,6 +13,7 @@ import pypdfium2
 import pytest
 from pypdf import PdfReader
 
+from sandbox import codes
 from sandbox.document import Document
 from sandbox.extractors import pdf as pdf_extractor
 from sandbox.extractors.pdf import extract_pdf
@@ -282,3 +283,24 @@ def test_pdf_text_scores_no_worse_than_pypdf_alone_nor_than_the_best_other_reade
     ).stdout
     others = min(cer(truth, pdftotext, form), cer(truth, _pdfium_alone(payload), form))
     assert airlock <= others + 0.01, name
+
+
+def test_a_copy_that_cannot_be_written_or_a_page_pdfium_cannot_load_is_read_by_pypdf(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy is a shortcut: whatever stops pypdf writing it (a page dictionary its writer
+    trips on) or PDFium loading a page of it leaves the text to pypdf, never a failed job."""
+
+    def unwritable(reader: PdfReader) -> bytes:
+        raise ValueError("a page the writer trips on")
+
+    payload = _page_of(_prose())
+    with monkeypatch.context() as patched:
+        patched.setattr(pdf_extractor, "text_copy", unwritable)
+        assert _text(payload) == f"[page 1]\n{PROSE}"
+
+    def unloadable(self: PdfiumText, index: int) -> str:
+        raise Refusal(codes.UNREADABLE, "PDFium cannot load page 1")
+
+    monkeypatch.setattr(PdfiumText, "text", unloadable)
+    assert _text(payload) == f"[page 1]\n{PROSE}"
