@@ -49,6 +49,13 @@ _T = TypeVar("_T")
 _CRLF = re.compile("\r\n")
 _WORD = re.compile(r"\S+")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+#: Letters of the scripts set in vertical columns: Mongolian, CJK (radicals, kana, bopomofo,
+#: ideographs, Hangul), their compatibility and vertical forms, and the ideographs past the
+#: basic plane.
+_VERTICAL_SCRIPTS = re.compile(
+    "[\u1800-\u18af\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\ufe10-\ufe1f"
+    "\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff]"
+)
 #: How deep the list of a page's images follows forms drawn inside forms.
 _FORM_DEPTH = 64
 #: The most stored bytes copied out of PDFium, per page, to tell the XObject images its content
@@ -238,16 +245,7 @@ def _positioned_text(page: pypdfium2.PdfPage) -> tuple[str, list[Fragment]]:
     """:func:`page_text`, with a fragment for each word: its offsets in that text and its
     first character's origin (the point on the baseline its glyph is drawn from, as pypdf
     places the pieces it reads). Two calls to PDFium a word, none a character."""
-    text_page = page.get_textpage()
-    try:
-        if _sample_is_vertical(text_page):
-            glyphs = _glyphs(text_page)
-            if _steps_are_vertical(glyphs):
-                return _by_columns(glyphs), []
-        raw = _page_text(text_page)
-        return raw.replace("\r\n", "\n"), _words(text_page, raw)
-    finally:
-        text_page.close()
+    return _reading(page, positioned=True)
 
 
 def _words(text_page: pypdfium2.PdfTextPage, raw: str) -> list[Fragment]:
@@ -273,19 +271,28 @@ def _words(text_page: pypdfium2.PdfTextPage, raw: str) -> list[Fragment]:
 
 def page_text(page: pypdfium2.PdfPage) -> str:
     """A page's text as PDFium maps its glyphs: in content order, or column by column when
-    the page is written vertically.
+    the page is written vertically (:func:`_reading`)."""
+    return _reading(page, positioned=False)[0]
 
-    A sample of the page's steps decides for a page of prose; a page the sample finds
-    vertical is judged again on every step, from the glyphs its columns need anyway, so a
-    line structure that happens to repeat at the sample's spacing never scrambles a page.
+
+def _reading(page: pypdfium2.PdfPage, *, positioned: bool) -> tuple[str, list[Fragment]]:
+    """A page's text, and where its words start when ``positioned`` (none on a page read by
+    columns, which are no lines to place anything on).
+
+    Only a page holding letters of a script written vertically (CJK, Mongolian) is judged
+    for it: judging every page cost a page of prose a fifth of its reading. A sample of the
+    page's steps decides; a page the sample finds vertical is judged again on every step,
+    from the glyphs its columns need anyway, so a line structure that happens to repeat at
+    the sample's spacing never scrambles a page.
     """
     text_page = page.get_textpage()
     try:
-        if _sample_is_vertical(text_page):
+        raw = _page_text(text_page)
+        if _VERTICAL_SCRIPTS.search(raw) and _sample_is_vertical(text_page):
             glyphs = _glyphs(text_page)
             if _steps_are_vertical(glyphs):
-                return _by_columns(glyphs)
-        return _page_text(text_page).replace("\r\n", "\n")
+                return _by_columns(glyphs), []
+        return raw.replace("\r\n", "\n"), _words(text_page, raw) if positioned else []
     finally:
         text_page.close()
 
