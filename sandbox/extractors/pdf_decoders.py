@@ -126,27 +126,52 @@ def refuse_hidden_decoders(writer: PdfWriter, *, one_page: bool = True) -> Check
     same pass over the content: decoding it twice cost the inflating twice. Another page a
     link's destination drags into the copy is checked for the codecs too, but its images are
     not the page's. A copy of every page (``one_page`` false: the text copy) is checked the
-    same way, and no page's images are gathered.
+    same way, no page's images are gathered, and whether any stream PDFium may parse as
+    content opens an inline image is told.
 
     Every object the copy's catalog and page lead to is visited, once in each role it is
     reached in, whatever refers to it: no list of the roads PDFium takes to a stream is needed,
     so none can be missing.
     """
     images: dict[int, Stream] = {}
-    stack = [_Visit(writer.root_object, "catalog", _Role.CONTENT)]
-    page_content: set[int] = set()
-    own_page: PdfObject | None = None
+    page_content: set[int] | None = None  # None: every stream parsed as content
     if one_page:
-        page = writer.pages[0]
-        contents = resolved(page.get("/Contents"))
+        contents = resolved(writer.pages[0].get("/Contents"))
         page_content = {
             id(stream)
             for item in (contents if isinstance(contents, ArrayObject) else [contents])
             if isinstance(stream := resolved(item), Stream)
         }
+    opens_inline_image = False
+    for stream, visit in _streams(writer, one_page=one_page):
+        looked_for = page_content is None or id(stream) in page_content
+        opens = _check_stream(stream, visit, page_content=looked_for)
+        opens_inline_image = opens_inline_image or opens
+        if visit.role is _Role.IMAGE and visit.on_page:
+            images.setdefault(id(stream), stream)  # pypdf resolves a number to one object
+    return CheckedCopy(list(images.values()), opens_inline_image)
+
+
+def reached_only_as_images(writer: PdfWriter) -> list[Stream]:
+    """The streams of a copy of every page that every road to reaches as an image (an
+    XObject whose ``/Subtype`` is ``/Image``, an image's mask): what PDFium may only decode
+    and draw. A stream also reached another way (a page's content, a font's map dressed as an
+    image) is not one: blanked, its words were lost or changed without a word."""
+    roles: dict[int, tuple[Stream, set[_Role]]] = {}
+    for stream, visit in _streams(writer, one_page=False):
+        roles.setdefault(id(stream), (stream, set()))[1].add(visit.role)
+    return [stream for stream, reached in roles.values() if reached == {_Role.IMAGE}]
+
+
+def _streams(writer: PdfWriter, *, one_page: bool) -> Iterator[tuple[Stream, _Visit]]:
+    """Every stream the copy's catalog (and, for a one-page copy, its page) leads to, with
+    how it was reached, once in each role."""
+    stack = [_Visit(writer.root_object, "catalog", _Role.CONTENT)]
+    own_page: PdfObject | None = None
+    if one_page:
+        page = writer.pages[0]
         stack.append(_Visit(page.indirect_reference or page, "page", _Role.CONTENT))
         own_page = page.get_object()
-    opens_inline_image = False
     seen: set[tuple[int, int, int, _Role, bool]] = set()
     while stack:
         visit = stack.pop()
@@ -161,10 +186,7 @@ def refuse_hidden_decoders(writer: PdfWriter, *, one_page: bool = True) -> Check
                 continue  # a reference to nothing: PDFium reads null
             item = target
         if isinstance(item, Stream):
-            opens = _check_stream(item, visit, page_content=id(item) in page_content)
-            opens_inline_image = opens_inline_image or opens
-            if visit.role is _Role.IMAGE and visit.on_page:
-                images.setdefault(id(item), item)  # pypdf resolves a number to one object
+            yield item, visit
         if isinstance(item, DictionaryObject):
             on_page = visit.on_page and (item is own_page or not _is_page(item))
             stack.extend(
@@ -176,7 +198,6 @@ def refuse_hidden_decoders(writer: PdfWriter, *, one_page: bool = True) -> Check
                 _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT, visit.on_page)
                 for index, value in enumerate(item)
             )
-    return CheckedCopy(list(images.values()), opens_inline_image)
 
 
 def _role(parent: _Role, key: str, value: PdfObject) -> _Role:
@@ -204,9 +225,9 @@ def _is_image(xobject: PdfObject) -> bool:
 
 
 def _check_stream(stream: Stream, visit: _Visit, *, page_content: bool) -> bool:
-    """Refuse the stream as :func:`refuse_hidden_decoders` says; for one of the page's own
-    content streams, whether a view of it PDFium may parse holds the operator that opens an
-    inline image."""
+    """Refuse the stream as :func:`refuse_hidden_decoders` says; for a stream it looks in for
+    inline images (``page_content``), whether a view of it PDFium may parse holds the operator
+    that opens one."""
     chain = filter_chain(stream)
     for name, _ in chain:
         if name in REFUSED:

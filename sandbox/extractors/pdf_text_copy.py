@@ -3,12 +3,15 @@ none of what PDFium's text never reads.
 
 PDFium never opens the upload (docs/sandbox.md, "What PDFium opens"): its xref repair, its
 reading of object streams and incremental updates may find objects pypdf never sees. pypdf
-writes each page again, keeping only the entries that draw its text (its content, resources,
-boxes and rotation: no annotations, whose appearances were 60 of the IRS form's 82 ms a page,
-no thumbnails, and no ``/Kids``, which PDFium would walk whatever ``/Type`` says), and every
-image becomes one blank pixel: text is never read from an image, and the copy then holds no
-codec's data at all. What is left is checked as the page copies for OCR are
-(:func:`refuse_hidden_decoders`) before PDFium opens it.
+writes each page again, keeping only the entries that draw its text (its content, resources
+and boxes: no annotations, whose appearances were 60 of the IRS form's 82 ms a page, no
+thumbnails, no ``/Kids``, which PDFium would walk whatever ``/Type`` says, and no ``/Rotate``:
+PDFium orders a turned page's lines as they are shown, bottom line first on a page turned a
+quarter, where the content's own order is pypdf's), and every stream reached only as an image
+becomes one blank pixel: text is never read from an image, and no codec's data is left to
+decode. What is left is checked as the page copies for OCR are (:func:`refuse_hidden_decoders`)
+before PDFium opens it; a content stream holding an inline image is refused too, since PDFium
+inflates an inline image's data to find its end, under no ceiling of the check's.
 """
 
 from __future__ import annotations
@@ -16,19 +19,21 @@ from __future__ import annotations
 import io
 
 from pypdf import PdfReader, PdfWriter
-from pypdf.generic import NameObject, NumberObject
+from pypdf.generic import DictionaryObject, IndirectObject, NameObject, NumberObject, PdfObject
 from pypdf.generic import StreamObject as Stream
 
-from sandbox.extractors.pdf_decoders import refuse_hidden_decoders, resolved
+from sandbox import codes
+from sandbox.extractors.pdf_decoders import reached_only_as_images, refuse_hidden_decoders
+from sandbox.extractors.registry import Refusal
 
-#: The entries of a page its text needs; pypdf has already set the inherited ones on it.
-_KEPT = frozenset({"/Type", "/Contents", "/Resources", "/MediaBox", "/CropBox", "/Rotate"})
-_SUBTYPE = "/Subtype"
-_IMAGE = "/Image"
+_RESOURCES = "/Resources"
+#: The entries of a page its text needs; pypdf has already set the inherited ones on it. Its
+#: resources are copied apart (:func:`_resources`).
+_KEPT = frozenset({"/Type", "/Contents", "/MediaBox", "/CropBox"})
 #: What an image becomes: one grey pixel, unfiltered.
 _PLACEHOLDER = {
     "/Type": NameObject("/XObject"),
-    _SUBTYPE: NameObject(_IMAGE),
+    "/Subtype": NameObject("/Image"),
     "/Width": NumberObject(1),
     "/Height": NumberObject(1),
     "/BitsPerComponent": NumberObject(8),
@@ -38,18 +43,46 @@ _PLACEHOLDER = {
 
 def text_copy(reader: PdfReader) -> bytes:
     """Every page of ``reader`` written again for PDFium's text, checked; a Refusal when a
-    stream of it names a codec the sandbox never runs or cannot be decoded to be checked."""
+    stream of it names a codec the sandbox never runs, cannot be decoded to be checked, or
+    opens an inline image."""
     writer = PdfWriter()
+    shared: dict[int, PdfObject] = {}
     for page in reader.pages:
-        writer.add_page(page, excluded_keys=tuple(key for key in page if key not in _KEPT))
-    for item in writer._objects:  # every object the copy holds, each once
-        if isinstance(item, Stream) and resolved(item.get(_SUBTYPE)) == NameObject(_IMAGE):
-            _blank(item)
+        copied = writer.add_page(page, excluded_keys=tuple(key for key in page if key not in _KEPT))
+        resources = _resources(
+            writer, page.raw_get(_RESOURCES) if _RESOURCES in page else None, shared
+        )
+        if resources is not None:
+            copied[NameObject(_RESOURCES)] = resources
+    for image in reached_only_as_images(writer):
+        _blank(image)
     buffer = io.BytesIO()
     writer.write(buffer)
     # Checked as written: writing is the last step that could add an object to the copy.
-    refuse_hidden_decoders(writer, one_page=False)
+    if refuse_hidden_decoders(writer, one_page=False).opens_inline_image:
+        raise Refusal(
+            codes.UNREADABLE,
+            "a content stream opens an inline image, whose data PDFium inflates to find its end",
+        )
     return buffer.getvalue()
+
+
+def _resources(
+    writer: PdfWriter, value: PdfObject | None, shared: dict[int, PdfObject]
+) -> PdfObject | None:
+    """A page's resources in the copy, each dictionary copied once: pypdf sets an inherited
+    dictionary on every page it reaches, and copied with each page, 200 pages sharing one of
+    50,000 entries ran the copy out of memory."""
+    if value is None:
+        return None
+    if isinstance(value, IndirectObject):
+        return value.clone(writer)
+    if id(value) not in shared:
+        copied = value.clone(writer)
+        shared[id(value)] = (
+            writer._add_object(copied) if isinstance(copied, DictionaryObject) else copied
+        )
+    return shared[id(value)]
 
 
 def _blank(image: Stream) -> None:

@@ -47,6 +47,11 @@ _LOW_SURROGATES = (0xDC00, 0xDFFF)
 _LAST_CODE_POINT = 0x10FFFF
 _T = TypeVar("_T")
 _CRLF = re.compile("\r\n")
+#: What PDFium writes for a hyphen that ends a line, joining the line to the next
+#: ("adip\ufffeiscing"): written back as the hyphen and the line break, which the repair of
+#: broken words (``pdf_text.repair``) joins as it does pypdf's.
+_HYPHEN_AT_LINE_END = "\ufffe"
+_JOINING_HYPHEN = re.compile(_HYPHEN_AT_LINE_END)
 _WORD = re.compile(r"\S+")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 #: Letters of the scripts set in vertical columns: Mongolian, CJK (radicals, kana, bopomofo,
@@ -250,12 +255,20 @@ def _positioned_text(page: pypdfium2.PdfPage) -> tuple[str, list[Fragment]]:
 
 def _words(text_page: pypdfium2.PdfTextPage, raw: str) -> list[Fragment]:
     """A fragment for each word of ``raw`` (PDFium's text of the page, its line breaks
-    ``\\r\\n``), its offsets in the text with ``\\n`` line breaks."""
+    ``\\r\\n``), its offsets in the text :func:`_reading` makes of it (``\\n`` line breaks,
+    a hyphen and a line break for each hyphen PDFium joined the lines at)."""
     breaks = [match.start() for match in _CRLF.finditer(raw)]
+    hyphens = [match.start() for match in _JOINING_HYPHEN.finditer(raw)]
     # PDFium counts its text in UTF-16 units: a character past the basic plane is two.
     astral = [match.start() for match in _ASTRAL.finditer(raw)]
     x, y = ctypes.c_double(), ctypes.c_double()
     fragments = []
+
+    def _moved(offset: int) -> int:
+        """Where ``offset`` of ``raw`` is in the text: each "\\r\\n" before it one
+        character, each joining hyphen two."""
+        return offset - bisect.bisect_left(breaks, offset) + bisect.bisect_left(hyphens, offset)
+
     for match in _WORD.finditer(raw):
         start, end = match.span()
         units = start + bisect.bisect_left(astral, start)
@@ -264,8 +277,7 @@ def _words(text_page: pypdfium2.PdfTextPage, raw: str) -> list[Fragment]:
             text_page, character, ctypes.byref(x), ctypes.byref(y)
         ):
             continue
-        shift = bisect.bisect_left(breaks, start)  # each "\r\n" before it is one "\n"
-        fragments.append(Fragment(start - shift, end - shift, x.value, y.value))
+        fragments.append(Fragment(_moved(start), _moved(end), x.value, y.value))
     return fragments
 
 
@@ -292,7 +304,8 @@ def _reading(page: pypdfium2.PdfPage, *, positioned: bool) -> tuple[str, list[Fr
             glyphs = _glyphs(text_page)
             if _steps_are_vertical(glyphs):
                 return _by_columns(glyphs), []
-        return raw.replace("\r\n", "\n"), _words(text_page, raw) if positioned else []
+        text = raw.replace("\r\n", "\n").replace(_HYPHEN_AT_LINE_END, "-\n")
+        return text, _words(text_page, raw) if positioned else []
     finally:
         text_page.close()
 

@@ -304,3 +304,70 @@ def test_a_copy_that_cannot_be_written_or_a_page_pdfium_cannot_load_is_read_by_p
 
     monkeypatch.setattr(PdfiumText, "text", unloadable)
     assert _text(payload) == f"[page 1]\n{PROSE}"
+
+
+def test_a_stream_dressed_as_an_image_is_blanked_only_where_it_is_one() -> None:
+    """A page content stream or a font's ToUnicode map marked ``/Subtype /Image`` is read as
+    what it is by pypdf and PDFium alike: blanked for its mark, it silently dropped the word
+    that reversed an instruction ("do NOT wire the funds")."""
+    first = stream(b"BT /F1 10 Tf 10 150 Td (The committee has decided: do) Tj ET")
+    dressed = stream(b"BT /F1 10 Tf 250 150 Td (NOT) Tj ET", b"/Subtype /Image ")
+    last = stream(b"BT /F1 10 Tf 290 150 Td (wire the funds to the new account today.) Tj ET")
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << /Font << /F1 5 0 R"
+        b" >> >> /Contents [4 0 R 6 0 R 7 0 R] >>"
+    )
+    payload = pdf([CATALOG, ONE_PAGE, page, first, FONT, dressed, last])
+    assert "decided: do NOT wire the funds" in _text(payload)
+
+
+def test_resources_every_page_inherits_are_copied_once() -> None:
+    """pypdf sets an inherited resources dictionary on every page it reaches; copied with
+    each page, 200 pages sharing one of 50,000 entries ran the copy out of memory. The copy
+    holds it once: it is no larger than the upload and the text it draws."""
+    junk = b" ".join(b"/J%d 1" % index for index in range(5_000))
+    kids = b" ".join(b"%d 0 R" % (4 + index) for index in range(50))
+    pages = (
+        b"<< /Type /Pages /Kids [%s] /Count 50 /Resources << /Font << /F1 3 0 R >> "
+        b"/Junk << %s >> >> >>" % (kids, junk)
+    )
+    leaf = b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Contents %d 0 R >>"
+    objects = [CATALOG, pages, FONT]
+    objects += [leaf % (54 + index) for index in range(50)]
+    objects += [stream(_prose()) for _ in range(50)]
+    payload = pdf(objects)
+    assert len(text_copy(PdfReader(io.BytesIO(payload)))) < 2 * len(payload)
+    assert _text(payload).count(PROSE) == 50
+
+
+def test_a_line_end_hyphen_pdfium_joins_at_is_written_back_and_the_word_joined(
+    corpus_dir: Path,
+) -> None:
+    """PDFium writes a line-end hyphen as U+FFFE and joins the lines ("adip\\ufffeiscing"):
+    the hyphen and the break are written back, and the word is joined as in pypdf's text."""
+    text = _text((corpus_dir / "pypdf-samples_multicolumn.pdf").read_bytes())
+    assert "\ufffe" not in text
+    assert "consectetuer adipiscing" in text
+
+
+def test_a_page_turned_by_rotate_is_read_in_its_contents_order() -> None:
+    """A page a reader turned a quarter (``/Rotate 90``, content upright): PDFium orders the
+    lines as shown, the last line first; the copy leaves the turn out, so they are read as
+    written."""
+    lines = [f"{word} line of the report on the harbour board" for word in ("First", "Second")]
+    shown = b" ".join(
+        b"1 0 0 1 20 %d Tm (%s) Tj" % (150 - 20 * index, line.encode())
+        for index, line in enumerate(lines)
+    )
+    payload = _page_of(b"BT /F1 10 Tf %s ET" % shown, extra=b"/Rotate 90 ")
+    assert _text(payload).splitlines()[1:] == lines
+
+
+def test_a_content_stream_opening_an_inline_image_leaves_the_text_to_pypdf() -> None:
+    """PDFium inflates an inline image's data to find its end, under no ceiling of the check:
+    a copy whose content opens one is refused, and pypdf reads the text, as before."""
+    inline = b"q 10 0 0 10 0 0 cm BI /W 1 /H 1 /CS /G /BPC 8 ID \x80 EI Q "
+    payload = _page_of(inline + _prose())
+    with pytest.raises(Refusal, match="inline image"):
+        text_copy(PdfReader(io.BytesIO(payload)))
+    assert _text(payload) == f"[page 1]\n{PROSE}"
