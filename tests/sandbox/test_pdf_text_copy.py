@@ -163,14 +163,20 @@ def test_margin_line_numbers_and_form_values_are_placed_in_pdfiums_text(
             id="arabic",
         ),
         pytest.param(_page_of(b"BT /F1 10 Tf 10 100 Td (Total: 42) Tj ET"), "a stamp", id="short"),
+        pytest.param(
+            _page_of(_prose(" ".join("The harbour board met on Tuesday and approved the budget"))),
+            "words cut into letters",
+            id="letters",
+        ),
     ],
 )
 def test_pages_a_rule_of_pypdfs_reading_decides_are_read_by_pypdf(
     monkeypatch: pytest.MonkeyPatch, payload: bytes, why: str
 ) -> None:
-    """Right-to-left writing (PDFium writes a lam-alef ligature in drawing order) and a page
-    of a few characters (text layer or scan with a stamp is decided on pypdf's reading) are
-    read by pypdf, as before PDFium read text."""
+    """Right-to-left writing (PDFium writes a lam-alef ligature in drawing order), a page
+    of a few characters (text layer or scan with a stamp is decided on pypdf's reading) and a
+    page of words in single letters (PDFium cut an OCR layer's words apart) are read by pypdf,
+    as before PDFium read text."""
     read: list[int] = []
     by_pypdf = pdf_extractor._read_by_pypdf
 
