@@ -67,8 +67,18 @@ MAX_RESOLVING_SECONDS = 3.0
 #: The declarations of a rule that only sizes its text.
 _SIZE_ONLY = frozenset({"font-size"})
 _SELECTORS_PER_QUERY = 64
+#: The classes and ids a selector requires, once its attribute selectors are taken out.
+_CLASS_OR_ID = re.compile(r"[.#]((?:[\w-]|[^\x00-\x7f])+)")
+_ATTRIBUTE_SELECTOR = re.compile(r"\[[^\]]*\]")
 #: Selectors whose custom properties every element of the page inherits.
 _PAGE_SELECTORS = frozenset({":root", "html", "body", "*"})
+#: Pseudo-classes lexbor matches where a browser does not (``p:enabled``).
+_MISMATCHED = re.compile(r":enabled\b", re.IGNORECASE)
+_PSEUDO_ELEMENT = re.compile(r"::|:(?:before|after|first-line|first-letter)\b", re.IGNORECASE)
+#: Of those, the ones setting custom properties on one element, whose content inherits
+#: them: ``*`` sets them on every element, each in order with the other rules matching it
+#: (``*{--d:none} .x{--d:block}`` leaves the paragraphs of ``.x`` at ``none``).
+_ROOT_SELECTORS = frozenset({":root", "html", "body"})
 _PSEUDO = re.compile(r"::?[A-Za-z-]+(?:\([^()]*\))?")
 _MAX_LIST_DEPTH = 8
 _MAX_SPAN = 1000
@@ -249,6 +259,33 @@ def hidden_notice(hidden: Counter[str]) -> list[Block]:
     return [Notice(f"[airlock: {count} hidden {noun} left out ({how})]")]
 
 
+#: The bodies of the rules read with an element's custom properties, each with the names
+#: its judged declarations read.
+_Bodies = tuple[tuple[str, frozenset[str]], ...]
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """Custom properties a rule sets on the elements it matches, those of them set
+    ``!important``, and the rule's rank: its selector's specificity, then its place;
+    ``uncertain``: the rule may not apply where it is matched (a pseudo-class lexbor cannot
+    match, taken out to match, as ``:focus-within`` or ``:lang()``, or matches where a
+    browser does not, as ``:enabled`` on a paragraph, or stands under a condition a screen
+    may not meet), so elements are
+    judged both with it and without it (``.x:focus-within{--d:block}`` overruled
+    ``.x{--d:none}``, and ``.x:lang(fr){--d:none}`` would not hide if dropped)."""
+
+    read: tuple[tuple[str, str], ...]
+    important: frozenset[str]
+    rank: tuple[tuple[int, int, int], tuple[int, int]]
+    uncertain: bool = False
+
+
+#: The custom properties the rules matching an element set, rule by rule.
+_Defined = tuple[_Setting, ...]
+_Variables = ChainMap[str, str]
+
+
 @dataclass(frozen=True)
 class _Styling:
     """What a page's stylesheets decide: the elements their rules hide, the fading and
@@ -260,8 +297,8 @@ class _Styling:
     hidden: set[int]
     shrunk: dict[int, list[dict[str, str]]]
     variables: dict[str, str]
-    defined: dict[int, list[tuple[tuple[str, str], ...]]] = field(default_factory=dict)
-    resolving: dict[int, list[str]] = field(default_factory=dict)
+    defined: dict[int, _Defined] = field(default_factory=dict)
+    resolving: dict[int, tuple[_Bodies, ...]] = field(default_factory=dict)
 
 
 def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -> _Styling:
@@ -294,59 +331,96 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
         raise Refusal(
             codes.CEILING, f"the page's stylesheet is too complex to judge: {exc}"
         ) from exc
-    local, named = _names_in_play(tree, decided, variables)
+    written, named = _names_in_play(tree, decided, variables)
+    probe = LexborHTMLParser("<p>")
+    defining = _grouped(
+        (
+            _Setting(
+                read,
+                important.intersection(dict(read)),
+                (_specificity(selector), (place, rule)),
+                uncertain=conditional
+                or not _parses(probe, selector)
+                or bool(_MISMATCHED.search(selector)),
+            ),
+            selector,
+        )
+        for place, sheet in enumerate(decided)
+        for selector, defined, important, rule, conditional in sheet.defining
+        if (read := tuple((name, value) for name, value in defined if name in named))
+    )
+    # Matching rules per element has a budget of its own: after that of many hiding rules, a
+    # page of Bootstrap's was refused.
+    matched_each = _MatchedEach(tree, time.process_time())
+    defined = matched_each(defining)
+    local = _local(written, defined, variables)
     selectors = list(dict.fromkeys(selector for sheet in decided for selector in sheet.hiding))
     selectors += [rule.selector for rule in _variable(decided, local) if rule.hides]
     shrinking = _by_declarations(
         [*(sheet.shrinking for sheet in decided), _shrinking_variable(decided, local)]
     )
-    resolving = _grouped(
-        (rule.body, rule.selector) for rule in _variable(decided, local, per_element=True)
-    )
-    defining = _grouped(
-        (defined, selector)
-        for sheet in decided
-        for selector, defined in sheet.defining
-        if named.intersection(dict(defined))
-    )
-    per_element = [*resolving.values(), *defining.values()]
-    _bound_shrinking(len(selectors), shrinking, per_element)
+    # Grouped by selector, then by the bodies a selector brings: 1,900 rules of "p" are one
+    # query, not 1,900 (which rule wins does not matter here: any that hides, hides).
+    bodies_of: dict[str, dict[tuple[str, frozenset[str]], None]] = {}
+    for rule in _variable(decided, local, per_element=True):
+        bodies_of.setdefault(rule.selector, {})[rule.body, rule.names] = None
+    resolving = _grouped((tuple(bodies), selector) for selector, bodies in bodies_of.items())
+    _bound_shrinking(len(selectors), shrinking, [*resolving.values(), *defining.values()])
+    resolved = matched_each(resolving)
     started = time.process_time()
     hidden = _matched(tree, selectors, started)
     shrunk: dict[int, list[dict[str, str]]] = {}
     for readings, group in shrinking.items():
         for mem_id in _matched(tree, group, started):
             shrunk.setdefault(mem_id, []).extend(dict(declared) for declared in readings)
-    return _Styling(
-        hidden,
-        shrunk,
-        variables,
-        _matched_each(tree, defining, started),
-        _matched_each(tree, resolving, started),
-    )
+    return _Styling(hidden, shrunk, variables, defined, resolved)
 
 
 def _names_in_play(
     tree: LexborHTMLParser, decided: list[_Decided], variables: dict[str, str]
-) -> tuple[frozenset[str], frozenset[str]]:
-    """The custom properties an element may hold a value of other than the page's (those a
-    style attribute or a rule other than a page-wide one writes, and the page's whose values
-    name one of them), and those something names in a ``var()``: a rule naming none of the
-    first is judged per sheet, and a rule setting none of the second is not matched. The
+) -> tuple[set[str], frozenset[str]]:
+    """The custom properties style attributes write, and those a judged value may come to
+    depend on (see :func:`_reached`): a rule setting none of these is not matched. The
     style attributes are not scanned on a page whose rules neither name nor set one."""
-    defined = [properties for sheet in decided for _, properties in sheet.defining]
+    defined = [properties for sheet in decided for _, properties, *_ in sheet.defining]
     rules = [rule for sheet in decided for rule in sheet.variable]
     if not defined and not rules:
-        return frozenset(), frozenset()
+        return set(), frozenset()
     written: set[str] = set()
     for node in tree.css("[style]"):
         written |= css.written_names(node.attributes.get("style") or "")
-    local = written | {name for properties in defined for name, _ in properties}
+    pairs = [*variables.items(), *(pair for one in defined for pair in one)]
+    return written, _reached(written.union(*(rule.names for rule in rules)), pairs)
+
+
+def _local(
+    written: set[str],
+    defined: dict[int, _Defined],
+    variables: dict[str, str],
+) -> frozenset[str]:
+    """The custom properties an element may hold a value of other than the page's: those a
+    style attribute or a rule matching an element sets, and the page's whose values name one
+    of them. A rule naming none is judged per sheet: Bootstrap sets all of its page's
+    properties again under ``[data-bs-theme=light]``, which most pages never match."""
+    local = written | {name for keys in defined.values() for key in keys for name, _ in key.read}
     for _ in range(css.SUBSTITUTION_DEPTH):
         local |= {name for name, value in variables.items() if css.named(value) & local}
-    values = [*variables.values(), *(value for one in defined for _, value in one)]
-    named = written.union(*(rule.names for rule in rules), *map(css.named, values))
-    return frozenset(local), frozenset(named)
+    return frozenset(local)
+
+
+def _reached(names: set[str], pairs: Iterable[tuple[str, str]]) -> frozenset[str]:
+    """``names`` and those the values set for them name, at any depth: the only custom
+    properties a judged value can come to depend on (Bootstrap's components set hundreds
+    that only paddings and borders read, each group of them a query over the page)."""
+    following: dict[str, set[str]] = {}
+    for name, value in pairs:
+        following.setdefault(name, set()).update(css.named(value))
+    reached, todo = set(names), list(names)
+    while todo:
+        fresh = following.get(todo.pop(), set()) - reached
+        reached |= fresh
+        todo += fresh
+    return frozenset(reached)
 
 
 def _variable(
@@ -375,16 +449,55 @@ def _grouped(pairs: Iterable[tuple[_K, str]]) -> dict[_K, list[str]]:
     return {key: list(selectors) for key, selectors in grouped.items()}
 
 
-def _matched_each(
-    tree: LexborHTMLParser, groups: dict[_K, list[str]], started: float
-) -> dict[int, list[_K]]:
-    """What each element's groups share, in the order the groups come (a later rule's
-    custom property over an earlier one's)."""
-    found: dict[int, list[_K]] = {}
-    for key, group in groups.items():
-        for mem_id in _matched(tree, group, started):
-            found.setdefault(mem_id, []).append(key)
-    return found
+class _MatchedEach:
+    """Matches groups of selectors to what each element's groups share (ordered later, see
+    :func:`_cascaded`). A selector naming a class or id no element has is not matched:
+    lexbor's cost is per selector, whether queried alone or in a list, and most of
+    Bootstrap's 552 groups name components a page does not use (a 6,000-row table was
+    refused past :data:`MAX_MATCHING_SECONDS`); selectors both setting and reading custom
+    properties are matched once."""
+
+    def __init__(self, tree: LexborHTMLParser, started: float) -> None:
+        self._tree = tree
+        self._started = started
+        self._present: frozenset[str] | None = None
+        self._seen: dict[tuple[str, ...], set[int]] = {}
+
+    def __call__(self, groups: dict[_K, list[str]]) -> dict[int, tuple[_K, ...]]:
+        found: dict[int, list[_K]] = {}
+        for key, group in groups.items():
+            for mem_id in self._matched(group):
+                found.setdefault(mem_id, []).append(key)
+        return {mem_id: tuple(keys) for mem_id, keys in found.items()}
+
+    def _matched(self, group: list[str]) -> set[int]:
+        if self._present is None:
+            self._present = _names_present(self._tree)
+        present = self._present
+        kept = tuple(selector for selector in group if _may_match(selector, present))
+        if kept not in self._seen:
+            self._seen[kept] = _matched(self._tree, list(kept), self._started) if kept else set()
+        return self._seen[kept]
+
+
+def _names_present(tree: LexborHTMLParser) -> frozenset[str]:
+    """The classes and ids of a page's elements, in lower case (in quirks mode a class
+    matches in any case)."""
+    present: set[str] = set()
+    for node in tree.css("[class]"):
+        present.update((node.attributes.get("class") or "").lower().split())
+    present.update((node.attributes.get("id") or "").lower() for node in tree.css("[id]"))
+    return frozenset(present)
+
+
+def _may_match(selector: str, present: frozenset[str]) -> bool:
+    """Whether ``selector`` may match on a page with the classes and ids ``present``: not
+    when it requires one the page lacks. A selector with a function (``:not(.x)``), an
+    escape or a quote is always matched, its classes not read."""
+    if any(mark in selector for mark in "(\\\"'"):
+        return True
+    bare = _ATTRIBUTE_SELECTOR.sub("", selector)
+    return all(name.lower() in present for name in _CLASS_OR_ID.findall(bare))
 
 
 def _bound_shrinking(
@@ -462,6 +575,12 @@ class _Variable:
     shrinks: _Readings
 
 
+#: A rule setting custom properties: a selector, the properties, those set ``!important``,
+#: the rule's place in its sheet, and whether it stands under a condition a screen may not
+#: meet (see :func:`css.conditioned`).
+_Defining = tuple[str, tuple[tuple[str, str], ...], frozenset[str], int, bool]
+
+
 @dataclass(frozen=True)
 class _Decided:
     """What one stylesheet decides: the selectors of its rules that hide, and those that fade,
@@ -471,7 +590,7 @@ class _Decided:
     hiding: tuple[str, ...]
     shrinking: _Declaring
     variable: tuple[_Variable, ...]
-    defining: tuple[tuple[str, tuple[tuple[str, str], ...]], ...]
+    defining: tuple[_Defining, ...]
 
 
 @functools.lru_cache(maxsize=64)
@@ -520,13 +639,21 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
     hiding: list[str] = []
     shrinking: list[tuple[str, _Readings]] = []
     variable: list[_Variable] = []
-    defining: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+    defining: list[_Defining] = []
     known = variables.known
+    rule, last = 0, ""
+    conditioned = css.conditioned(sheet) if "@" in sheet else frozenset()
     for selector, body in css.rules(sheet):
+        rule += body is not last  # the selectors of one list are one rule
+        last = body
         readings = [css.declarations(body, open_variables=True)]
         defined = css.variables_of(readings[0])
-        if defined and selector not in _PAGE_SELECTORS:
-            defining.append((selector, tuple(defined.items())))
+        # A pseudo-element's properties are its own: "p::before{--d:none}" hid the
+        # paragraph's shown text.
+        if defined and selector not in _ROOT_SELECTORS and not _PSEUDO_ELEMENT.search(selector):
+            important = css.important_names(body)
+            conditional = (selector, body) in conditioned
+            defining.append((selector, tuple(defined.items()), important, rule, conditional))
         names = css.used_names(body) if "var(" in body.lower() or "\\" in body else frozenset()
         if known and names:
             readings.append(css.declarations(body, known, open_variables=True))
@@ -541,6 +668,72 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
         elif shrunk:
             shrinking.append((selector, tuple(sorted(shrunk))))
     return _Decided(tuple(hiding), tuple(shrinking), tuple(variable), tuple(defining))
+
+
+_IDENTIFIER = r"(?:[\w-]|\\.|[^\x00-\x7f])+"
+_SELECTOR_TOKEN = re.compile(
+    rf"""::?{_IDENTIFIER}\(?|#{_IDENTIFIER}|\.{_IDENTIFIER}|{_IDENTIFIER}"""
+    r"""|\[(?:[^\]"']|"[^"]*"|'[^']*')*\]?|"[^"]*"?|'[^']*'?|[^\s>+~,*|]""",
+    re.DOTALL,
+)
+#: Pseudo-classes as specific as the most specific selector of their argument.
+_AS_ARGUMENT = frozenset({"is", "not", "has", "matches", "-webkit-any", "-moz-any"})
+_LEGACY_PSEUDO_ELEMENTS = frozenset({":before", ":after", ":first-line", ":first-letter"})
+#: Arguments nested deeper than this add nothing to a selector's specificity.
+_MAX_SPECIFICITY_DEPTH = 32
+
+
+@functools.lru_cache(maxsize=4_096)
+def _specificity(selector: str, depth: int = 0) -> tuple[int, int, int]:
+    """A selector's specificity (ids, classes and the like, types), which orders the rules
+    setting an element's custom properties; ``:where()`` adds nothing, ``:is()``, ``:not()``
+    and ``:has()`` their most specific argument, other functions a class."""
+    ids = classes = types = 0
+    position = 0
+    while (match := _SELECTOR_TOKEN.search(selector, position)) is not None:
+        token, position = match.group(), match.end()
+        if token.startswith(":") and token.endswith("("):
+            end = _closing_bracket(selector, position)
+            inner, position = selector[position:end], end + 1
+            name = token.strip(":(").lower()
+            if token.startswith("::"):
+                types += 1
+            elif name in _AS_ARGUMENT and depth < _MAX_SPECIFICITY_DEPTH:
+                most = max(_specificity(one, depth + 1) for one in _top_level(inner))
+                ids, classes, types = ids + most[0], classes + most[1], types + most[2]
+            elif name != "where":
+                classes += 1
+        elif token.startswith("::") or token.lower() in _LEGACY_PSEUDO_ELEMENTS:
+            types += 1
+        elif token.startswith("#"):
+            ids += 1
+        elif token[0] in ":.[":
+            classes += 1
+        elif token[0] not in "\"'":
+            types += 1
+    return ids, classes, types
+
+
+def _closing_bracket(text: str, start: int) -> int:
+    """Where the bracket open before ``start`` closes (the end when it does not)."""
+    depth = 1
+    for found in re.finditer(r"[()]", text[start:]):
+        depth += 1 if found.group() == "(" else -1
+        if depth == 0:
+            return start + found.start()
+    return len(text)
+
+
+def _top_level(selectors: str) -> list[str]:
+    """A selector list split at its commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for found in re.finditer(r"[(),]", selectors):
+        mark = found.group()
+        depth += {"(": 1, ")": -1}.get(mark, 0)
+        if mark == "," and depth == 0:
+            parts.append(selectors[start : found.start()])
+            start = found.end()
+    return [*parts, selectors[start:]]
 
 
 def _data_stylesheet(url: str) -> str | None:
@@ -580,6 +773,18 @@ def _parses(probe: LexborHTMLParser, selector: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _Ruling:
+    """What the rules read with an element's custom properties decide: whether one hides it,
+    and the declarations of those that fade, shrink or size it."""
+
+    hides: bool
+    shrinks: tuple[dict[str, str], ...]
+
+
+_NO_RULING = _Ruling(hides=False, shrinks=())
+
+
 @dataclass
 class _Frame:
     """What an open element passes to its content: its text colour, the colour
@@ -589,7 +794,8 @@ class _Frame:
     size in pixels; ``unseen``: how its own text is hidden, when it is, though a child may
     still show its own (by a colour or a font size of its own), and ``counted`` once such
     text was left out; ``chosen``: a ``<switch>`` has met the child it draws; ``draws_text``:
-    its own text is drawn at all (in SVG, only inside a ``<text>``)."""
+    its own text is drawn at all (in SVG, only inside a ``<text>``); ``without``: the custom
+    properties it holds without the rules that may not apply, when they differ."""
 
     tag: str
     colour: css.Colour | None
@@ -605,6 +811,7 @@ class _Frame:
     counted: bool = False
     chosen: bool = False
     draws_text: bool = True
+    without: ChainMap[str, str] | None = None
 
 
 @dataclass
@@ -631,12 +838,19 @@ class _Reader:
         self._shrunk_by_sheet = styling.shrunk
         self._defined_by_sheet = styling.defined
         self._resolving = styling.resolving
-        # A rule's reading per its body and the values it names: 20,000 elements each with
-        # its own "--d:block" are one reading.
-        self._readings: dict[tuple[str, tuple[tuple[str, str], ...]], dict[str, str]] = {}
+        # What rules decide per the rules and the values they name: 20,000 elements each
+        # with its own "--d:block" are one reading.
+        self._rulings: dict[tuple[tuple[_Bodies, ...], tuple[tuple[str, str], ...]], _Ruling] = {}
+        self._names_of: dict[tuple[_Bodies, ...], frozenset[str]] = {}
+        # Keyed by the maps' ids, each kept alive with its value so that no id is reused.
+        self._children: dict[
+            tuple[int, _Defined, tuple[tuple[str, str], ...], frozenset[str]],
+            tuple[_Variables, _Variables],
+        ] = {}
+        self._ruled_by_map: dict[tuple[tuple[_Bodies, ...], int], tuple[_Variables, _Ruling]] = {}
         self._resolving_seconds = 0.0
         self._link_colour: css.Colour | None = None
-        page = ChainMap(dict(styling.variables))
+        page = ChainMap(css.computed(styling.variables, {}))
         self._frames = [_Frame("", css.BLACK, None, css.WHITE, page, pre=False, foreign=False)]
         self._inline: list[str] = []
         self._heading: int | None = None
@@ -678,13 +892,29 @@ class _Reader:
         if tag in _NOT_SHOWN:
             return False
         foreign = parent.foreign or tag in FOREIGN
-        variables = self._variables(node, parent)
-        style = css.declarations(_style_of(attributes, foreign=foreign), variables)
-        variables = _inherited(variables, css.variables_of(style))
-        ruled = self._ruled(node, variables)
-        opacity, magnification, font_px = self._diminishing(node, tag, attributes, style, ruled)
+        timed = node.mem_id in self._defined_by_sheet or node.mem_id in self._resolving
+        started = time.process_time() if timed else 0.0
+        written = _style_of(attributes, foreign=foreign)
+        # Its own custom properties first: its other declarations read them worked out.
+        own = (
+            css.variables_of(css.declarations(written))
+            if "--" in written or "\\" in written
+            else {}
+        )
+        important = css.important_names(written) if own else frozenset()
+        variables, without = self._variables(node, parent, own, important)
+        style = css.declarations(written, variables, own_computed=True)
+        ruling = self._ruled(node, variables)
+        if without is not None:
+            other = self._ruled(node, without)
+            ruling = _Ruling(ruling.hides or other.hides, ruling.shrinks + other.shrinks)
+        if timed:
+            self._resolved(started)
+        opacity, magnification, font_px = self._diminishing(
+            node, tag, attributes, style, ruling.shrinks
+        )
         method = self._hides(node, tag, attributes, style)
-        if method is None and any(css.hiding(declared) for declared in ruled):
+        if method is None and ruling.hides:
             method = "a stylesheet rule"
         if method is None and css.faded_out(opacity):
             method = "opacity:0"
@@ -712,6 +942,7 @@ class _Reader:
             opacity,
             magnification,
             font_px,
+            without=without,
         )
         seen_against = background if isinstance(background, css.Colour) else None
         text_colour = text_fill or colour
@@ -727,33 +958,63 @@ class _Reader:
         self._frames.append(frame)
         return True
 
-    def _variables(self, node: LexborNode, parent: _Frame) -> ChainMap[str, str]:
-        """The custom properties an element holds before its style attribute: its parent's,
-        under those the rules matching it set (a later rule's over an earlier one's; which
-        rule wins by specificity is not worked out)."""
-        defined = self._defined_by_sheet.get(node.mem_id)
-        if not defined:
-            return parent.variables
-        merged: dict[str, str] = {}
-        for properties in defined:
-            merged.update(properties)
-        return _inherited(parent.variables, merged)
+    def _variables(
+        self, node: LexborNode, parent: _Frame, own: dict[str, str], important: frozenset[str]
+    ) -> tuple[_Variables, _Variables | None]:
+        """The custom properties an element holds: its parent's, under those the rules
+        matching it and its style attribute set (``own``, ``important`` those it sets
+        ``!important``), in the cascade's order (see :func:`_cascaded`), all worked out
+        here (see :func:`css.computed`); and, where a rule that may not apply (see
+        :class:`_Setting`) sets one here or above, those it holds without such rules (else
+        None), so that either way, the more hiding reading is judged."""
+        defined = self._defined_by_sheet.get(node.mem_id, ())
+        held = self._child(parent.variables, defined, own, important)
+        if parent.without is None and not any(setting.uncertain for setting in defined):
+            return held, None
+        certain = tuple(setting for setting in defined if not setting.uncertain)
+        return held, self._child(parent.without or parent.variables, certain, own, important)
 
-    def _ruled(self, node: LexborNode, variables: ChainMap[str, str]) -> list[dict[str, str]]:
-        """The declarations of the rules matching an element whose ``var()`` names a property
-        an element may set, read with the properties this one holds, once per rule and the
-        values it names; within :data:`MAX_RESOLVING_SECONDS` of CPU, past which the page is
-        refused rather than read with a rule unapplied."""
-        bodies = self._resolving.get(node.mem_id)
-        if not bodies:
-            return []
-        started = time.process_time()
-        ruled = []
-        for body in bodies:
-            key = (body, css.bearing(css.named(body), variables))
-            if key not in self._readings:
-                self._readings[key] = css.declarations(body, dict(key[1]))
-            ruled.append(self._readings[key])
+    def _child(
+        self, parent: _Variables, defined: _Defined, own: dict[str, str], important: frozenset[str]
+    ) -> _Variables:
+        if not defined and not own:
+            return parent
+        # Siblings the same rules match share one map, so their readings are looked up by
+        # it: a table's 24,000 cells each under ".table>*>*" looked up their values anew.
+        key = (id(parent), defined, tuple(own.items()), important)
+        if (shared := self._children.get(key)) is None:
+            merged = _cascaded(defined, own, important)
+            child = parent.new_child(css.computed(merged, parent))
+            shared = self._children[key] = (parent, child)
+        return shared[1]
+
+    def _ruled(self, node: LexborNode, variables: ChainMap[str, str]) -> _Ruling:
+        """What the rules matching an element whose ``var()`` names a property an element may
+        set decide, read with the properties this one holds: once per set of rules and the
+        values they name (1,900 rules over each of 600 paragraphs, each rule's reading judged
+        anew per element, cost 32 s)."""
+        groups = self._resolving.get(node.mem_id)
+        if not groups:
+            return _NO_RULING
+        names = self._names_of.get(groups)
+        if names is None:
+            every = (one for bodies in groups for _, one in bodies)
+            names = self._names_of[groups] = frozenset().union(*every)
+        if (seen := self._ruled_by_map.get((groups, id(variables)))) is not None:
+            return seen[1]
+        key = (groups, css.bearing(names, variables))
+        if (ruling := self._rulings.get(key)) is None:
+            known = dict(key[1])
+            read = [css.declarations(body, known) for bodies in groups for body, _ in bodies]
+            shrinks = tuple(shrunk for one in read if (shrunk := css.shrinking(one)))
+            ruling = self._rulings[key] = _Ruling(any(map(css.hiding, read)), shrinks)
+        self._ruled_by_map[groups, id(variables)] = (variables, ruling)
+        return ruling
+
+    def _resolved(self, started: float) -> None:
+        """Count an element's reading with its custom properties under
+        :data:`MAX_RESOLVING_SECONDS` of CPU, past which the page is refused rather than read
+        with a rule unapplied."""
         self._resolving_seconds += time.process_time() - started
         if self._resolving_seconds > MAX_RESOLVING_SECONDS:
             raise Refusal(
@@ -761,7 +1022,6 @@ class _Reader:
                 f"reading the page's stylesheet rules with each element's custom properties "
                 f"took over {MAX_RESOLVING_SECONDS:g} s of CPU",
             )
-        return ruled
 
     def _left_out(self, node: LexborNode, method: str) -> bool:
         """Leave out a hidden element, counted by ``method`` when it holds text."""
@@ -775,16 +1035,17 @@ class _Reader:
         tag: str,
         attributes: dict[str, str | None],
         style: dict[str, str],
-        ruled: list[dict[str, str]],
+        ruled: tuple[dict[str, str], ...],
     ) -> tuple[float, float, float]:
         """An element's opacity and magnification (its ancestors' included, and an SVG's
         ``viewBox`` scale) and font size in pixels, from its style attribute and the stylesheet
-        rules that fade, shrink or size it (``ruled``: those read with its custom properties).
+        rules that fade, shrink or size it (``ruled``: those read with its custom properties,
+        their shrinking declarations).
         When two set one property, the more diminishing is taken (an ``!important`` rule
         outweighs the attribute); different properties multiply."""
         parent = self._frames[-1]
         styles = [style, *self._shrunk_by_sheet.get(node.mem_id, ())]
-        styles += [shrinks for declared in ruled if (shrinks := css.shrinking(declared))]
+        styles += ruled
         drawn = _view_box_scale(attributes, style) if tag == "svg" else 1.0
         if not any(styles) and drawn == 1.0:  # most elements: all as their parent's
             return parent.opacity, parent.magnification, parent.font_px
@@ -1016,10 +1277,24 @@ def _numeral(number: int, style: str) -> str:
     return str(number)
 
 
-def _inherited(parents: ChainMap[str, str], own: dict[str, str]) -> ChainMap[str, str]:
-    """The custom properties an element's content sees: its own in front of its ancestors',
-    nothing copied (copying at every element cost time in depth times properties)."""
-    return parents.new_child(own) if own else parents
+def _cascaded(defined: _Defined, own: dict[str, str], important: frozenset[str]) -> dict[str, str]:
+    """The custom properties the rules matching an element and its style attribute set, as
+    the cascade orders them: rules by specificity, then place; the attribute over them; an
+    ``!important`` rule over the attribute, unless the attribute's is ``!important`` too
+    (``#i{--d:none} .x{--d:block}`` left the later, weaker ``.x`` winning)."""
+    ranked = sorted(defined, key=lambda setting: setting.rank)
+    merged: dict[str, str] = {}
+    for setting in ranked:
+        merged.update(setting.read)
+    merged.update(own)
+    for setting in ranked:
+        merged.update(
+            (name, value)
+            for name, value in setting.read
+            if name in setting.important and name not in important
+        )
+    merged.update((name, own[name]) for name in important if name in own)
+    return merged
 
 
 def _unmet(attributes: dict[str, str | None]) -> bool:
