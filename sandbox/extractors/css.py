@@ -182,6 +182,8 @@ _LOGICAL = {
     "max-inline-size": "max-width",
     "inset-inline-end": "right",
     "inset-block-end": "bottom",
+    "padding-inline-start": "padding-left",
+    "padding-block-start": "padding-top",
 }
 #: Logical shorthands, by the longhands their first and second values set (one sets both):
 #: ``margin-inline:-9999px 0`` moves text off-screen as ``margin-left`` does.
@@ -190,7 +192,15 @@ _LOGICAL_PAIRS = {
     "margin-block": ("margin-block-start", "margin-block-end"),
     "inset-inline": ("inset-inline-start", "inset-inline-end"),
     "inset-block": ("inset-block-start", "inset-block-end"),
+    "padding-inline": ("padding-inline-start", "padding-inline-end"),
+    "padding-block": ("padding-block-start", "padding-block-end"),
 }
+#: The paddings that bring a box's content back from a start offset: a full-bleed band
+#: (``margin-inline:-9999px;padding-inline:9999px``) draws its text in place.
+_PADDINGS = frozenset(
+    {"padding", "padding-left", "padding-top", "padding-inline-start", "padding-block-start"}
+    | {"padding-inline", "padding-block"}
+)
 #: Which of one to four values a box shorthand gives its top, right, bottom and left.
 _SIDE_INDICES = {1: (0, 0, 0, 0), 2: (0, 1, 0, 1), 3: (0, 1, 2, 1), 4: (0, 1, 2, 3)}
 #: The boxes a ``clip-path`` shape may be drawn in, before or after it: none makes an empty
@@ -411,10 +421,11 @@ def bearing(names: Iterable[str], variables: Mapping[str, str]) -> tuple[tuple[s
     return tuple(reached.items())
 
 
-def hiding(style: Mapping[str, str]) -> str | None:
+def hiding(style: Mapping[str, str], drawn: Colour | None = None) -> str | None:
     """How ``style`` hides what it applies to by itself, or None when it does not; what hides
     only once nested (opacity, scaling, font size) is :func:`diminished` and
-    :func:`too_small`."""
+    :func:`too_small`. ``drawn``: the colour the element paints its text in, its own or
+    inherited (None where it is not known, as for a stylesheet rule judged once per sheet)."""
     if not style:
         return None  # most elements: no style at all
     if style.get("display") == "none":
@@ -436,7 +447,7 @@ def hiding(style: Mapping[str, str]) -> str | None:
         style.get("fill") in ("none", "transparent") and style.get("stroke") in (None, "none")
     ) or _fraction(style.get("fill-opacity", "")) < _FAINT:
         return "transparent text"
-    if _whitened(style):
+    if _whitened(style, drawn):
         return "a filter or blend that whitens text"
     return None
 
@@ -892,6 +903,8 @@ def _valid(name: str, value: str) -> bool:
         return value in _SYSTEM_FONTS or _font_shorthand_size(value) is not None
     if name in ("margin", "inset"):
         return _box_sides(value, 4)
+    if name in _PADDINGS:
+        return _paddings(value, 4 if name == "padding" else 2 if name in _LOGICAL_PAIRS else 1)
     if name in _LOGICAL_PAIRS:
         return _box_sides(value, 2)
     if name == "rotate":
@@ -1018,6 +1031,15 @@ def _box_sides(value: str, most: int) -> bool:
     )
 
 
+def _paddings(value: str, most: int) -> bool:
+    """Whether ``value`` is one to ``most`` paddings: lengths or percentages, none negative
+    (a browser rejects ``padding-left:-1px``, and the earlier padding stands)."""
+    sides = _words(value)
+    return 0 < len(sides) <= most and all(
+        (found := px(side, _PERCENT_AS_PX)) is not None and found >= 0 for side in sides
+    )
+
+
 def _longhands(name: str, value: str) -> dict[str, str]:
     """What one valid declaration sets among the properties this module judges: itself, and
     the longhands of a shorthand (``font``'s size, ``margin``'s and ``inset``'s four sides,
@@ -1027,10 +1049,10 @@ def _longhands(name: str, value: str) -> dict[str, str]:
     if name == "font" and (size := _font_shorthand_size(value)) is not None:
         found["font-size"] = size
     values = _words(value)
-    if name in ("margin", "inset") and values:
+    if name in ("margin", "inset", "padding") and values:
         sides = ("top", "right", "bottom", "left")
         for side, index in zip(sides, _SIDE_INDICES[len(values)], strict=True):
-            found[f"margin-{side}" if name == "margin" else side] = values[index]
+            found[side if name == "inset" else f"{name}-{side}"] = values[index]
     if name in _LOGICAL_PAIRS and values:
         start, end = _LOGICAL_PAIRS[name]
         found[start], found[end] = values[0], values[-1]
@@ -1413,16 +1435,25 @@ def _factor(value: str, default: float) -> float:
     return number / 100 if kind == "%" else number
 
 
-def _whitened(style: Mapping[str, str]) -> bool:
+def _whitened(style: Mapping[str, str], drawn: Colour | None) -> bool:
     """A filter or blend mode that turns dark text white on the white page."""
-    brightness = _factor(_filter(style, "brightness") or "", 0.0)
     invert = _factor(_filter(style, "invert") or "", 0.0)
     painted = any(style.get(name) for name in _BACKGROUNDS)
     return (
-        brightness >= 5
+        _brightened(_factor(_filter(style, "brightness") or "", 0.0), drawn)
         or (invert >= 0.9 and not painted)
         or style.get("mix-blend-mode") in _WHITENING_BLENDS
     )
+
+
+def _brightened(factor: float, drawn: Colour | None) -> bool:
+    """Whether ``brightness(factor)`` turns text of colour ``drawn`` white: it multiplies each
+    channel, so black stays black at any factor (black text under ``brightness(500%)`` was
+    left out) and ``#333`` five times over is white. A colour not known is taken as a grey
+    that five times whitens, as before."""
+    if drawn is None:
+        return factor >= 5
+    return all(channel * factor >= 255 - _NEAR for channel in (drawn.red, drawn.green, drawn.blue))
 
 
 def _filter(style: Mapping[str, str], function: str) -> str | None:
@@ -1441,7 +1472,7 @@ def _off_screen(style: Mapping[str, str]) -> bool:
     )
     for name in before:
         value = style.get(name, "")
-        if value and (_far_whatever_percent(value) or _percent(value) <= -100):
+        if value and _far_before(value, style.get(_PADDING_OF[name], "0")):
             return True
     # An end offset moves the box only where its start is auto: with both set, the start
     # places it in left-to-right text ("left:0;right:9999px" is drawn at the left edge); in
@@ -1469,10 +1500,25 @@ _END_OFFSETS = (
 _PERCENT_READINGS = (_PX_PER_UNIT | {"%": 0.0}, _PX_PER_UNIT | {"%": _VIEWPORT_PX["vw"]})
 
 
-def _far_whatever_percent(value: str) -> bool:
-    """Whether an offset is past the page's edges however large a percentage in it comes
-    to."""
-    return all(_far(px(value, units)) for units in _PERCENT_READINGS)
+#: The padding that moves a start offset's content back in, by the offset's axis (a logical
+#: padding sets the physical one where none is set).
+_PADDING_OF = {
+    **dict.fromkeys(("left", "margin-left", "text-indent"), "padding-left"),
+    **dict.fromkeys(("inset-inline-start", "margin-inline-start"), "padding-left"),
+    **dict.fromkeys(("top", "margin-top", "inset-block-start"), "padding-top"),
+    **dict.fromkeys(("margin-block-start",), "padding-top"),
+}
+
+
+def _far_before(offset: str, padding: str) -> bool:
+    """Whether a start offset, its box's start padding added, puts the content past the
+    page's edges however large a percentage in them comes to, or at -100 % or less of the box:
+    a full-bleed band (``margin-left:-100vw;padding-left:100vw``) draws its text in place. A
+    padding that is no length (``inherit``) is taken as none."""
+    readings = [(px(offset, units), px(padding, units) or 0.0) for units in _PERCENT_READINGS]
+    if all(moved is not None and _far(moved + back) for moved, back in readings):
+        return True
+    return _percent(offset) + _percent(padding) <= -100
 
 
 def _right_to_left(style: Mapping[str, str], end: str) -> bool:

@@ -100,6 +100,7 @@ _BLOCKS = frozenset(
     | {"caption", "html"}
 )
 _PRE = frozenset({"pre", "xmp", "listing", "textarea"})
+_DIRECTIONS = frozenset({"ltr", "rtl"})
 _LISTS = frozenset({"ul", "ol", "menu"})
 _CELLS = frozenset({"td", "th"})
 #: SVG's presentation attributes, read as the style declarations they are.
@@ -794,7 +795,8 @@ class _Frame:
     size in pixels; ``unseen``: how its own text is hidden, when it is, though a child may
     still show its own (by a colour or a font size of its own), and ``counted`` once such
     text was left out; ``chosen``: a ``<switch>`` has met the child it draws; ``draws_text``:
-    its own text is drawn at all (in SVG, only inside a ``<text>``); ``without``: the custom
+    its own text is drawn at all (in SVG, only inside a ``<text>``); ``direction``: ``ltr`` or
+    ``rtl``, inherited, which decides whether a right offset wins; ``without``: the custom
     properties it holds without the rules that may not apply, when they differ."""
 
     tag: str
@@ -811,6 +813,7 @@ class _Frame:
     counted: bool = False
     chosen: bool = False
     draws_text: bool = True
+    direction: str = "ltr"
     without: ChainMap[str, str] | None = None
 
 
@@ -913,13 +916,6 @@ class _Reader:
         opacity, magnification, font_px = self._diminishing(
             node, tag, attributes, style, ruling.shrinks
         )
-        method = self._hides(node, tag, attributes, style)
-        if method is None and ruling.hides:
-            method = "a stylesheet rule"
-        if method is None and css.faded_out(opacity):
-            method = "opacity:0"
-        if method is not None:
-            return self._left_out(node, method)
         colour = (
             css.parse_colour(style.get("color", ""))
             or (css.parse_colour(style.get("fill", "")) if foreign else None)
@@ -928,6 +924,15 @@ class _Reader:
         )
         # The fill colour paints the text whatever its colour says, and is inherited.
         text_fill = css.parse_colour(style.get("-webkit-text-fill-color", "")) or parent.text_fill
+        direction = _direction(style, attributes, parent.direction)
+        judged = _with_direction(style, direction)
+        method = self._hides(node, tag, attributes, judged, text_fill or colour)
+        if method is None and ruling.hides:
+            method = "a stylesheet rule"
+        if method is None and css.faded_out(opacity):
+            method = "opacity:0"
+        if method is not None:
+            return self._left_out(node, method)
         painted = css.background_of(style, attributes.get("bgcolor"))
         background = parent.background if painted is None else painted
         self._start(tag, attributes)
@@ -942,6 +947,7 @@ class _Reader:
             opacity,
             magnification,
             font_px,
+            direction=direction,
             without=without,
         )
         seen_against = background if isinstance(background, css.Colour) else None
@@ -1065,6 +1071,7 @@ class _Reader:
         tag: str,
         attributes: dict[str, str | None],
         style: dict[str, str],
+        drawn: css.Colour | None,
     ) -> str | None:
         if "hidden" in attributes:
             return "hidden attribute"
@@ -1087,7 +1094,7 @@ class _Reader:
             return "a declarative shadow root"
         if node.mem_id in self._hidden_by_sheet:
             return "a stylesheet rule"
-        return css.hiding(style)
+        return css.hiding(style, drawn)
 
     def _unchosen(self, attributes: dict[str, str | None]) -> bool:
         """Whether a ``<switch>``'s child comes after the first child a browser draws whatever
@@ -1295,6 +1302,29 @@ def _cascaded(defined: _Defined, own: dict[str, str], important: frozenset[str])
         )
     merged.update((name, own[name]) for name in important if name in own)
     return merged
+
+
+def _direction(style: dict[str, str], attributes: dict[str, str | None], inherited: str) -> str:
+    """An element's direction: its ``direction`` declaration, else its ``dir`` attribute, else
+    its parent's. ``dir=auto`` is taken as ``rtl``: a browser picks the direction of the
+    first strong letter, and in rtl a far right offset carries the text off the page's left
+    edge; taken as ``ltr``, Hebrew text under it was read."""
+    declared = style.get("direction")
+    if declared in _DIRECTIONS:
+        return declared
+    written = (attributes.get("dir") or "").strip().lower()
+    if written == "auto":
+        return "rtl"
+    return written if written in _DIRECTIONS else inherited
+
+
+def _with_direction(style: dict[str, str], direction: str) -> dict[str, str]:
+    """``style`` with an inherited rtl direction set, which the judge reads from the style
+    (an offset it did not know the page's ``<html dir=rtl>`` made win was read); only where
+    the element has a style, since none holds no offset."""
+    if direction == "rtl" and style and style.get("direction") != "rtl":
+        return {**style, "direction": "rtl"}
+    return style
 
 
 def _unmet(attributes: dict[str, str | None]) -> bool:

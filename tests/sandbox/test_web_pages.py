@@ -252,7 +252,10 @@ HIDING = [
     ("<p style='clip-path:inset(0 100% 0 0)'>INJECT</p>", "zero size"),
     ("<p style='clip:rect(1px,1px,1px,1px);position:absolute'>INJECT</p>", "zero size"),
     ("<p style='filter:opacity(0.01)'>INJECT</p>", "opacity:0"),
-    ("<p style='filter:brightness(100)'>INJECT</p>", "a filter or blend that whitens text"),
+    (
+        "<p style='color:#333;filter:brightness(100)'>INJECT</p>",
+        "a filter or blend that whitens text",
+    ),
     ("<p style='mix-blend-mode:screen'>INJECT</p>", "a filter or blend that whitens text"),
     *(
         (f"<p style='mix-blend-mode:{mode}'>INJECT</p>", "a filter or blend that whitens text")
@@ -1195,7 +1198,10 @@ HIDDEN_BY_WORKED_OUT_VALUES = [
     ("<p style='opacity:clamp(0,0.5,0)'>INJECT</p>", "opacity:0"),
     ("<p style='opacity:calc(1 - 1)'>INJECT</p>", "opacity:0"),
     ("<p style='filter:opacity(min(0, 1))'>INJECT</p>", "opacity:0"),
-    ("<p style='filter:brightness(500%)'>INJECT</p>", "a filter or blend that whitens text"),
+    (
+        "<p style='color:#333;filter:brightness(500%)'>INJECT</p>",
+        "a filter or blend that whitens text",
+    ),
     ("<p style='position:absolute;left:calc(-10000px + 1px)'>INJECT</p>", "off-screen"),
     ("<p style='position:absolute;left:calc(-1 * 9999px)'>INJECT</p>", "off-screen"),
     ("<p style='position:absolute;left:calc(-200%)'>INJECT</p>", "off-screen"),
@@ -1604,3 +1610,104 @@ def test_custom_properties_under_screen_media_show(runner: SandboxRunner) -> Non
         "<p class=b>b</p>"
     )
     assert _text(runner, page) == "a\nb"
+
+
+# -- css-values-mend2: the colour a filter brightens, full-bleed padding, inherited
+# direction (each checked against Chromium 156).
+
+#: What hides only with what the element inherits: a brightness that whitens its grey
+#: colour (own or inherited; brightness multiplies each channel, so black stays black), and
+#: an end offset that wins because the direction its ancestors set is right-to-left (the
+#: text runs out past the page's left edge).
+HIDDEN_BY_WHAT_AN_ELEMENT_INHERITS = [
+    ("<p style='color:#333;filter:brightness(500%)'>INJECT</p>", "a filter or blend"),
+    ("<div style='color:#333'><p style='filter:brightness(5)'>INJECT</p></div>", "a filter"),
+    ("<p style='color:#808080;filter:brightness(2)'>INJECT</p>", "a filter or blend"),
+    (
+        "<div style='-webkit-text-fill-color:#333'><p style='filter:brightness(5)'>INJECT</p>"
+        "</div>",
+        "a filter or blend",
+    ),
+    (
+        "<html dir=rtl><body><p style='position:absolute;left:0;right:99999px'>INJECT</p>",
+        "off-screen",
+    ),
+    ("<div dir=rtl><p style='position:absolute;left:0;right:99999px'>INJECT</p></div>", "off"),
+    (
+        "<div style='direction:rtl'><div><p style='position:absolute;left:0;right:99999px'>"
+        "INJECT</p></div></div>",
+        "off-screen",
+    ),
+    (
+        "<div dir=ltr style='direction:rtl'><p style='position:absolute;left:0;right:99999px'>"
+        "INJECT</p></div>",
+        "off-screen",
+    ),
+    ("<div dir=auto><p style='position:absolute;left:0;right:99999px'>INJECT</p></div>", "off"),
+    ("<p dir=rtl style='position:absolute;left:0;right:99999px'>INJECT</p>", "off-screen"),
+    # A padding does not bring back what a far margin of its own moves past it.
+    ("<p style='margin-left:-9999px;padding-left:99px'>INJECT</p>", "off-screen"),
+    ("<p style='margin-left:-9999px;padding:0 9999px 0 0'>INJECT</p>", "off-screen"),
+    ("<p style='margin-left:-9999px;padding:0 0 0 9999px 0'>INJECT</p>", "off-screen"),
+    ("<p style='margin-left:-9999px;padding-inline:9999px auto'>INJECT</p>", "off-screen"),
+    ("<p style='margin-left:-1000%;padding-left:1%'>INJECT</p>", "off-screen"),
+]
+
+
+@pytest.mark.parametrize(
+    ("hiding", "method"),
+    HIDDEN_BY_WHAT_AN_ELEMENT_INHERITS,
+    ids=[h[:80] for h, _ in HIDDEN_BY_WHAT_AN_ELEMENT_INHERITS],
+)
+def test_what_an_element_inherits_hides_it(runner: SandboxRunner, hiding: str, method: str) -> None:
+    text = _text(runner, f"<p>SHOWN</p>{hiding}")
+    assert text.startswith("SHOWN\n[airlock: 1 hidden element left out (")
+    assert text.count("\n") == 1 and method in text
+
+
+def test_a_brightness_that_leaves_text_dark_shows_it(runner: SandboxRunner) -> None:
+    """Brightness multiplies each channel: black text (its own, the page's default or
+    inherited) stays black at any factor, and a grey five times brighter is still grey
+    (``#0a0a0a`` draws ``#323232``); all were left out as whitened."""
+    page = (
+        "<p style='filter:brightness(500%)'>a</p>"
+        "<p style='color:#000;filter:brightness(100)'>b</p>"
+        "<div style='color:black'><p style='filter:brightness(5)'>c</p></div>"
+        "<p style='color:#0a0a0a;filter:brightness(5)'>d</p>"
+        "<p style='color:navy;filter:brightness(3)'>e</p>"
+    )
+    assert _text(runner, page) == "a\nb\nc\nd\ne"
+
+
+def test_full_bleed_bands_show(runner: SandboxRunner) -> None:
+    """A band pulled out to the page's edges by a negative margin and padded back in draws
+    its text in place (Chromium: inside the column), in every way it is written; a later
+    negative padding is rejected, so the earlier one stands."""
+    page = (
+        "<div style='width:600px;margin:0 auto'>"
+        "<p style='margin-inline:-9999px;padding-inline:9999px'>a</p>"
+        "<p style='margin-inline:-100vw;padding-inline:100vw'>b</p>"
+        "<p style='margin:0 -9999px;padding:0 9999px'>c</p>"
+        "<p style='margin-left:-9999px;padding-left:9999px'>d</p>"
+        "<p style='margin-inline-start:-100%;padding-inline-start:100%'>e</p>"
+        "<p style='position:relative;left:-9999px;padding-left:9999px'>f</p>"
+        "<p style='text-indent:-9999px;padding-left:9999px'>g</p>"
+        "<p style='margin-top:-9999px;padding-top:9999px'>h</p>"
+        "<p style='margin-left:-9999px;padding-left:9999px;padding-left:-1px'>i</p>"
+        "</div>"
+    )
+    assert _text(runner, page) == "a\nb\nc\nd\ne\nf\ng\nh\ni"
+
+
+def test_a_left_to_right_direction_under_rtl_shows(runner: SandboxRunner) -> None:
+    """Only the direction the element ends up with makes its end offset win: one set back to
+    ltr (by ``direction`` or by ``dir``, which a ``direction`` declaration overrides) draws
+    at the left edge, and an rtl page's text without offsets shows."""
+    page = (
+        "<div dir=rtl><p style='direction:ltr;position:absolute;left:0;right:99999px'>a</p>"
+        "<p dir=ltr style='position:absolute;left:0;right:99999px'>b</p>"
+        "<p style='position:absolute;left:0;right:99px'>c</p><p>d</p></div>"
+        "<div dir=rtl style='direction:ltr'><p style='position:absolute;left:0;right:99999px'>"
+        "e</p></div>"
+    )
+    assert _text(runner, page) == "a\nb\nc\nd\ne"
