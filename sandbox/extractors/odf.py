@@ -73,11 +73,13 @@ _ROW_MM = 2.5
 #: something whose colour is not known (a picture, a gradient, a shape): white text on it shows.
 _CLEAR = "clear"
 _UNKNOWN = "unknown"
-#: A colour drawn dark or light against what is behind (``style:use-window-font-color``, or a
-#: value LibreOffice does not read as a colour): never unseen.
+#: A colour drawn dark or light against what is behind (``style:use-window-font-color``):
+#: never unseen.
 _AUTO = "auto"
-_HEX_COLOUR = re.compile(r"#[0-9A-Fa-f]{6}")
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+#: The digits LibreOffice reads in ``#rrggbb``; any other character there counts as 0.
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+#: A font size as LibreOffice reads one: spaces around the number and unit, any case.
+_FONT_SIZE = re.compile(r"\s*(-?(?:\d+(?:\.\d*)?|\.\d+))\s*(%|cm|mm|in|pt|pc|px)\s*", re.I)
 #: A text's size for Western, Asian and complex-script letters, each with the attribute that
 #: sets it relative to the parent's by an increment (not worked out: its text is read).
 _SIZES = (
@@ -87,6 +89,8 @@ _SIZES = (
 )
 #: LibreOffice's size when no style sets one, in points; pixels in a point, as CSS has it.
 _DEFAULT_POINTS = 12.0
+#: The least absolute size LibreOffice draws, in points (XMLCharHeightHdl, fdo#49876).
+_LEAST_POINTS = 1.0
 _PX_PER_POINT = 4 / 3
 #: Effects drawn around a letter beside its colour: white text with a shadow, an outline or a
 #: relief shows. Each is off at "none" (or "false").
@@ -102,8 +106,34 @@ _PAINTED_BY = {
 }
 #: Inline elements whose ``text:style-name`` is a text (character) style.
 _CHARACTER_STYLED = frozenset({f"{_TEXT}span", f"{_TEXT}a", f"{_TEXT}ruby-text"})
+#: The family of the style an element's ``text:style-name`` names, where it may hide text.
+_FAMILY_OF = {f"{_TEXT}p": "paragraph", f"{_TEXT}h": "paragraph"} | dict.fromkeys(
+    _CHARACTER_STYLED, "text"
+)
 #: Wraps that keep a drawing beside the text, never under it.
 _BESIDE_TEXT = frozenset({"none", "left", "right", "parallel", "dynamic", "biggest"})
+_BORDERS = tuple(
+    f"{_FO}{side}"
+    for side in ("border", "border-top", "border-bottom", "border-left", "border-right")
+)
+#: A drawing's graphic properties that say whether it may paint under the text: its wrap, its
+#: line, its frame's borders, and where on the page it is placed.
+_DRAWN = (
+    f"{_STYLE}wrap",
+    f"{_DRAW}stroke",
+    *_BORDERS,
+    f"{_STYLE}horizontal-pos",
+    f"{_STYLE}vertical-pos",
+)
+#: What a drawing holds that paints: a picture, an object, a plug-in.
+_PICTURES = frozenset(
+    f"{_DRAW}{name}"
+    for name in ("image", "object", "object-ole", "plugin", "applet", "floating-frame")
+)
+#: A drawing both of whose sides are under this many millimetres is not a background.
+_LEAST_DRAWING_MM = 1.0
+#: The widest and tallest page LibreOffice gives a layout that sets no size (Letter, A4).
+_DEFAULT_PAGE_MM = (215.9, 297.0)
 #: Shapes that never scale their text: a frame, its text box, a link around a drawing. Any
 #: other shape may fit its text to itself (``draw:fit-to-size``), so its size is not known.
 _UNSCALED = frozenset({f"{_DRAW}frame", f"{_DRAW}text-box", f"{_DRAW}a"})
@@ -119,8 +149,10 @@ def read_odt(payload: bytes, limits: ParseLimits) -> Document:
     body = content.find(f"{_OFFICE}body/{_OFFICE}text")
     if body is None:
         raise Refusal(codes.UNREADABLE, "the OpenDocument text has no office:text body")
-    sight = _Sight.of_text(content, _styles_part(archive))
-    walker = _Walker(TextBudget(limits), _hidden_text_styles(content), sight)
+    styles_part = _styles_part(archive)
+    common = styles_part.find(f"{_OFFICE}styles")
+    styles = _Styles(common, content.find(f"{_OFFICE}automatic-styles"), known=True)
+    walker = _Walker(TextBudget(limits), styles, _Sight.of_text(content, styles_part, styles))
     blocks = walker.blocks(body, depth=0)
     return Document(blocks + [Paragraph(note) for note in walker.notes] + _hid_notice(walker))
 
@@ -137,7 +169,8 @@ def read_odp(payload: bytes, limits: ParseLimits) -> Document:
             "(each slide counts as a page)",
         )
     hidden = _hidden_page_styles(content)
-    walker = _Walker(TextBudget(limits), _hidden_text_styles(content))
+    automatic = content.find(f"{_OFFICE}automatic-styles")
+    walker = _Walker(TextBudget(limits), _Styles(None, automatic, known=False))
     blocks: list[Block] = []
     for number, slide in enumerate(slides, start=1):
         blocks.append(PageBreak(number))
@@ -157,36 +190,6 @@ def _hid_notice(walker: _Walker) -> list[Block]:
     ]
 
 
-def _hidden_text_styles(content: etree._Element) -> frozenset[str]:
-    """The automatic styles that hide their text (``text:display="none"``), with the styles
-    built on them (``style:parent-style-name``). Common styles live in styles.xml, not read."""
-    parents: dict[str, str] = {}
-    hiding: set[str] = set()
-    for style in content.iter(f"{_STYLE}style"):
-        name = style.get(f"{_STYLE}name")
-        if not name:
-            continue
-        parent = style.get(f"{_STYLE}parent-style-name")
-        if parent:
-            parents[name] = parent
-        if any(
-            properties.get(f"{_TEXT}display") == "none"
-            for properties in style.iter(f"{_STYLE}text-properties")
-        ):
-            hiding.add(name)
-    hidden = set(hiding)
-    for name in parents:
-        seen: set[str] = set()
-        ancestor: str | None = name
-        while ancestor is not None and ancestor not in seen:  # a loop of parents ends
-            seen.add(ancestor)
-            if ancestor in hiding:
-                hidden.add(name)
-                break
-            ancestor = parents.get(ancestor)
-    return frozenset(hidden)
-
-
 def _content(archive: zipfile.ZipFile) -> etree._Element:
     """content.xml of the package, parsed under the one policy."""
     try:
@@ -196,17 +199,18 @@ def _content(archive: zipfile.ZipFile) -> etree._Element:
     return package_parts.xml_part(data, _CONTENT)
 
 
-def _styles_part(archive: zipfile.ZipFile) -> etree._Element | None:
+def _styles_part(archive: zipfile.ZipFile) -> etree._Element:
     """styles.xml (the common and default styles, the page layouts), parsed under the one
-    policy; an empty one when the package has none (LibreOffice's defaults); None when it
-    cannot be read, which leaves the styles and the page not known, never the text refused:
-    the text was read without styles.xml before it was read for the colours."""
+    policy; an empty one (LibreOffice's defaults, a white page) when the package has none, or
+    one that cannot be read (encrypted, damaged) or that airlock refuses to parse (a DOCTYPE,
+    broken XML): neither reader has its styles then, and taking them as unknown let the flag
+    of encryption set on the part turn the colours off. Never the document refused: it was
+    read without styles.xml before it was read for the colours."""
+    none = etree.Element(f"{_OFFICE}document-styles")
     try:
         return package_parts.xml_part(package_parts.member(archive, _STYLES), _STYLES)
-    except package_parts.MissingPart:
-        return etree.Element(f"{_OFFICE}document-styles")
-    except Refusal:
-        return None
+    except (package_parts.MissingPart, Refusal):
+        return none
 
 
 #: A text size: (points, False), or (a factor of the parent's size, True) for a percentage;
@@ -226,26 +230,39 @@ class _Ink:
     effects: tuple[str | None, ...] = (None,) * len(_EFFECTS)
     sizes: tuple[_Size, ...] = (None,) * len(_SIZES)
     paint: css.Colour | str | None = None
-    wrap: str | None = None
+    drawn: tuple[str | None, ...] = (None,) * len(_DRAWN)
+    display: str | None = None
 
     def over(self, beneath: _Ink) -> _Ink:
         """These properties where set, ``beneath``'s elsewhere; a percentage of its size."""
         return _Ink(
             beneath.colour if self.colour is None else self.colour,
             beneath.highlight if self.highlight is None else self.highlight,
-            tuple(
-                mine if mine is not None else theirs
-                for mine, theirs in zip(self.effects, beneath.effects, strict=True)
-            ),
+            _nearest(self.effects, beneath.effects),
             tuple(map(_size_over, self.sizes, beneath.sizes)),
             beneath.paint if self.paint is None else self.paint,
-            beneath.wrap if self.wrap is None else self.wrap,
+            _nearest(self.drawn, beneath.drawn),
+            beneath.display if self.display is None else self.display,
         )
+
+    def draws(self, attribute: str) -> str | None:
+        """A drawing's graphic property (one of :data:`_DRAWN`), None where no style sets it."""
+        return self.drawn[_DRAWN.index(attribute)]
+
+
+def _nearest(
+    mine: tuple[str | None, ...], theirs: tuple[str | None, ...]
+) -> tuple[str | None, ...]:
+    return tuple(own if own is not None else other for own, other in zip(mine, theirs, strict=True))
 
 
 #: An element naming further styles (``text:class-names``) whose order is not worked out:
 #: its colour and size are not known, and its text is read.
 _UNSURE = _Ink(colour=_AUTO, sizes=(_NOT_KNOWN,) * len(_SIZES))
+#: A conditional style (``style:map``) is drawn as the style its condition picks where the
+#: paragraph stands (a table's header, a footnote), not worked out: its colour, sizes and
+#: paint are not known, and its text is read.
+_CONDITIONAL = replace(_UNSURE, paint=_UNKNOWN)
 
 
 def _size_over(mine: _Size, beneath: _Size) -> _Size:
@@ -264,48 +281,60 @@ def _own_ink(style: etree._Element, family: str) -> _Ink:
         ink = _text_ink(properties).over(ink)
     for properties in style.iterchildren(_PAINTED_BY.get(family, f"{_STYLE}graphic-properties")):
         ink = replace(ink, paint=_paint(properties) or ink.paint)
-        ink = replace(ink, wrap=properties.get(f"{_STYLE}wrap") or ink.wrap)
+        ink = replace(ink, drawn=_nearest(tuple(map(properties.get, _DRAWN)), ink.drawn))
+    if style.find(f"{_STYLE}map") is not None:
+        ink = _CONDITIONAL.over(ink)
     return ink
 
 
 def _text_ink(properties: etree._Element) -> _Ink:
-    if properties.get(f"{_STYLE}use-window-font-color") == "true":
-        colour: css.Colour | str | None = _AUTO
-    else:
-        colour = _fill(properties.get(f"{_FO}color"))
-        colour = _AUTO if colour in (_CLEAR, _UNKNOWN) else colour
+    colour: css.Colour | str | None = _AUTO
+    if properties.get(f"{_STYLE}use-window-font-color") != "true":
+        colour = _colour(properties.get(f"{_FO}color"))
     return _Ink(
         colour=colour,
         highlight=_fill(properties.get(f"{_FO}background-color")),
         effects=tuple(properties.get(name) for name in _EFFECTS),
         sizes=tuple(_size(properties, *names) for names in _SIZES),
+        display=properties.get(f"{_TEXT}display"),
     )
 
 
 def _size(properties: etree._Element, absolute: str, relative: str) -> _Size:
-    """A ``fo:font-size`` (a length or a percentage of the parent's); one not a positive size
-    or set by an increment is not known."""
+    """A ``fo:font-size``: a percentage of the parent's, or a length LibreOffice draws at 1 pt
+    at least (so only a percentage goes under a pixel); one not read, or set by an increment,
+    is not known."""
     value = properties.get(absolute)
     if properties.get(relative) is not None:
         return _NOT_KNOWN
     if value is None:
         return None
-    percent = _PERCENT.fullmatch(value)
-    if percent:
-        factor = float(percent.group(1)) / 100
-        return (factor, True) if factor > 0 else _NOT_KNOWN
-    points = _millimetres(value) / _UNITS["pt"]
-    return (points, False) if points > 0 else _NOT_KNOWN
+    found = _FONT_SIZE.fullmatch(value)
+    if not found:
+        return _NOT_KNOWN
+    number, unit = float(found.group(1)), found.group(2).lower()
+    if unit == "%":
+        return (number / 100, True) if number > 0 else _NOT_KNOWN
+    return (max(number * _UNITS[unit] / _UNITS["pt"], _LEAST_POINTS), False)
+
+
+def _colour(value: str | None) -> css.Colour | None:
+    """A colour as LibreOffice reads one (sax::Converter::convertColor): seven characters from
+    a ``#``, a digit that is not hex read as 0 (``#fgfgfg`` is near white); None for anything
+    else, which LibreOffice ignores, leaving the inherited colour."""
+    if value is None or len(value) != 7 or not value.startswith("#"):
+        return None
+    return css.parse_colour("#" + "".join(c if c in _HEX_DIGITS else "0" for c in value[1:]))
 
 
 def _fill(value: str | None) -> css.Colour | str | None:
-    """A colour attribute: ``#rrggbb`` (the one form ODF and LibreOffice read), clear for
-    ``transparent``, not known for anything else; None where absent."""
+    """A colour painted behind: as :func:`_colour`, clear for ``transparent``, not known for
+    anything else; None where absent."""
     if value is None:
         return None
     if value == "transparent":
         return _CLEAR
-    colour = css.parse_colour(value) if _HEX_COLOUR.fullmatch(value) else None
+    colour = _colour(value)
     return _UNKNOWN if colour is None else colour
 
 
@@ -342,37 +371,82 @@ def _solid(properties: etree._Element) -> css.Colour | str:
 class _Styles:
     """The styles an element may name, by family and name, each resolved once through its
     parents (``style:parent-style-name``) down to its family's default style: a document of
-    100,000 spans over a few styles costs one look-up per span. Automatic styles override
-    common ones of the same name, as LibreOffice looks them up."""
+    100,000 spans over a few styles costs one look-up per span. An element's name is looked
+    up among the automatic styles, then the common ones; a parent among the common ones only
+    (an automatic style is never a parent, in ODF or in LibreOffice)."""
 
-    def __init__(self, containers: list[etree._Element | None], known: bool) -> None:
-        self._named: dict[tuple[str, str], etree._Element] = {}
+    def __init__(
+        self, common: etree._Element | None, automatic: etree._Element | None, known: bool
+    ) -> None:
+        self._common = _named(common)
+        self._automatic = _named(automatic)
         self._defaults: dict[str, _Ink] = {}
-        for container in containers:
-            for style in () if container is None else _elements(container):
-                family = style.get(f"{_STYLE}family", "")
-                if style.tag == f"{_STYLE}style":
-                    self._named[family, style.get(f"{_STYLE}name", "")] = style
-                elif style.tag == f"{_STYLE}default-style" and family != "text":
-                    # LibreOffice keeps no default text style: its character defaults are the
-                    # paragraphs', beneath the paragraph's own properties.
-                    self._defaults[family] = _own_ink(style, family)
+        for style in () if common is None else common.iterchildren(f"{_STYLE}default-style"):
+            family = style.get(f"{_STYLE}family", "")
+            if family != "text":
+                # LibreOffice keeps no default text style: its character defaults are the
+                # paragraphs', beneath the paragraph's own properties.
+                self._defaults[family] = _own_ink(style, family)
         base = _Ink(sizes=((_DEFAULT_POINTS if known else math.nan, False),) * len(_SIZES))
         self._defaults["paragraph"] = self._defaults.get("paragraph", _Ink()).over(base)
         self._resolved: dict[tuple[str, str], _Ink] = {}
+        self._named: dict[tuple[str, str], _Ink] = {}
 
     def ink(self, family: str, name: str) -> _Ink:
-        """The style's properties with its parents' and its family's defaults beneath."""
-        bottom = self._defaults.get(family, _Ink())
-        chain: list[tuple[str, str]] = []
+        """The properties of the style an element names, with its parents' and its family's
+        defaults beneath. A paragraph naming none, a missing one, or an automatic one on no
+        common style is in "Standard", as LibreOffice puts it."""
         key = (family, name)
-        while key in self._named and key not in self._resolved and key not in chain:
-            chain.append(key)  # a loop of parents ends
-            key = (family, self._named[key].get(f"{_STYLE}parent-style-name", ""))
+        if key not in self._named:
+            automatic = self._automatic.get(key)
+            if automatic is not None:
+                parent = (family, automatic.get(f"{_STYLE}parent-style-name", ""))
+                if parent in self._common:
+                    ink = _own_ink(automatic, family).over(self._common_ink(*parent))
+                else:
+                    ink = _own_ink(automatic, family).over(self._unstyled(family))
+            elif key in self._common:
+                ink = self._common_ink(family, name)
+            else:
+                ink = self._unstyled(family)
+            self._named[key] = ink
+        return self._named[key]
+
+    def _unstyled(self, family: str) -> _Ink:
+        if family == "paragraph" and ("paragraph", "Standard") in self._common:
+            return self._common_ink("paragraph", "Standard")
+        return self._defaults.get(family, _Ink())
+
+    def _common_ink(self, family: str, name: str) -> _Ink:
+        """A common style over its parents: a chain of 30,000 costs one pass (a dict, not a
+        list, says which are in it; the list made it quadratic: 8 s)."""
+        bottom = self._defaults.get(family, _Ink())
+        chain: dict[tuple[str, str], None] = {}
+        key = (family, name)
+        while key in self._common and key not in self._resolved and key not in chain:
+            chain[key] = None  # a loop of parents ends
+            key = (family, self._common[key].get(f"{_STYLE}parent-style-name", ""))
         beneath = self._resolved.get(key, bottom)
         for named in reversed(chain):
-            beneath = self._resolved[named] = _own_ink(self._named[named], family).over(beneath)
+            beneath = self._resolved[named] = _own_ink(self._common[named], family).over(beneath)
         return self._resolved.get((family, name), bottom)
+
+    def hides(self, element: etree._Element) -> bool:
+        """Whether a paragraph's or a span's style sets ``text:display="none"`` (its own, or
+        the nearest of its parents' that sets one)."""
+        family = _FAMILY_OF.get(element.tag)
+        name = element.get(f"{_TEXT}style-name", "")
+        return family is not None and self.ink(family, name).display == "none"
+
+
+def _named(container: etree._Element | None) -> dict[tuple[str, str], etree._Element]:
+    """The ``style:style`` elements of ``container`` by family and name."""
+    if container is None:
+        return {}
+    return {
+        (style.get(f"{_STYLE}family", ""), style.get(f"{_STYLE}name", "")): style
+        for style in container.iterchildren(f"{_STYLE}style")
+    }
 
 
 class _Seen(NamedTuple):
@@ -401,22 +475,18 @@ class _Sight:
     seen: list[_Seen] = field(default_factory=list)
 
     @classmethod
-    def of_text(cls, content: etree._Element, styles: etree._Element | None) -> _Sight:
-        """A text document's: its page, and its colours judged unless a tracked insertion
-        (drawn in its author's colour) or a drawing that may lie behind the text is in it."""
-        common = None if styles is None else styles.find(f"{_OFFICE}styles")
-        known = styles is not None
-        body_styles = _Styles([common, content.find(f"{_OFFICE}automatic-styles")], known)
-        page = _page(styles)
-        overlaid = _drawn_behind(content.find(f"{_OFFICE}body"), body_styles) or (
-            styles is not None
-            and _drawn_behind(
-                styles.find(f"{_OFFICE}master-styles"),
-                _Styles([common, styles.find(f"{_OFFICE}automatic-styles")], known),
-            )
+    def of_text(cls, content: etree._Element, part: etree._Element, styles: _Styles) -> _Sight:
+        """A text document's, in its ``styles``: the page the text is on, and its colours
+        judged unless a drawing that may lie behind the text, or text inserted with changes
+        tracked (drawn in its author's colour), is in it. ``part`` is styles.xml."""
+        pages = _pages_in_use(content, part)
+        page = _page(pages)
+        overlaid = _drawn_behind(content.find(f"{_OFFICE}body"), styles, pages) or _drawn_behind(
+            part.find(f"{_OFFICE}master-styles"),
+            _Styles(part.find(f"{_OFFICE}styles"), part.find(f"{_OFFICE}automatic-styles"), True),
+            pages,
         )
-        inserted = content.find(f".//{_TEXT}tracked-changes//{_TEXT}insertion") is not None
-        return cls(body_styles, page, page, not (overlaid or inserted), True)
+        return cls(styles, page, page, not (overlaid or _marked_insertion(content)), True)
 
     def paint(self, family: str, name: str | None) -> css.Colour | str | None:
         return None if self.styles is None or not name else self.styles.ink(family, name).paint
@@ -496,6 +566,23 @@ class _Sight:
         return (self.sized and _tiny(ink.sizes, text)) or (coloured and _invisible(ink, behind))
 
 
+def _hides(element: etree._Element, styles: _Styles) -> bool:
+    """Whether a reader of the document does not see ``element``: see :meth:`_Walker.hidden`."""
+    tag = element.tag
+    return (
+        (tag == f"{_TEXT}section" and element.get(f"{_TEXT}display") in ("none", "condition"))
+        or (tag == f"{_TEXT}hidden-text" and element.get(f"{_TEXT}is-hidden") == "true")
+        or (
+            tag in (f"{_TEXT}p", f"{_TEXT}h")
+            and any(
+                field.get(f"{_TEXT}is-hidden") == "true"
+                for field in element.iter(f"{_TEXT}hidden-paragraph")
+            )
+        )
+        or styles.hides(element)
+    )
+
+
 def _default_cells(table: etree._Element) -> bool:
     """Whether a table's cells may take a style it does not name on them: a table template's,
     or a column's default cell style, whose paint behind a cell's text is not worked out."""
@@ -513,32 +600,169 @@ def _default_cells(table: etree._Element) -> bool:
     return False
 
 
-def _page(styles: etree._Element | None) -> css.Colour | str:
-    """The page's colour: white unless a page layout or a master page's background paints
-    one; not known when they paint different ones (which page shows which is not worked out)
-    or styles.xml could not be read."""
-    if styles is None:
-        return _UNKNOWN
-    pages = styles.iter(f"{_STYLE}page-layout-properties", f"{_STYLE}drawing-page-properties")
-    paints = {_paint(properties) or _CLEAR for properties in pages} - {_CLEAR}
-    if len(paints) > 1:
-        return _UNKNOWN
-    return paints.pop() if paints else css.WHITE
+#: A page the text may be on: its layout and its drawing-page style, each None where absent.
+_Page = tuple[etree._Element | None, etree._Element | None]
 
 
-def _drawn_behind(root: etree._Element | None, styles: _Styles) -> bool:
-    """Whether a drawing (a picture, a shape, a frame) may lie under the text, anchored
-    anywhere but as a character and not wrapped beside it: white text on a dark photo shows."""
-    for drawing in () if root is None else root.iter(f"{_DRAW}*"):
-        parent = drawing.getparent()
-        if parent is not None and parent.tag.startswith(_DRAW):
-            continue  # a frame's picture or text box, a group's shape: the outer one decides
-        if drawing.get(f"{_TEXT}anchor-type") == "as-char":
+def _pages_in_use(content: etree._Element, part: etree._Element) -> list[_Page]:
+    """The pages of each master page the text may be on: "Standard" (the first page's), any
+    a style switches to (``style:master-page-name``), and the ones each is followed by
+    (``style:next-style-name``). An unused layout is no page: an attacker's dark one, taken
+    for the page, made black text unseen and white text read."""
+    masters = {master.get(f"{_STYLE}name"): master for master in part.iter(f"{_STYLE}master-page")}
+    layouts = {layout.get(f"{_STYLE}name"): layout for layout in part.iter(f"{_STYLE}page-layout")}
+    drawings = {
+        style.get(f"{_STYLE}name"): style
+        for style in part.iter(f"{_STYLE}style")
+        if style.get(f"{_STYLE}family") == "drawing-page"
+    }
+    wanted = ["Standard"] + [
+        name
+        for root in (content, part)
+        for style in root.iter(f"{_STYLE}style")
+        if (name := style.get(f"{_STYLE}master-page-name"))
+    ]
+    used: set[str] = set()
+    pages: list[_Page] = []
+    while wanted:
+        name = wanted.pop()
+        if name in used:
             continue
-        wrap = styles.ink("graphic", drawing.get(f"{_DRAW}style-name", "")).wrap
-        if wrap not in _BESIDE_TEXT:
-            return True
-    return False
+        used.add(name)
+        master = masters.get(name)
+        if master is None:
+            if name == "Standard":  # LibreOffice's own first page: white, of the default size
+                pages.append((None, None))
+            continue
+        wanted.append(master.get(f"{_STYLE}next-style-name", ""))
+        layout = layouts.get(master.get(f"{_STYLE}page-layout-name"))
+        pages.append((layout, drawings.get(master.get(f"{_DRAW}style-name"))))
+    return pages
+
+
+def _page(pages: list[_Page]) -> css.Colour | str:
+    """The colour of the pages in use: each layout's background (white where it paints none)
+    or its drawing page's where that paints one; not known when they differ (which page
+    shows which text is not worked out)."""
+    paints: set[css.Colour | str] = set()
+    for layout, drawing in pages:
+        properties = _first(layout, f"{_STYLE}page-layout-properties")
+        layout_paint = (None if properties is None else _paint(properties)) or _CLEAR
+        paints.add(layout_paint)
+        properties = _first(drawing, f"{_STYLE}drawing-page-properties")
+        paints.add((None if properties is None else _paint(properties)) or layout_paint)
+    paints = {css.WHITE if paint == _CLEAR else paint for paint in paints}
+    return paints.pop() if len(paints) == 1 else _UNKNOWN
+
+
+def _first(style: etree._Element | None, properties: str) -> etree._Element | None:
+    return None if style is None else style.find(properties)
+
+
+def _page_size(pages: list[_Page]) -> tuple[float, float]:
+    """The widest and tallest of the pages in use, in millimetres; never under LibreOffice's
+    default page (Letter's width, A4's height), so that a drawing called off the page is."""
+    width, height = _DEFAULT_PAGE_MM
+    for layout, _ in pages:
+        properties = _first(layout, f"{_STYLE}page-layout-properties")
+        if properties is not None:
+            width = max(width, _millimetres(properties.get(f"{_FO}page-width")))
+            height = max(height, _millimetres(properties.get(f"{_FO}page-height")))
+    return width, height
+
+
+def _drawn_behind(root: etree._Element | None, styles: _Styles, pages: list[_Page]) -> bool:
+    """Whether a drawing may lie under the text (white text on a dark photo shows): one not in
+    hidden or skipped content, anchored anywhere but as a character, not wrapped beside the
+    text, that paints something, not under 1 mm both ways nor placed off the page. One 0.1 mm
+    empty drawing anywhere had every white letter read."""
+    page = _page_size(pages)
+    return any(_may_lie_under(drawing, styles, page) for drawing in _drawings(root, styles))
+
+
+def _drawings(root: etree._Element | None, styles: _Styles) -> Iterator[etree._Element]:
+    """The drawings under ``root`` outside skipped and hidden content (shown nowhere, they
+    cover nothing), each not inside another (a frame's picture or text box, a group's shape:
+    the outer one decides), every element visited once."""
+    stack = [] if root is None else [root]
+    while stack:
+        element = stack.pop()
+        for child in _elements(element):
+            if child.tag in _SKIPPED or _hides(child, styles):
+                continue
+            if child.tag.startswith(_DRAW) and not element.tag.startswith(_DRAW):
+                yield child
+            stack.append(child)
+
+
+def _may_lie_under(drawing: etree._Element, styles: _Styles, page: tuple[float, float]) -> bool:
+    if drawing.get(f"{_TEXT}anchor-type") == "as-char":
+        return False
+    ink = styles.ink("graphic", drawing.get(f"{_DRAW}style-name", ""))
+    if ink.draws(f"{_STYLE}wrap") in _BESIDE_TEXT:
+        return False
+    return (
+        _paints(drawing, ink) and not _tiny_drawing(drawing) and not _off_page(drawing, ink, page)
+    )
+
+
+def _paints(drawing: etree._Element, ink: _Ink) -> bool:
+    """Whether a drawing paints anything: a fill, a line or a border (a shape's fill and line
+    are drawn unless set to none, a frame's only where set), a picture or object, a group's
+    or link's shapes, or text."""
+    frame = drawing.tag == f"{_DRAW}frame"
+    unset = (None, "none") if frame else ("none",)
+    if ink.paint not in ((None, _CLEAR) if frame else (_CLEAR,)):
+        return True
+    if ink.draws(f"{_DRAW}stroke") not in unset or any(
+        ink.draws(border) not in (None, "none") for border in _BORDERS
+    ):
+        return True
+    if drawing.tag in (f"{_DRAW}g", f"{_DRAW}a") and len(drawing):
+        return True
+    return any(element.tag in _PICTURES for element in drawing.iter()) or any(
+        text.strip() for text in drawing.itertext()
+    )
+
+
+def _tiny_drawing(drawing: etree._Element) -> bool:
+    """Whether both sides of a drawing are under 1 mm, and nothing sizes it otherwise (a
+    transform, a size relative to the page, a text box's least size)."""
+    if drawing.get(f"{_DRAW}transform") is not None or drawing.find(f"{_DRAW}text-box") is not None:
+        return False
+    if drawing.get(f"{_STYLE}rel-width") or drawing.get(f"{_STYLE}rel-height"):
+        return False
+    sides = (drawing.get(f"{_SVG}width") or "", drawing.get(f"{_SVG}height") or "")
+    return all(
+        _LENGTH.fullmatch(side) and 0 <= _millimetres(side) < _LEAST_DRAWING_MM for side in sides
+    )
+
+
+def _off_page(drawing: etree._Element, ink: _Ink, page: tuple[float, float]) -> bool:
+    """Whether a drawing anchored to the page and placed from its left or top (LibreOffice's
+    default) starts past its right or bottom edge, where no page shows it."""
+    if drawing.get(f"{_TEXT}anchor-type") != "page" or drawing.get(f"{_DRAW}transform"):
+        return False
+    width, height = page
+    across = ink.draws(f"{_STYLE}horizontal-pos") in (None, "from-left") and (
+        _millimetres(drawing.get(f"{_SVG}x")) >= width
+    )
+    down = ink.draws(f"{_STYLE}vertical-pos") in (None, "from-top") and (
+        _millimetres(drawing.get(f"{_SVG}y")) >= height
+    )
+    return across or down
+
+
+def _marked_insertion(content: etree._Element) -> bool:
+    """Whether text inserted with changes tracked, which LibreOffice draws in its author's
+    colour, is marked in the text: an insertion no change mark names colours nothing."""
+    inserted = {
+        region.get(f"{_TEXT}id")
+        for region in content.iter(f"{_TEXT}changed-region")
+        if region.find(f"{_TEXT}insertion") is not None
+    }
+    marks = content.iter(f"{_TEXT}change-start", f"{_TEXT}change", f"{_TEXT}change-end")
+    return bool(inserted) and any(mark.get(f"{_TEXT}change-id") in inserted for mark in marks)
 
 
 def _tiny(sizes: tuple[_Size, ...], text: str) -> bool:
@@ -550,7 +774,8 @@ def _tiny(sizes: tuple[_Size, ...], text: str) -> bool:
         return False
     if asian and complex_script:
         return True
-    return max(text) < _WESTERN_END and any(letter.isalpha() for letter in text)
+    letters = [letter for letter in text if letter.isalpha()]
+    return bool(letters) and max(letters) < _WESTERN_END
 
 
 def _under_a_pixel(size: _Size) -> bool:
@@ -577,7 +802,7 @@ class _Walker:
     charged where it is written; text the document hides is counted, not read."""
 
     budget: TextBudget
-    hidden_styles: frozenset[str] = frozenset()
+    styles: _Styles
     sight: _Sight = field(default_factory=_Sight)
     notes: list[str] = field(default_factory=list)
     hid_text: bool = False
@@ -585,21 +810,9 @@ class _Walker:
 
     def hidden(self, element: etree._Element) -> bool:
         """Whether a reader of the document does not see ``element``: a section shown never
-        or on a condition, a paragraph a hidden-paragraph field hides, hidden text, or any
-        element whose style sets ``text:display="none"``. Said once, in a notice."""
-        tag = element.tag
-        hidden = (
-            (tag == f"{_TEXT}section" and element.get(f"{_TEXT}display") in ("none", "condition"))
-            or (tag == f"{_TEXT}hidden-text" and element.get(f"{_TEXT}is-hidden") == "true")
-            or (
-                tag in (f"{_TEXT}p", f"{_TEXT}h")
-                and any(
-                    field.get(f"{_TEXT}is-hidden") == "true"
-                    for field in element.iter(f"{_TEXT}hidden-paragraph")
-                )
-            )
-            or element.get(f"{_TEXT}style-name") in self.hidden_styles
-        )
+        or on a condition, a paragraph a hidden-paragraph field hides, hidden text, or a
+        paragraph or span whose style sets ``text:display="none"``. Said once, in a notice."""
+        hidden = _hides(element, self.styles)
         self.hid_text = self.hid_text or hidden
         return hidden
 

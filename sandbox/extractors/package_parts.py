@@ -26,9 +26,16 @@ _PARSER_OPTIONS = {
     "remove_comments": True,
     "remove_pis": True,
 }
-#: What zipfile raises on a member it cannot read: damaged, encrypted, or compressed in a
-#: way it does not know.
-MEMBER_ERRORS = (zipfile.BadZipFile, EOFError, ValueError, NotImplementedError, OSError)
+#: What zipfile raises on a member it cannot read: damaged, encrypted (RuntimeError: "password
+#: required"), or compressed in a way it does not know.
+MEMBER_ERRORS = (
+    zipfile.BadZipFile,
+    EOFError,
+    ValueError,
+    NotImplementedError,
+    OSError,
+    RuntimeError,
+)
 
 
 class MissingPart(Refusal):

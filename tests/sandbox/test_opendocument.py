@@ -306,9 +306,8 @@ def test_notes_inside_notes_cost_linear_time(runner: SandboxRunner) -> None:
         ),
         (
             "<text:p>shown <text:span text:style-name='T2'>HIDDEN</text:span></text:p>",
-            "<style:style style:name='T1' style:family='text'><style:text-properties "
-            "text:display='none'/></style:style><style:style style:name='T2' "
-            "style:family='text' style:parent-style-name='T1'/>",
+            "<style:style style:name='T2' style:family='text'><style:text-properties "
+            "text:display='none'/></style:style>",
         ),
     ],
     ids=["section", "conditional-section", "hidden-paragraph", "hidden-text", "style"],
@@ -376,22 +375,47 @@ def _style(name: str, family: str, text: str = "", painted: str = "", parent: st
     )
 
 
-def _styled_odt(body: str, automatic: str = "", common: str = "", layout: str = "") -> bytes:
+def _styled_odt(
+    body: str, automatic: str = "", common: str = "", layout: str = "", pages: str = ""
+) -> bytes:
     """An ODT whose content.xml has the automatic styles ``automatic`` and whose styles.xml has
-    the common and default styles ``common`` and a page layout's properties ``layout``."""
+    the common and default styles ``common`` and a page layout's properties ``layout`` (or,
+    given ``pages``, those automatic and master styles)."""
     source = zipfile.ZipFile(io.BytesIO(_text_document(body, styles=automatic)))
     parts = {name: source.read(name).decode() for name in source.namelist()}
+    pages = pages or _pages(("Standard", "pm1", ""), ("pm1", layout))
     parts["styles.xml"] = (
         "<?xml version='1.0'?><office:document-styles "
         "xmlns:office='urn:oasis:names:tc:opendocument:xmlns:office:1.0' "
         "xmlns:style='urn:oasis:names:tc:opendocument:xmlns:style:1.0' "
-        f"xmlns:fo='{_FO}'><office:styles>{common}</office:styles><office:automatic-styles>"
-        "<style:page-layout style:name='pm1'>"
-        f"<style:page-layout-properties {layout}/></style:page-layout></office:automatic-styles>"
-        "<office:master-styles><style:master-page style:name='Standard' "
-        "style:page-layout-name='pm1'/></office:master-styles></office:document-styles>"
+        "xmlns:draw='urn:oasis:names:tc:opendocument:xmlns:drawing:1.0' "
+        "xmlns:text='urn:oasis:names:tc:opendocument:xmlns:text:1.0' "
+        f"xmlns:fo='{_FO}'><office:styles>{common}</office:styles>{pages}"
+        "</office:document-styles>"
     )
     return package(parts)
+
+
+def _pages(*pages: tuple[str, ...], drawing: str = "") -> str:
+    """styles.xml's automatic and master styles: each of ``pages`` is a master page (name,
+    layout, drawing-page style) or a page layout (name, its properties); ``drawing`` adds
+    automatic styles (a drawing page's)."""
+    layouts = "".join(
+        f"<style:page-layout style:name='{page[0]}'><style:page-layout-properties {page[1]}/>"
+        "</style:page-layout>"
+        for page in pages
+        if len(page) == 2
+    )
+    masters = "".join(
+        f"<style:master-page style:name='{page[0]}' style:page-layout-name='{page[1]}'"
+        + (f" draw:style-name='{page[2]}'/>" if page[2] else "/>")
+        for page in pages
+        if len(page) == 3
+    )
+    return (
+        f"<office:automatic-styles>{layouts}{drawing}</office:automatic-styles>"
+        f"<office:master-styles>{masters}</office:master-styles>"
+    )
 
 
 def _span(style: str, text: str = "SECRET") -> str:
@@ -422,8 +446,6 @@ _UNSEEN = {
         "<style:default-style xmlns:fo='" + _FO + "' style:family='paragraph'>"
         "<style:text-properties fo:color='#ffffff'/></style:default-style>",
     ),
-    "half-a-point": (_span("T1"), _style("T1", "text", "fo:font-size='0.5pt'"), ""),
-    "hundredth-cm": (_span("T1"), _style("T1", "text", "fo:font-size='0.01cm'"), ""),
     "one-percent": (_span("T1"), _style("T1", "text", "fo:font-size='1%'"), ""),
     "white-on-white-highlight": (
         _span("T1"),
@@ -542,7 +564,7 @@ _SEEN = {
     "ten-percent": (_span("T1", "SEEN"), _style("T1", "text", "fo:font-size='10%'"), "", ""),
     "tiny-western-size-cjk-text": (
         _span("T1", "SEEN 見"),
-        _style("T1", "text", "fo:font-size='0.5pt'"),
+        _style("T1", "text", "fo:font-size='1%'"),
         "",
         "",
     ),
@@ -628,17 +650,16 @@ def test_an_odp_slides_white_text_is_read(runner: SandboxRunner) -> None:
 
 
 @pytest.mark.parametrize("styles_xml", ["<office:document-styles", "<!DOCTYPE x><x/>"])
-def test_an_unreadable_styles_part_does_not_refuse_the_text(
+def test_a_styles_part_airlock_refuses_to_parse_is_taken_as_missing(
     runner: SandboxRunner, styles_xml: str
 ) -> None:
+    """A DOCTYPE in styles.xml left the page unknown, and white text was read."""
     source = zipfile.ZipFile(
-        io.BytesIO(
-            _text_document(_span("T1", "SEEN"), styles=_style("T1", "text", "fo:color='#ffffff'"))
-        )
+        io.BytesIO(_text_document(_span("T1"), styles=_style("T1", "text", "fo:color='#ffffff'")))
     )
     parts = {name: source.read(name).decode() for name in source.namelist()}
     parts["styles.xml"] = styles_xml
-    assert "SEEN" in _odt_text(runner, package(parts))
+    assert _odt_text(runner, package(parts)) == "shown  end\n" + _NOTICE
 
 
 def test_styled_spans_cost_linear_time(runner: SandboxRunner) -> None:
@@ -668,3 +689,325 @@ def test_styled_spans_cost_linear_time(runner: SandboxRunner) -> None:
         return min(runs)
 
     assert cost(100_000) < 30 * cost(10_000)
+
+
+# --- an attacker's review of white and tiny text ------------------------------------------
+
+
+def _encrypted(payload: bytes, name: str) -> bytes:
+    """``payload`` with ``name`` flagged as ZIP-encrypted (flag bit 0) in both its headers."""
+    data = bytearray(payload)
+    for info in zipfile.ZipFile(io.BytesIO(payload)).infolist():
+        if info.filename == name:
+            data[info.header_offset + 6] |= 1
+    central = 0
+    while (central := data.find(b"PK\x01\x02", central + 1)) >= 0:
+        length = int.from_bytes(data[central + 28 : central + 30], "little")
+        if data[central + 46 : central + 46 + length] == name.encode():
+            data[central + 8] |= 1
+    return bytes(data)
+
+
+def test_an_encrypted_styles_part_leaves_the_document_read_on_a_white_page(
+    runner: SandboxRunner,
+) -> None:
+    """zipfile raises RuntimeError on an encrypted member: the document was refused for it.
+    Neither reader has its styles then: the page is white, and white text is not seen."""
+    payload = _styled_odt(_span("T1", "SECRET"), _style("T1", "text", "fo:color='#ffffff'"))
+    text = _odt_text(runner, _encrypted(payload, "styles.xml"))
+    assert "shown" in text and "end" in text and "SECRET" not in text
+
+
+def test_an_encrypted_content_part_is_unreadable(runner: SandboxRunner) -> None:
+    payload = _encrypted(_styled_odt(_p("text")), "content.xml")
+    with pytest.raises(UnreadableInput, match=r"content\.xml cannot be read"):
+        _blocks(runner, "odt", payload)
+
+
+@pytest.mark.parametrize(
+    ("hides", "common"),
+    [("fo:color='#ffffff'", True), ("text:display='none'", True), ("text:display='none'", False)],
+)
+def test_a_long_chain_of_styles_costs_linear_time(
+    runner: SandboxRunner, hides: str, common: bool
+) -> None:
+    """Each style's parents were looked for in a list of those already met (a chain of
+    30,000 common styles cost 8 s), and each hiding style's in all of them."""
+
+    def cost(styles: int) -> float:
+        chain = "".join(
+            _style(f"S{n}", "paragraph", hides if n == 0 else "", parent=f"S{n - 1}" if n else "")
+            for n in range(styles)
+        )
+        body = f"<text:p text:style-name='S{styles - 1}'>SECRET</text:p>" + _p("shown")
+        payload = _styled_odt(body, *(("", chain) if common else (chain, "")))
+        runs = []
+        for _ in range(3):
+            started = time.perf_counter()
+            # An automatic style is no parent: its chain ends at once, and its text is read.
+            assert ("SECRET" in _odt_text(runner, payload)) != common
+            runs.append(time.perf_counter() - started)
+        return min(runs)
+
+    assert cost(30_000) < 30 * cost(3_000)
+
+
+_DARK = "fo:background-color='#000000'"
+_BLACK = _style("B", "paragraph", "fo:color='#000000'")
+_BOTH = "<text:p text:style-name='B'>BLACK</text:p><text:p text:style-name='W'>WHITE</text:p>"
+
+
+@pytest.mark.parametrize(
+    ("pages", "common", "black", "white"),
+    [
+        pytest.param(
+            _pages(("Standard", "pm1", ""), ("pm1", ""), ("pm2", _DARK)),
+            "",
+            1,
+            0,
+            id="unused-dark-layout",
+        ),
+        pytest.param(
+            _pages(("Standard", "pm2", ""), ("pm1", ""), ("pm2", _DARK)),
+            "",
+            0,
+            1,
+            id="used-dark-layout",
+        ),
+        pytest.param(
+            _pages(("Standard", "pm1", ""), ("Dark", "pm2", ""), ("pm1", ""), ("pm2", _DARK)),
+            "<style:style style:name='Cover' style:family='paragraph' "
+            "style:master-page-name='Dark'/>",
+            1,
+            1,
+            id="dark-layout-of-a-master-page-a-style-names",
+        ),
+        pytest.param(
+            _pages(
+                ("Standard", "pm1", "dp1"),
+                ("pm1", ""),
+                drawing=_style("dp1", "drawing-page", "", f"drawing-page-properties {_DARK}"),
+            ),
+            "",
+            1,
+            1,
+            id="dark-drawing-page",
+        ),
+    ],
+)
+def test_only_the_pages_in_use_paint_behind_the_text(
+    runner: SandboxRunner, pages: str, common: str, black: int, white: int
+) -> None:
+    """An unused dark page layout was taken for the page: black text dropped, white read. A
+    page the text may be on, and which differs from another, leaves what is behind unknown."""
+    text = _odt_text(runner, _styled_odt(_BOTH, _WHITE + _BLACK, common, pages=pages))
+    assert ("BLACK" in text, "WHITE" in text) == (bool(black), bool(white))
+
+
+@pytest.mark.parametrize("size", ["0.5pt", "0.01cm", ".5pt", "0.5PT", "0.5 pt", "0pt"])
+def test_an_absolute_size_is_at_least_one_point(runner: SandboxRunner, size: str) -> None:
+    """LibreOffice draws any absolute size under 1 pt at 1 pt (fdo#49876)."""
+    text = _odt_text(
+        runner, _styled_odt(_span("T1", "SEEN"), _style("T1", "text", f"fo:font-size='{size}'"))
+    )
+    assert "SEEN" in text and _NOTICE not in text
+
+
+@pytest.mark.parametrize("size", ["1%", "1 %"])
+def test_a_percentage_may_go_under_a_pixel(runner: SandboxRunner, size: str) -> None:
+    payload = _styled_odt(_span("T1", "SECRET’s"), _style("T1", "text", f"fo:font-size='{size}'"))
+    text = _odt_text(runner, payload)
+    assert "SECRET" not in text and text.endswith(_NOTICE)
+
+
+_GHOST_WHITE = _style("Ghost", "text", "fo:color='#ffffff'")
+_GHOST_HIDDEN = _style("Ghost", "text", "text:display='none'")
+
+
+@pytest.mark.parametrize(
+    ("automatic", "common", "shown"),
+    [
+        pytest.param(
+            _style("Ghost", "text", "fo:font-weight='bold'", parent="Ghost"),
+            _GHOST_WHITE,
+            False,
+            id="automatic-named-as-its-common-parent",
+        ),
+        pytest.param(
+            _style("Ghost", "text", "fo:font-weight='bold'", parent="Ghost"),
+            _GHOST_HIDDEN,
+            False,
+            id="hidden-common-parent",
+        ),
+        pytest.param(
+            _style("T1", "text", "fo:font-weight='bold'", parent="T2")
+            + _style("T2", "text", "fo:color='#ffffff'"),
+            "",
+            True,
+            id="automatic-parent-is-no-parent",
+        ),
+        pytest.param(
+            _style("T1", "text", "fo:font-weight='bold'", parent="T2")
+            + _style("T2", "text", "text:display='none'"),
+            "",
+            True,
+            id="hidden-automatic-parent-is-no-parent",
+        ),
+    ],
+)
+def test_a_parent_style_is_a_common_style(
+    runner: SandboxRunner, automatic: str, common: str, shown: bool
+) -> None:
+    """ODF and LibreOffice look a parent up among the common styles only."""
+    span = _span("Ghost" if "Ghost" in automatic else "T1", "TEXT")
+    text = _odt_text(runner, _styled_odt(span, automatic, common))
+    assert ("TEXT" in text) == shown and text.endswith(_NOTICE) != shown
+
+
+_CONDITIONAL = (
+    "<style:style xmlns:fo='" + _FO + "' style:name='Cond' style:family='paragraph'>"
+    "<style:text-properties fo:color='#ffffff'/><style:map style:condition='table-header()' "
+    "style:apply-style-name='Dark'/></style:style>"
+)
+
+
+@pytest.mark.parametrize("style", ["Cond", "P1"])
+def test_a_conditional_styles_colour_is_not_known(runner: SandboxRunner, style: str) -> None:
+    """A conditional style is drawn as the style its condition maps to, not worked out."""
+    automatic = _style("P1", "paragraph", "fo:font-weight='bold'", parent="Cond")
+    body = f"<text:p text:style-name='{style}'>SEEN</text:p>"
+    assert "SEEN" in _odt_text(runner, _styled_odt(body, automatic, _CONDITIONAL))
+
+
+_RECT = "<draw:rect text:anchor-type='{anchor}' draw:style-name='{style}' {place}/>"
+_PLACE = "svg:x='0cm' svg:y='0cm' svg:width='10cm' svg:height='5cm'"
+_NO_PAINT = _style("G", "graphic", "", "graphic-properties draw:fill='none' draw:stroke='none'")
+
+
+def _drawing(anchor: str = "paragraph", style: str = "", place: str = _PLACE) -> str:
+    return _p("anchor" + _RECT.format(anchor=anchor, style=style, place=place))
+
+
+_WHITE_TEXT = "<text:p text:style-name='W'>WHITE</text:p>"
+
+
+@pytest.mark.parametrize(
+    ("body", "automatic", "shown"),
+    [
+        pytest.param(
+            _drawing(place="svg:width='0.01cm' svg:height='0.01cm'"), "", False, id="tiny-drawing"
+        ),
+        pytest.param(
+            _drawing("page", place="svg:x='500cm' svg:y='0cm' svg:width='1cm' svg:height='1cm'"),
+            "",
+            False,
+            id="drawing-off-the-page",
+        ),
+        pytest.param(_drawing(style="G"), _NO_PAINT, False, id="drawing-painting-nothing"),
+        pytest.param(
+            "<text:section text:display='none'>" + _drawing() + "</text:section>",
+            "",
+            False,
+            id="drawing-in-a-hidden-section",
+        ),
+        pytest.param(
+            "<text:tracked-changes><text:changed-region text:id='c1'><text:insertion/>"
+            "</text:changed-region></text:tracked-changes>",
+            "",
+            False,
+            id="insertion-marked-nowhere",
+        ),
+        pytest.param(_drawing(), "", True, id="drawing"),
+        pytest.param(
+            _drawing(place="svg:width='0.5mm' svg:height='5cm'"), "", True, id="thin-drawing"
+        ),
+        pytest.param(
+            _drawing(style="G"),
+            _style("G", "graphic", "", "graphic-properties draw:fill='none'"),
+            True,
+            id="drawing-with-a-stroke",
+        ),
+        pytest.param(
+            _p(
+                "anchor<draw:frame text:anchor-type='paragraph' draw:style-name='G'><draw:image/>"
+                "</draw:frame>"
+            ),
+            _NO_PAINT,
+            True,
+            id="picture-in-a-frame-painting-nothing",
+        ),
+    ],
+)
+def test_only_a_drawing_or_insertion_that_may_show_white_text_keeps_it(
+    runner: SandboxRunner, body: str, automatic: str, shown: bool
+) -> None:
+    """One drawing anywhere, or one insertion no mark in the text names, read every colour."""
+    text = _odt_text(runner, _styled_odt(body + _WHITE_TEXT, automatic + _WHITE))
+    assert ("WHITE" in text) == shown
+
+
+@pytest.mark.parametrize(
+    ("span", "paragraph", "shown"),
+    [
+        pytest.param("fo:color='#fgfgfg'", "", False, id="non-hex-digits-read-as-zero"),
+        pytest.param("fo:color='red'", "fo:color='#ffffff'", False, id="a-name-is-ignored"),
+        pytest.param("fo:color='#fff'", "fo:color='#ffffff'", False, id="short-hex-ignored"),
+        pytest.param("fo:color='red'", "", True, id="a-name-over-black-is-black"),
+        pytest.param("fo:color='#0g0g0g'", "", True, id="non-hex-dark"),
+    ],
+)
+def test_a_colour_is_read_as_libreoffice_reads_it(
+    runner: SandboxRunner, span: str, paragraph: str, shown: bool
+) -> None:
+    automatic = _style("T1", "text", span) + _style(
+        "P1", "paragraph", paragraph or "fo:color='#000000'"
+    )
+    body = "<text:p text:style-name='P1'><text:span text:style-name='T1'>TEXT</text:span></text:p>"
+    text = _odt_text(runner, _styled_odt(_p("shown") + body, automatic))
+    assert ("TEXT" in text) == shown
+
+
+_STANDARD_WHITE = _style("Standard", "paragraph", "fo:color='#ffffff'")
+
+
+@pytest.mark.parametrize(
+    ("body", "automatic", "common", "shown"),
+    [
+        pytest.param("<text:p>TEXT</text:p>", "", _STANDARD_WHITE, False, id="no-style"),
+        pytest.param(
+            "<text:p text:style-name='Gone'>TEXT</text:p>",
+            "",
+            _STANDARD_WHITE,
+            False,
+            id="missing-style",
+        ),
+        pytest.param(
+            "<text:p text:style-name='P1'>TEXT</text:p>",
+            _style("P1", "paragraph", "fo:font-weight='bold'"),
+            _STANDARD_WHITE,
+            False,
+            id="automatic-style-without-parent",
+        ),
+        pytest.param(
+            "<text:p text:style-name='Body'>TEXT</text:p>",
+            "",
+            _STANDARD_WHITE + _style("Body", "paragraph", "fo:font-weight='bold'"),
+            True,
+            id="common-style-without-parent",
+        ),
+    ],
+)
+def test_a_paragraph_without_a_style_of_its_own_is_standard(
+    runner: SandboxRunner, body: str, automatic: str, common: str, shown: bool
+) -> None:
+    """LibreOffice puts such a paragraph in "Standard": it was judged in the defaults, and
+    text in a white "Standard" read. A common style with no parent is not on "Standard"."""
+    text = _odt_text(
+        runner,
+        _styled_odt(
+            _p("<text:span text:style-name='K'>shown</text:span>") + body,
+            automatic + _style("K", "text", "fo:color='#000000'"),
+            common,
+        ),
+    )
+    assert ("TEXT" in text) == shown
