@@ -327,19 +327,20 @@ def _flagged(value: str) -> tuple[str, bool]:
 def conditioned(sheet: str) -> frozenset[tuple[str, str]]:
     """The rules of ``sheet``, as :func:`rules` gives them, under an ``@media`` query other
     than a screen's type alone, an ``@supports`` or an ``@container`` condition, which a
-    reader's screen may not meet: the custom properties they set are judged both set and
-    not (``@media (max-width:10px){.x{--d:block}}`` overruled ``.x{--d:none}``)."""
+    reader's screen may not meet, or an ``@scope`` or ``@document`` whose root or page may not
+    be this one: the custom properties they set are judged both set and not
+    (``@media (max-width:10px){.x{--d:block}}`` overruled ``.x{--d:none}``)."""
     found: set[tuple[str, str]] = set()
     todo = [_without_comments(sheet)]
     while todo:
         for prelude, body in _blocks(todo.pop()):
             keyword, _, condition = prelude[1:].partition(" ")
             keyword = keyword.lower() if prelude.startswith("@") else ""
-            if keyword in ("supports", "container") or (
+            if keyword in ("supports", "container", "scope", "document") or (
                 keyword == "media" and not _SCREEN_MEDIA.fullmatch(condition.strip().lower())
             ):
                 found.update(rules(body))
-            elif keyword in ("media", "layer", "scope"):
+            elif keyword in ("media", "layer"):
                 todo.append(body)
     return frozenset(found)
 

@@ -70,11 +70,17 @@ _SELECTORS_PER_QUERY = 64
 #: The classes and ids a selector requires, once its attribute selectors are taken out.
 _CLASS_OR_ID = re.compile(r"[.#]((?:[\w-]|[^\x00-\x7f])+)")
 _ATTRIBUTE_SELECTOR = re.compile(r"\[[^\]]*\]")
+_FUNCTION = re.compile(r":[\w-]+\(")
+_CLASS_SEPARATOR = re.compile(r"[ \t\n\r\f]+")
+_COUNTING = re.compile(r":nth-", re.IGNORECASE)
 #: Selectors whose custom properties every element of the page inherits.
 _PAGE_SELECTORS = frozenset({":root", "html", "body", "*"})
 #: Pseudo-classes lexbor matches where a browser does not (``p:enabled``).
 _MISMATCHED = re.compile(r":enabled\b", re.IGNORECASE)
 _PSEUDO_ELEMENT = re.compile(r"::|:(?:before|after|first-line|first-letter)\b", re.IGNORECASE)
+#: Attribute selectors and strings, whose text is no pseudo-element (``[title="::"]``).
+_QUOTED = re.compile(r"""\[(?:[^\]"']|"[^"]*"|'[^']*')*\]?|"[^"]*"?|'[^']*'?""")
+_BRACKET = re.compile(r"[()]")
 #: Of those, the ones setting custom properties on one element, whose content inherits
 #: them: ``*`` sets them on every element, each in order with the other rules matching it
 #: (``*{--d:none} .x{--d:block}`` leaves the paragraphs of ``.x`` at ``none``).
@@ -341,20 +347,46 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
                 important.intersection(dict(read)),
                 (_specificity(selector), (place, rule)),
                 uncertain=conditional
-                or not _parses(probe, selector)
+                or broader != selector
+                or not _parses(probe, broader)
                 or bool(_MISMATCHED.search(selector)),
             ),
-            selector,
+            broader,
         )
         for place, sheet in enumerate(decided)
         for selector, defined, important, rule, conditional in sheet.defining
         if (read := tuple((name, value) for name, value in defined if name in named))
+        for broader in (_without_counting(selector),)
     )
     # Matching rules per element has a budget of its own: after that of many hiding rules, a
-    # page of Bootstrap's was refused.
+    # page of Bootstrap's was refused. Past it, the rules are judged per sheet, as they were
+    # before they were read per element: refusing an honest page is worse than that.
     matched_each = _MatchedEach(tree, time.process_time())
-    defined = matched_each(defining)
-    local = _local(written, defined, variables)
+    try:
+        defined = matched_each(defining)
+        local = _local(written, defined, variables)
+        selectors, shrinking, resolving = _judged(decided, local)
+        _bound_shrinking(len(selectors), shrinking, [*resolving.values(), *defining.values()])
+        resolved = matched_each(resolving)
+    except _OutOfTime:
+        defined, resolved = {}, {}
+        selectors, shrinking, _ = _judged(decided, frozenset())
+        _bound_shrinking(len(selectors), shrinking, [])
+    started = time.process_time()
+    hidden = _matched(tree, selectors, started)
+    shrunk: dict[int, list[dict[str, str]]] = {}
+    for readings, group in shrinking.items():
+        for mem_id in _matched(tree, group, started):
+            shrunk.setdefault(mem_id, []).extend(dict(declared) for declared in readings)
+    return _Styling(hidden, shrunk, variables, defined, resolved)
+
+
+def _judged(
+    decided: list[_Decided], local: frozenset[str]
+) -> tuple[list[str], dict[_Readings, list[str]], dict[_Bodies, list[str]]]:
+    """The selectors of the rules that hide, those grouped by how they shrink, and those read
+    per element grouped by their bodies, when ``local`` are the properties an element may
+    hold a value of its own of."""
     selectors = list(dict.fromkeys(selector for sheet in decided for selector in sheet.hiding))
     selectors += [rule.selector for rule in _variable(decided, local) if rule.hides]
     shrinking = _by_declarations(
@@ -366,15 +398,7 @@ def _styling(tree: LexborHTMLParser, stylesheets: Callable[[str], str] | None) -
     for rule in _variable(decided, local, per_element=True):
         bodies_of.setdefault(rule.selector, {})[rule.body, rule.names] = None
     resolving = _grouped((tuple(bodies), selector) for selector, bodies in bodies_of.items())
-    _bound_shrinking(len(selectors), shrinking, [*resolving.values(), *defining.values()])
-    resolved = matched_each(resolving)
-    started = time.process_time()
-    hidden = _matched(tree, selectors, started)
-    shrunk: dict[int, list[dict[str, str]]] = {}
-    for readings, group in shrinking.items():
-        for mem_id in _matched(tree, group, started):
-            shrunk.setdefault(mem_id, []).extend(dict(declared) for declared in readings)
-    return _Styling(hidden, shrunk, variables, defined, resolved)
+    return selectors, shrinking, resolving
 
 
 def _names_in_play(
@@ -428,11 +452,20 @@ def _variable(
     decided: list[_Decided], local: frozenset[str], *, per_element: bool = False
 ) -> Iterator[_Variable]:
     """The rules whose ``var()`` names a property an element may hold a value of its own of
-    (``per_element``: read with each element's), or names none (judged per sheet)."""
+    (``per_element``: read with each element's), or names none (judged per sheet). A
+    pseudo-element's rule is judged per sheet: read per element, ``p::before{display:
+    var(--d)}`` hid the paragraph itself."""
     for sheet in decided:
         for rule in sheet.variable:
-            if bool(rule.names & local) == per_element:
+            own = bool(rule.names & local) and not _pseudo_element(rule.selector)
+            if own == per_element:
                 yield rule
+
+
+def _pseudo_element(selector: str) -> bool:
+    """Whether ``selector`` selects a pseudo-element, its strings and attribute selectors
+    not read (``p[title="::"]{--d:none}`` was dropped as one, and its paragraph read)."""
+    return bool(_PSEUDO_ELEMENT.search(_QUOTED.sub("", selector)))
 
 
 def _shrinking_variable(decided: list[_Decided], local: frozenset[str]) -> _Declaring:
@@ -469,7 +502,11 @@ class _MatchedEach:
         for key, group in groups.items():
             for mem_id in self._matched(group):
                 found.setdefault(mem_id, []).append(key)
-        return {mem_id: tuple(keys) for mem_id, keys in found.items()}
+        # Elements matched alike share one tuple: a reader keys its readings on it.
+        shared: dict[tuple[_K, ...], tuple[_K, ...]] = {}
+        return {
+            mem_id: shared.setdefault(tuple(keys), tuple(keys)) for mem_id, keys in found.items()
+        }
 
     def _matched(self, group: list[str]) -> set[int]:
         if self._present is None:
@@ -477,8 +514,16 @@ class _MatchedEach:
         present = self._present
         kept = tuple(selector for selector in group if _may_match(selector, present))
         if kept not in self._seen:
-            self._seen[kept] = _matched(self._tree, list(kept), self._started) if kept else set()
+            try:
+                matched = _matched(self._tree, list(kept), self._started) if kept else set()
+            except Refusal as exc:
+                raise _OutOfTime from exc
+            self._seen[kept] = matched
         return self._seen[kept]
+
+
+class _OutOfTime(Exception):
+    """Matching rules per element ran past :data:`MAX_MATCHING_SECONDS`."""
 
 
 def _names_present(tree: LexborHTMLParser) -> frozenset[str]:
@@ -486,19 +531,49 @@ def _names_present(tree: LexborHTMLParser) -> frozenset[str]:
     matches in any case)."""
     present: set[str] = set()
     for node in tree.css("[class]"):
-        present.update((node.attributes.get("class") or "").lower().split())
+        # Split on ASCII whitespace only: "x\u00a0y" is one class, not "x" and "y".
+        present.update(_CLASS_SEPARATOR.split((node.attributes.get("class") or "").lower()))
     present.update((node.attributes.get("id") or "").lower() for node in tree.css("[id]"))
     return frozenset(present)
 
 
 def _may_match(selector: str, present: frozenset[str]) -> bool:
     """Whether ``selector`` may match on a page with the classes and ids ``present``: not
-    when it requires one the page lacks. A selector with a function (``:not(.x)``), an
-    escape or a quote is always matched, its classes not read."""
-    if any(mark in selector for mark in "(\\\"'"):
+    when it requires one the page lacks, outside its functions (``:not(.x)`` requires none;
+    Bootstrap's ``.table-striped-columns > :not(caption) > tr`` was matched on every page).
+    A selector with an escape or a quote is always matched, its classes not read."""
+    if any(mark in selector for mark in "\\\"'"):
         return True
     bare = _ATTRIBUTE_SELECTOR.sub("", selector)
-    return all(name.lower() in present for name in _CLASS_OR_ID.findall(bare))
+    outside = "".join(bare[start:end] for start, end in _outside_functions(bare))
+    return all(name.lower() in present for name in _CLASS_OR_ID.findall(outside))
+
+
+def _outside_functions(selector: str) -> Iterator[tuple[int, int]]:
+    """The spans of ``selector`` outside its outermost pseudo-class functions."""
+    position = 0
+    for found in _FUNCTION.finditer(selector):
+        if found.start() < position:
+            continue  # nested in the function before
+        yield position, found.start()
+        position = _closing_bracket(selector, found.end()) + 1
+    yield position, len(selector)
+
+
+def _without_counting(selector: str) -> str:
+    """``selector`` without the functions that count siblings (``:nth-of-type(odd)``, or one
+    inside ``:not()``), which match more, never less: lexbor counts each element's siblings
+    anew, and a striped table of 11,000 rows was refused."""
+    if "nth-" not in selector.lower():
+        return selector
+    kept, position = [], 0
+    for start, end in _outside_functions(selector):
+        kept.append(selector[position:start])  # a function, dropped when it counts
+        if _COUNTING.search(kept[-1]):
+            kept[-1] = "*" if not position or selector[position - 1] in " \t\n\r\f>+~," else ""
+        kept.append(selector[start:end])
+        position = end
+    return "".join(kept)
 
 
 def _bound_shrinking(
@@ -651,7 +726,7 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
         defined = css.variables_of(readings[0])
         # A pseudo-element's properties are its own: "p::before{--d:none}" hid the
         # paragraph's shown text.
-        if defined and selector not in _ROOT_SELECTORS and not _PSEUDO_ELEMENT.search(selector):
+        if defined and selector not in _ROOT_SELECTORS and not _pseudo_element(selector):
             important = css.important_names(body)
             conditional = (selector, body) in conditioned
             defining.append((selector, tuple(defined.items()), important, rule, conditional))
@@ -671,7 +746,8 @@ def _decided(sheet: str, variables: _PageVariables) -> _Decided:
     return _Decided(tuple(hiding), tuple(shrinking), tuple(variable), tuple(defining))
 
 
-_IDENTIFIER = r"(?:[\w-]|\\.|[^\x00-\x7f])+"
+#: A hex escape first, with the one space that ends it: ``.\31 23`` is one class.
+_IDENTIFIER = r"(?:[\w-]|\\[0-9a-fA-F]{1,6}[ \t\n\r\f]?|\\.|[^\x00-\x7f])+"
 _SELECTOR_TOKEN = re.compile(
     rf"""::?{_IDENTIFIER}\(?|#{_IDENTIFIER}|\.{_IDENTIFIER}|{_IDENTIFIER}"""
     r"""|\[(?:[^\]"']|"[^"]*"|'[^']*')*\]?|"[^"]*"?|'[^']*'?|[^\s>+~,*|]""",
@@ -718,10 +794,10 @@ def _specificity(selector: str, depth: int = 0) -> tuple[int, int, int]:
 def _closing_bracket(text: str, start: int) -> int:
     """Where the bracket open before ``start`` closes (the end when it does not)."""
     depth = 1
-    for found in re.finditer(r"[()]", text[start:]):
+    for found in _BRACKET.finditer(text, start):  # a copy of the rest per bracket was quadratic
         depth += 1 if found.group() == "(" else -1
         if depth == 0:
-            return start + found.start()
+            return found.start()
     return len(text)
 
 
@@ -844,13 +920,18 @@ class _Reader:
         # What rules decide per the rules and the values they name: 20,000 elements each
         # with its own "--d:block" are one reading.
         self._rulings: dict[tuple[tuple[_Bodies, ...], tuple[tuple[str, str], ...]], _Ruling] = {}
-        self._names_of: dict[tuple[_Bodies, ...], frozenset[str]] = {}
-        # Keyed by the maps' ids, each kept alive with its value so that no id is reused.
+        # Keyed by the ids of the rules' shared tuples (see :class:`_MatchedEach`, held in
+        # ``_resolving``) and the maps', each kept alive with its value so no id is reused.
+        self._names_of: dict[int, frozenset[str]] = {}
         self._children: dict[
             tuple[int, _Defined, tuple[tuple[str, str], ...], frozenset[str]],
             tuple[_Variables, _Variables],
         ] = {}
-        self._ruled_by_map: dict[tuple[tuple[_Bodies, ...], int], tuple[_Variables, _Ruling]] = {}
+        self._ruled_by_map: dict[tuple[int, int], tuple[_Variables, _Ruling]] = {}
+        self._held_by_maps: dict[
+            tuple[int, int, int],
+            tuple[_Variables, _Variables | None, _Variables, _Variables | None],
+        ] = {}
         self._resolving_seconds = 0.0
         self._link_colour: css.Colour | None = None
         page = ChainMap(css.computed(styling.variables, {}))
@@ -908,8 +989,7 @@ class _Reader:
         variables, without = self._variables(node, parent, own, important)
         style = css.declarations(written, variables, own_computed=True)
         ruling = self._ruled(node, variables)
-        if without is not None:
-            other = self._ruled(node, without)
+        if without is not None and (other := self._ruled(node, without)) is not ruling:
             ruling = _Ruling(ruling.hides or other.hides, ruling.shrinks + other.shrinks)
         if timed:
             self._resolved(started)
@@ -974,6 +1054,19 @@ class _Reader:
         :class:`_Setting`) sets one here or above, those it holds without such rules (else
         None), so that either way, the more hiding reading is judged."""
         defined = self._defined_by_sheet.get(node.mem_id, ())
+        if own or not defined:
+            return self._held(parent, defined, own, important)
+        # The cells of a striped table share their rules' tuple (see :class:`_MatchedEach`)
+        # and their parents' maps: worked out once, not once a cell.
+        key = (id(parent.variables), id(parent.without), id(defined))
+        if (kept := self._held_by_maps.get(key)) is None:
+            held = self._held(parent, defined, own, important)
+            kept = self._held_by_maps[key] = (parent.variables, parent.without, *held)
+        return kept[2], kept[3]
+
+    def _held(
+        self, parent: _Frame, defined: _Defined, own: dict[str, str], important: frozenset[str]
+    ) -> tuple[_Variables, _Variables | None]:
         held = self._child(parent.variables, defined, own, important)
         if parent.without is None and not any(setting.uncertain for setting in defined):
             return held, None
@@ -1002,11 +1095,11 @@ class _Reader:
         groups = self._resolving.get(node.mem_id)
         if not groups:
             return _NO_RULING
-        names = self._names_of.get(groups)
+        names = self._names_of.get(id(groups))
         if names is None:
             every = (one for bodies in groups for _, one in bodies)
-            names = self._names_of[groups] = frozenset().union(*every)
-        if (seen := self._ruled_by_map.get((groups, id(variables)))) is not None:
+            names = self._names_of[id(groups)] = frozenset().union(*every)
+        if (seen := self._ruled_by_map.get((id(groups), id(variables)))) is not None:
             return seen[1]
         key = (groups, css.bearing(names, variables))
         if (ruling := self._rulings.get(key)) is None:
@@ -1014,7 +1107,7 @@ class _Reader:
             read = [css.declarations(body, known) for bodies in groups for body, _ in bodies]
             shrinks = tuple(shrunk for one in read if (shrunk := css.shrinking(one)))
             ruling = self._rulings[key] = _Ruling(any(map(css.hiding, read)), shrinks)
-        self._ruled_by_map[groups, id(variables)] = (variables, ruling)
+        self._ruled_by_map[id(groups), id(variables)] = (variables, ruling)
         return ruling
 
     def _resolved(self, started: float) -> None:

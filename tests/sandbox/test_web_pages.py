@@ -15,6 +15,7 @@ from sandbox import codes
 from sandbox.document import Block, Heading, ListItem, Notice, Paragraph, Table
 from sandbox.errors import CeilingExceeded, UnreadableInput
 from sandbox.extractors import css
+from sandbox.extractors import html as html_module
 from sandbox.extractors.html import extract_html
 from sandbox.extractors.registry import Refusal
 from sandbox.limits import ParseLimits, SandboxLimits
@@ -1711,3 +1712,124 @@ def test_a_left_to_right_direction_under_rtl_shows(runner: SandboxRunner) -> Non
         "e</p></div>"
     )
     assert _text(runner, page) == "a\nb\nc\nd\ne"
+
+
+#: A table sheet in Bootstrap's manner: stripes set the cells' colour by ``:nth-of-type()``
+#: and ``:nth-child()``, which lexbor matches in time quadratic in a row's siblings.
+_STRIPED_SHEET = (
+    ".t{--t-color:#212529;--t-bg:#fff;--t-striped:#111}"
+    ".t>:not(caption)>*>*{color:var(--t-state,var(--t-type,var(--t-color)));"
+    "background-color:var(--t-bg)}"
+    ".t-striped>tbody>tr:nth-of-type(odd)>*{--t-type:var(--t-striped)}"
+    ".t-columns>:not(caption)>tr>:nth-child(even){--t-type:var(--t-striped)}"
+)
+
+
+def test_a_striped_table_costs_what_it_costs_judged_per_sheet(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Bootstrap's striped table of 11,000 rows, a tag a line, was refused (its stripes'
+    ``:nth-of-type()`` matched per element, quadratic in the rows): it is read, within 1.5
+    times what it costs with no rule read per element."""
+    rows = "\n".join(f"<tr>\n<td>r{n}</td>\n<td>ok</td>\n</tr>" for n in range(11_000))
+    page = (
+        f"<style>{_STRIPED_SHEET}</style><table class='t t-striped'>\n<tbody>\n{rows}\n"
+        "</tbody></table>"
+    ).encode()
+    document = extract_html("text/html", page, ROOMY)
+    assert not isinstance(document, str)
+    (table,) = document.blocks
+    assert isinstance(table, Table)
+    assert table.rows[-1] == ["r10999", "ok"]
+    cost = _least_of_three(page)
+    monkeypatch.setattr("sandbox.extractors.html._names_in_play", lambda *_: (set(), frozenset()))
+    assert cost < 1.5 * _least_of_three(page)
+
+
+def test_rules_read_per_element_past_their_budget_are_judged_per_sheet(
+    runner: SandboxRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the budget for matching rules per element, the page was refused: its rules are
+    judged per sheet instead, both readings of a ``var()``, the more hiding one kept."""
+
+    def out_of_time(*_: object) -> None:
+        raise html_module._OutOfTime
+
+    monkeypatch.setattr(html_module._MatchedEach, "_matched", out_of_time)
+    page = (
+        "<style>p.h{display:var(--d)} .x{--d:none} :root{--d:none}</style>"
+        "<p class=x>SHOWN</p><p class=h style='--d:block'>INJECT</p>"
+    )
+    document = extract_html("text/html", page.encode(), DEFAULT)
+    assert not isinstance(document, str)
+    assert [block.text for block in document.blocks if isinstance(block, Paragraph)] == ["SHOWN"]
+
+
+#: Rules setting custom properties a reviewer's second look found misread: a string or an
+#: attribute selector taken for a pseudo-element, a hex escape's specificity, ``@scope``
+#: and ``@document`` bodies taken as always applying.
+HIDDEN_PAST_THE_SECOND_CUSTOM_PROPERTY_REVIEW = [
+    "<style>p{display:var(--d)} p[title='::']{--d:none}</style><p title='::'>INJECT</p>",
+    "<style>p{display:var(--d)} p[data-x=':after']{--d:none}</style><p data-x=':after'>INJECT</p>",
+    "<style>p{display:var(--d)} p.b{--d:none} .\\31 23{--d:block}</style>"
+    "<p class='b 123'>INJECT</p>",
+    "<style>p{display:var(--d)} .x{--d:none} @scope (.nothing) {.x{--d:block}}</style>"
+    "<p class=x>INJECT</p>",
+    "<style>p{display:var(--d)} .x{--d:none} @document url(http://x.invalid/) "
+    "{.x{--d:block}}</style><p class=x>INJECT</p>",
+]
+
+
+@pytest.mark.parametrize("page", HIDDEN_PAST_THE_SECOND_CUSTOM_PROPERTY_REVIEW)
+def test_custom_properties_a_second_review_found_hide(runner: SandboxRunner, page: str) -> None:
+    text = _text(runner, f"<div>SHOWN</div>{page}")
+    assert "INJECT" not in text
+    assert text.startswith("SHOWN\n[airlock: 1 hidden element left out (")
+
+
+def test_custom_properties_a_second_review_found_show(runner: SandboxRunner) -> None:
+    """The same rules where a browser shows the text: a string's ``::`` setting ``block``,
+    a class beside one no-break-spaced (one class, split on ASCII whitespace only), the
+    escaped class later and as specific, a scope's colour."""
+    page = (
+        "<style>p{display:var(--d)} :root{--d:none} p[title='::']{--d:block} .x{--d:block}"
+        " .b{--d:none} .\\31 23{--d:block} @scope (.card) {.s{--c:red}} .s{color:var(--c)}"
+        " .s{--d:block}</style>"
+        "<p title='::'>a</p><p class='x y\u00a0z'>b</p><p class='b 123'>c</p>"
+        "<div class=card><p class=s>d</p></div>"
+    )
+    assert _text(runner, page) == "a\nb\nc\nd"
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "<style>p{--d:none} p::before{display:var(--d)}</style><p>SHOWN</p>",
+        "<style>p::first-letter{font-size:var(--s)}</style><p style='--s:0px'>SHOWN</p>",
+        "<style>p::after{opacity:var(--o)}</style><p style='--o:0'>SHOWN</p>",
+    ],
+)
+def test_a_pseudo_elements_rule_reading_a_property_leaves_its_element_shown(
+    runner: SandboxRunner, page: str
+) -> None:
+    """Read per element, a pseudo-element's rule hid, faded or shrank its element."""
+    assert _text(runner, page) == "SHOWN"
+
+
+def test_striped_rows_setting_properties_are_read(runner: SandboxRunner) -> None:
+    """Rules matched without their counting functions stay uncertain, judged both ways: a
+    stripe's colour, or ``block`` on every other row, leaves every row read; a stripe
+    hiding its rows still hides (more than a browser would: counting rows is left out)."""
+    rows = "".join(f"<tr><td>r{n}</td></tr>" for n in range(4))
+    shown = (
+        f"<style>{_STRIPED_SHEET} td{{display:var(--d)}} tr:nth-child(2n)>*{{--d:block}}"
+        f"</style><table class='t t-striped t-columns'><tbody>{rows}</tbody></table>"
+    )
+    assert _text(runner, shown) == "|  |\n| --- |\n| r0 |\n| r1 |\n| r2 |\n| r3 |"
+    hiding = (
+        "<style>p{display:var(--d)} div>:not(:nth-child(9)){--d:none}</style>"
+        "<div>SHOWN<p>INJECT</p></div>"
+    )
+    assert (
+        _text(runner, hiding) == "SHOWN\n[airlock: 1 hidden element left out (a stylesheet rule)]"
+    )
