@@ -72,6 +72,19 @@ def pypdf_reads_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pdf_extractor, "_read_by_pypdf", refused)
 
 
+def _pages_pypdf_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The indexes of the pages pypdf reads from now on, in order."""
+    read: list[int] = []
+    by_pypdf = pdf_extractor._read_by_pypdf
+
+    def counted(document: object, index: int, has_form: bool) -> object:
+        read.append(index)
+        return by_pypdf(document, index, has_form)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pdf_extractor, "_read_by_pypdf", counted)
+    return read
+
+
 def test_a_born_digital_page_is_read_by_pdfium(pypdf_reads_nothing: None) -> None:
     assert _text(_page_of(_prose())) == f"[page 1]\n{PROSE}"
 
@@ -177,14 +190,7 @@ def test_pages_a_rule_of_pypdfs_reading_decides_are_read_by_pypdf(
     of a few characters (text layer or scan with a stamp is decided on pypdf's reading) and a
     page of words in single letters (PDFium cut an OCR layer's words apart) are read by pypdf,
     as before PDFium read text."""
-    read: list[int] = []
-    by_pypdf = pdf_extractor._read_by_pypdf
-
-    def counted(document: object, index: int, has_form: bool) -> object:
-        read.append(index)
-        return by_pypdf(document, index, has_form)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pdf_extractor, "_read_by_pypdf", counted)
+    read = _pages_pypdf_reads(monkeypatch)
     assert _text(payload).startswith("[page 1]\n"), why
     assert read == [0], why
 
@@ -212,14 +218,7 @@ def test_a_font_pdfium_may_drop_glyphs_of_sends_the_page_to_pypdf(
     payload = pdf(
         [CATALOG, ONE_PAGE, page, stream(_prose() + b" /Fm0 Do"), FONT, cid_font, in_form]
     )
-    read: list[int] = []
-    by_pypdf = pdf_extractor._read_by_pypdf
-
-    def counted(document: object, index: int, has_form: bool) -> object:
-        read.append(index)
-        return by_pypdf(document, index, has_form)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pdf_extractor, "_read_by_pypdf", counted)
+    read = _pages_pypdf_reads(monkeypatch)
     _text(payload)
     assert read == [0]
 
