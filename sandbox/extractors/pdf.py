@@ -269,11 +269,15 @@ class _Pages:
         except Refusal:
             return None
 
-    def pdfium_positioned(self, index: int) -> tuple[str, list[Fragment]]:
-        """Page ``index``'s text from the text copy with where its words start; only after
-        :meth:`pdfium_text` found a copy to read."""
-        assert self._text is not None
-        return self._text.positioned(index)
+    def pdfium_positioned(self, index: int) -> tuple[str, list[Fragment]] | None:
+        """Page ``index``'s text from the text copy with where its words start, None where
+        there is none to read (as :meth:`pdfium_text`)."""
+        if self._text is None:
+            return None
+        try:
+            return self._text.positioned(index)
+        except Refusal:
+            return None
 
     def images(self, index: int) -> CheckedCopy:
         """What the walk of page ``index``'s copy found: every image stream PDFium may draw,
@@ -344,7 +348,10 @@ def _read_page(document: _Pages, index: int, has_form: bool) -> _TextLayer | _Ne
         return _read_by_pypdf(document, index, has_form)
     values = field_values(page) if has_form else []
     if values or may_have_numbered_lines(text):
-        text = _laid_out(*document.pdfium_positioned(index), values)
+        positioned = document.pdfium_positioned(index)
+        if positioned is None:
+            return _read_by_pypdf(document, index, has_form)
+        text = _laid_out(*positioned, values)
     text = repair(text).strip()
     if _needs_pypdf(text):
         return _read_by_pypdf(document, index, has_form)

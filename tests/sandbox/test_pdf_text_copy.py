@@ -309,6 +309,16 @@ def test_a_copy_that_cannot_be_written_or_a_page_pdfium_cannot_load_is_read_by_p
 
     monkeypatch.setattr(PdfiumText, "text", unloadable)
     assert _text(payload) == f"[page 1]\n{PROSE}"
+    monkeypatch.undo()
+
+    def unplaceable(self: PdfiumText, index: int) -> tuple[str, list[object]]:
+        raise Refusal(codes.UNREADABLE, "PDFium cannot load page 1 again")
+
+    monkeypatch.setattr(PdfiumText, "positioned", unplaceable)
+    numbered = b" ".join(b"1 0 0 1 10 %d Tm (%d) Tj" % (150 - 12 * n, n) for n in range(1, 4))
+    read = _pages_pypdf_reads(monkeypatch)
+    assert PROSE in _text(_page_of(b"BT /F1 10 Tf %s ET " % numbered + _prose()))
+    assert read == [0]
 
 
 def test_a_stream_dressed_as_an_image_is_blanked_only_where_it_is_one() -> None:
