@@ -487,8 +487,10 @@ def _text_page(lines: tuple[str, ...]) -> bytes:
     return pdf([CATALOG, ONE_PAGE, page(), content, _WIN_ANSI_FONT])
 
 
+#: PDFium leaves out the no-break space of "Ã\xa0" (UTF-8's "à" read as cp1252) before the
+#: space after it: one mojibake pair of the page's is no longer one, and the share is 97 %.
 _MOJIBAKE_REASON = (
-    "100% of non-ASCII characters are UTF-8 read as cp1252 (mojibake such as 'Ã©' for 'é')"
+    "97% of non-ASCII characters are UTF-8 read as cp1252 (mojibake such as 'Ã©' for 'é')"
 )
 
 
@@ -512,7 +514,8 @@ def test_an_unreadable_page_admitted_is_flagged_where_it_stands(runner: SandboxR
     flagged = lines.index("[page 2]") + 1
     assert lines[0] == "[page 1]"
     assert lines[flagged] == f"{quality.FLAG_PREFIX}{_MOJIBAKE_REASON}]"
-    assert lines[flagged + 1 : flagged + 1 + len(FRENCH)] == list(FRENCH_MOJIBAKE)
+    admitted = [line.replace("\xa0", "") for line in FRENCH_MOJIBAKE]
+    assert lines[flagged + 1 : flagged + 1 + len(FRENCH)] == admitted
 
 
 def test_a_document_whose_every_page_is_unreadable_is_refused_as_before(
