@@ -9,9 +9,10 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from PIL import Image
 from pypdf import PageObject, PasswordType, PdfReader, PdfWriter, apply_configuration
@@ -46,6 +47,7 @@ _KIDS = "/Kids"
 # Readers accept a header anywhere in the first kilobyte; anything without one is not a PDF.
 _HEADER = b"%PDF-"
 _HEADER_WINDOW = 1024
+_T = TypeVar("_T")
 # pypdf sizes an image buffer at up to four bytes per pixel.
 _BYTES_PER_PIXEL = 4
 # A page whose text has more than one character in a hundred outside every script is read with
@@ -262,20 +264,20 @@ class _Pages:
                 raise
             except Exception:  # noqa: BLE001 - the copy is a shortcut: pypdf's reading stands
                 self._text = None
-        if self._text is None:
-            return None
-        try:
-            return self._text.text(index)
-        except Refusal:
-            return None
+        return self._from_copy(lambda text: text.text(index))
 
     def pdfium_positioned(self, index: int) -> tuple[str, list[Fragment]] | None:
         """Page ``index``'s text from the text copy with where its words start, None where
         there is none to read (as :meth:`pdfium_text`)."""
+        return self._from_copy(lambda text: text.positioned(index))
+
+    def _from_copy(self, reading: Callable[[PdfiumText], _T]) -> _T | None:
+        """``reading`` of the opened text copy; None without one, or for a page PDFium
+        cannot load (that page is pypdf's)."""
         if self._text is None:
             return None
         try:
-            return self._text.positioned(index)
+            return reading(self._text)
         except Refusal:
             return None
 

@@ -10,7 +10,10 @@ as before PDFium read text. See docs/sandbox.md, "Parsers".
 from __future__ import annotations
 
 from pypdf import PageObject
-from pypdf.generic import DictionaryObject, PdfObject
+from pypdf.generic import PdfObject
+
+from sandbox.extractors.pdf_decoders import resolved
+from sandbox.extractors.pdf_layout import resolved_dictionary
 
 #: The fonts whose codes name no character by themselves (CIDs, Type 3 glyph procedures):
 #: without a ToUnicode map their glyphs map only by what the font program holds, if at all.
@@ -24,7 +27,7 @@ _MAX_RESOURCES = 1_000
 def may_drop_glyphs(page: PageObject) -> bool:
     """Whether the page, or a form it draws, uses a Type 0 or Type 3 font without a ToUnicode
     map, or holds more forms than are looked at."""
-    stack = [(_dictionary(page.get("/Resources")), 0)]
+    stack = [(resolved_dictionary(page.get("/Resources")), 0)]
     seen: set[int] = set()
     while stack:
         resources, depth = stack.pop()
@@ -33,22 +36,17 @@ def may_drop_glyphs(page: PageObject) -> bool:
         seen.add(id(resources))
         if len(seen) > _MAX_RESOURCES or depth > _FORM_DEPTH:
             return True
-        for entry in _dictionary(resources.get("/Font")).values():
-            font = _dictionary(entry)
+        for entry in resolved_dictionary(resources.get("/Font")).values():
+            font = resolved_dictionary(entry)
             if _name(font.get("/Subtype")) in _UNNAMED_CODES and "/ToUnicode" not in font:
                 return True
-        for entry in _dictionary(resources.get("/XObject")).values():
-            xobject = _dictionary(entry)
+        for entry in resolved_dictionary(resources.get("/XObject")).values():
+            xobject = resolved_dictionary(entry)
             if _name(xobject.get("/Subtype")) == "/Form":
-                stack.append((_dictionary(xobject.get("/Resources")), depth + 1))
+                stack.append((resolved_dictionary(xobject.get("/Resources")), depth + 1))
     return False
 
 
-def _dictionary(value: PdfObject | None) -> DictionaryObject:
-    value = value.get_object() if value is not None else None
-    return value if isinstance(value, DictionaryObject) else DictionaryObject()
-
-
 def _name(value: PdfObject | None) -> str | None:
-    value = value.get_object() if value is not None else None
+    value = resolved(value)
     return str(value) if value is not None else None

@@ -68,8 +68,8 @@ def image_coverage(page: PageObject) -> float:
     """
     box = page.cropbox
     page_area = abs(float(box.width) * float(box.height))
-    xobjects = _dictionary(_dictionary(page).get("/Resources")).get("/XObject")
-    xobjects = _dictionary(xobjects)
+    xobjects = resolved_dictionary(resolved_dictionary(page).get("/Resources")).get("/XObject")
+    xobjects = resolved_dictionary(xobjects)
     if not xobjects:
         return 0.0  # nothing to draw an image with: spare the page a second pass
     largest = 0.0
@@ -78,14 +78,14 @@ def image_coverage(page: PageObject) -> float:
         nonlocal largest
         if operator != b"Do" or not arguments or arguments[0] not in xobjects:
             return
-        if _dictionary(xobjects[arguments[0]]).get("/Subtype") == "/Image":
+        if resolved_dictionary(xobjects[arguments[0]]).get("/Subtype") == "/Image":
             largest = max(largest, abs(cm[0] * cm[3] - cm[1] * cm[2]))
 
     page.extract_text(visitor_operand_before=visit)
     return min(1.0, largest / page_area) if page_area > 0 else 0.0
 
 
-def _dictionary(value: object) -> DictionaryObject:
+def resolved_dictionary(value: object) -> DictionaryObject:
     """``value`` resolved if it is a dictionary, else an empty one: a hostile page may put any
     object where resources belong."""
     if isinstance(value, PdfObject):
