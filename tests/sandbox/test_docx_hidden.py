@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import time
 import tracemalloc
+from pathlib import Path
 
 import docx as python_docx
 import pytest
@@ -17,6 +18,7 @@ from docx.oxml.parser import parse_xml
 from sandbox.extractors import docx as docx_extractor
 from sandbox.limits import ParseLimits
 from tests.in_process import rendered_by
+from tests.sandbox.canary import Canary
 from tests.sandbox.docx_builders import (
     DRAWING_NAMESPACES,
     WORD_NAMESPACE,
@@ -27,6 +29,7 @@ from tests.sandbox.docx_builders import (
     styles_xml,
     theme_xml,
 )
+from tests.sandbox.spreadsheet_builders import external, laughs
 
 rendered_docx = rendered_by(docx_extractor.extract_docx)
 LIMITS = ParseLimits()
@@ -1027,3 +1030,28 @@ def test_docx_a_text_box_without_a_fill_on_another_shape_is_read(shape: str) -> 
     box = _text_box("<wps:spPr><a:noFill/></wps:spPr>")
     body = _paragraph("", shape) + _paragraph("", box)
     assert _rendered(body, "", root_attributes=DRAWING_NAMESPACES) == _SHOWN
+
+
+def test_entities_in_the_theme_part_are_never_expanded_or_fetched(
+    canary: Canary, tmp_path: Path
+) -> None:
+    """The theme is parsed now, for theme colours: a billion laughs or an external entity in it
+    (the canary's URL, a local file) decides nothing, refuses nothing, and is never expanded
+    or fetched; the white text is read, as under a theme not known."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0")
+    body = _paragraph("", _run("", '<w:color w:val="FFFFFF" w:themeColor="background1"/>'))
+    root = "a:theme"
+    for prologue in (laughs(root), external(root, canary.url), external(root, secret.as_uri())):
+        theme = (
+            theme_xml("<a:srgbClr val='FFFFFF'/>")
+            .decode()
+            .replace("<a:theme ", f"{prologue}<a:theme ", 1)
+            .replace("<a:lt1>", "<a:lt1>&bomb;", 1)
+        )
+        payload = docx_with(
+            {"word/document.xml": document_xml(body), "word/theme/theme1.xml": theme.encode()}
+        )
+        text = rendered_docx("application/octet-stream", payload, LIMITS)
+        assert text.splitlines() == _SHOWN
+    assert canary.hits == []

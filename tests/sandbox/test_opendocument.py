@@ -1011,3 +1011,27 @@ def test_a_paragraph_without_a_style_of_its_own_is_standard(
         ),
     )
     assert ("TEXT" in text) == shown
+
+
+def test_entities_in_the_styles_part_are_never_expanded_or_fetched(
+    runner: SandboxRunner, canary: Canary, tmp_path: Path
+) -> None:
+    """styles.xml is parsed now, for the colours: a billion laughs or an external entity in it
+    (the canary's URL, a local file) is refused with the part, which is taken as missing (a
+    white page), and the document is read; nothing is expanded or fetched."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0")
+    source = zipfile.ZipFile(
+        io.BytesIO(_text_document(_span("T1"), styles=_style("T1", "text", "fo:color='#ffffff'")))
+    )
+    parts = {name: source.read(name).decode() for name in source.namelist()}
+    root = "office:document-styles"
+    for prologue in (laughs(root), external(root, canary.url), external(root, secret.as_uri())):
+        parts["styles.xml"] = (
+            f"<?xml version='1.0'?>{prologue}<{root} "
+            "xmlns:office='urn:oasis:names:tc:opendocument:xmlns:office:1.0'>"
+            f"<office:styles>&bomb;</office:styles></{root}>"
+        )
+        text = _odt_text(runner, package(parts))
+        assert text == "shown  end\n" + _NOTICE
+    assert canary.hits == []
