@@ -8,12 +8,14 @@ See docs/sandbox.md, "Shape".
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from typing import NoReturn
 
-from sandbox import codes, pages, protocol, quality, sniff
+from sandbox import codes, pages, prefault, protocol, quality, sniff
 from sandbox.document import Document, Notice
 from sandbox.extractors.registry import Refusal, lookup, set_progress_sink
 from sandbox.jail import ANSWER_FD, JOB_FD
+from sandbox.limits import ParseLimits
 
 # Built before any job: when the address-space limit is hit there may be no memory left to
 # build an answer, and a child that cannot say "memory" would look like a crash.
@@ -49,22 +51,31 @@ def _write_all(data: bytes) -> None:
 class _ProgressFrames:
     """Writes each progress report as a frame ahead of the answer, and remembers the total."""
 
-    def __init__(self) -> None:
+    def __init__(self, write: Callable[[bytes], None]) -> None:
         self.total: int | None = None
+        self._write = write
 
     def __call__(self, done: int, total: int) -> None:
         self.total = total
-        _write_all(protocol.encode_progress(done, total))
+        self._write(protocol.encode_progress(done, total))
 
 
-def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
+def _discard(_frame: bytes) -> None:
+    """Where a job run outside a child (a rehearsal, a benchmark) writes its progress."""
+
+
+def answer(
+    header: protocol.JobHeader, payload: bytes, write: Callable[[bytes], None] = _discard
+) -> bytes:
+    """The encoded answer to one job, its progress frames written with ``write`` ahead of it:
+    what a child does with its job, and what a rehearsal or a benchmark runs without one."""
     if lookup(header.kind) is None:
         return protocol.encode_error_answer(
             codes.NO_EXTRACTOR,
             "LookupError",
             f"no extractor is registered for kind {header.kind!r}",
         )
-    progress = _ProgressFrames()
+    progress = _ProgressFrames(write)
     set_progress_sink(progress)
     quality.start_job()
     try:
@@ -72,19 +83,19 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         parse = lookup(how.kind)
         if parse is None:
             raise Refusal(codes.PARSER, f"no extractor is registered for kind {how.kind!r}")
-        answer = parse(header.media_type, payload, how.limits)
+        parsed = parse(header.media_type, payload, how.limits)
         shape = str if how.kind in pages.PARTS_KINDS else Document
-        if not isinstance(answer, shape):
+        if not isinstance(parsed, shape):
             return protocol.encode_error_answer(
                 codes.PARSER,
                 "TypeError",
-                f"the parser returned {type(answer).__name__}, not {shape.__name__}",
+                f"the parser returned {type(parsed).__name__}, not {shape.__name__}",
             )
-        if isinstance(answer, str):
-            return protocol.encode_text_answer(answer, progress.total)
+        if isinstance(parsed, str):
+            return protocol.encode_text_answer(parsed, progress.total)
         # Every kind's document is judged here, after its extractor, so none can skip it (a
         # document read in parts is judged whole, by the kind that merges them).
-        flag, judged = quality.judged(answer, how.limits)
+        flag, judged = quality.judged(parsed, how.limits)
         notices = [Notice(text) for text in (flag, how.notice) if text is not None]
         return protocol.encode_document_answer(Document(notices + judged.blocks), progress.total)
     except Refusal as refusal:
@@ -98,8 +109,16 @@ def _answer(header: protocol.JobHeader, payload: bytes) -> bytes:
         return protocol.encode_error_answer(codes.PARSER, type(exc).__name__, str(exc))
 
 
-def serve(mechanisms: frozenset[str]) -> NoReturn:
-    """Announce the jail, wait for the job, answer it, and exit without running any cleanup.
+def rehearse(samples: Iterable[tuple[str, bytes]]) -> None:
+    """Answer each (kind, document) sample, writing nothing: the fork server's rehearsal of a
+    job, from which ``sandbox.prefault`` learns the pages a job writes."""
+    for kind, payload in samples:
+        answer(protocol.JobHeader(kind, "application/octet-stream", ParseLimits()), payload)
+
+
+def serve(mechanisms: frozenset[str], copy_ahead: prefault.Ranges = ()) -> NoReturn:
+    """Announce the jail, copy ahead the pages a job writes while waiting for it, answer the
+    job, and exit without running any cleanup.
 
     ``os._exit`` skips atexit handlers and buffered-file flushes inherited from the fork
     server: they belong to that process, not to this one.
@@ -107,14 +126,15 @@ def serve(mechanisms: frozenset[str]) -> NoReturn:
     status = 0
     try:
         _write_all(protocol.encode_ready(mechanisms))
+        prefault.copy_until_job(copy_ahead, JOB_FD)
         header = protocol.decode_job_header(_read_frame(protocol.MAX_HEADER_BYTES))
         payload = _read_frame(None)
         try:
-            answer = _answer(header, payload)
+            encoded = answer(header, payload, _write_all)
         except MemoryError:
-            answer = _MEMORY_ANSWER  # building the answer itself ran out of memory
+            encoded = _MEMORY_ANSWER  # building the answer itself ran out of memory
         del payload
-        _write_all(answer)
+        _write_all(encoded)
     except MemoryError:
         _write_all(_MEMORY_ANSWER)
     except BaseException:  # noqa: BLE001 - nothing may unwind into the fork server's code

@@ -21,7 +21,7 @@ import traceback
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sandbox import budget, child, jail, protocol, seccomp
+from sandbox import budget, child, jail, prefault, protocol, seccomp
 from sandbox.limits import SandboxLimits
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -77,17 +77,23 @@ def _send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = (
         sock.send(data)
 
 
-def _import_parsers(modules: tuple[str, ...]) -> None:
-    """Import every parser module and warm it up before the first fork.
+def _import_parsers(modules: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """Import every parser module and warm it up before the first fork; the sample documents
+    the modules offer for a rehearsal of a job.
 
     After the uid drop a child cannot read the interpreter's files, so a lazy import (a codec,
     an image plugin) would fail in the child; warming here makes it a shared, read-only page.
     """
+    offered: list[tuple[str, bytes]] = []
     for name in modules:
         module = importlib.import_module(name)
         warm_up = getattr(module, "warm_up", None)
         if callable(warm_up):
             warm_up()
+        samples = getattr(module, "samples", None)
+        if callable(samples):
+            offered.extend(samples())
+    return offered
 
 
 @dataclass
@@ -125,9 +131,12 @@ class _Listener:
 
 
 class Zygote:
-    def __init__(self, sock: socket.socket, plan: jail.JailPlan) -> None:
+    def __init__(
+        self, sock: socket.socket, plan: jail.JailPlan, copy_ahead: prefault.Ranges
+    ) -> None:
         self.sock = sock
         self.plan = plan
+        self.copy_ahead = copy_ahead
         self.pid = os.getpid()
         self.selector = selectors.DefaultSelector()
         self.pending: dict[int, _Pending] = {}
@@ -154,7 +163,7 @@ class Zygote:
                 mechanisms = jail.jail(self.plan, self.pid, job_r, answer_w, guard_theirs)
             except BaseException:  # noqa: BLE001 - a child that cannot jail must not run a job
                 os._exit(70)
-            child.serve(mechanisms)
+            child.serve(mechanisms, self.copy_ahead)
         os.close(job_r)
         os.close(answer_w)
         if guard_theirs >= 0:
@@ -478,7 +487,7 @@ def main(argv: list[str]) -> int:
         config = ZygoteConfig.from_json(argv[2])
         # Orphaned grandchildren come to us, not to init, so they are reaped and killed here.
         _LIBC.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-        _import_parsers(config.modules)
+        samples = _import_parsers(config.modules)
         plan = jail.plan(
             config.limits, config.scratch_root, config.uid_base, config.skip, config.seccomp_log
         )
@@ -493,7 +502,9 @@ def main(argv: list[str]) -> int:
     gc.collect()
     _LIBC.malloc_trim(0)
     gc.freeze()
-    zygote = Zygote(sock, plan)
+    # Learned last, once the memory every child starts from is laid out as it will stay.
+    copy_ahead = prefault.learn(lambda: child.rehearse(samples)) if samples else ()
+    zygote = Zygote(sock, plan, copy_ahead)
     _send(sock, {"event": "hello", "pid": zygote.pid, "mechanisms": sorted(mechanisms)})
     try:
         zygote.serve()

@@ -48,6 +48,7 @@ __all__ = [
     "odf",
     "pdf",
     "rtf",
+    "samples",
     "slides",
     "spreadsheet",
     "text",
@@ -98,11 +99,15 @@ def _warm_images(limits: ParseLimits) -> None:
                 ocr.encode_for_tesseract(frame)
 
 
-def _warm_pdf(limits: ParseLimits) -> None:
-    """Read an encrypted (empty password) PDF with a compressed text page; read scanned pages
-    (CCITT fax and JPEG) as OCR reads them: copied alone and checked, their images checked (the
-    fax decoded by pypdf, the JPEG at an eighth), read and rendered by PDFium; encode the
-    rendering as OCR would."""
+def samples() -> tuple[tuple[str, bytes], ...]:
+    """A document of each of the commonest kinds (a note, a text PDF, a DOCX with a table): the
+    fork server rehearses a job on them to learn which of its pages a job writes (see
+    ``sandbox/prefault.py``)."""
+    return (("text", _SAMPLE_TEXT.encode()), ("pdf", _sample_pdf()), ("docx", _sample_docx()))
+
+
+def _sample_pdf() -> bytes:
+    """An encrypted (empty password) PDF with one compressed text page."""
     writer = PdfWriter()
     page = writer.add_blank_page(width=200, height=200)
     font = DictionaryObject(
@@ -122,7 +127,14 @@ def _warm_pdf(limits: ParseLimits) -> None:
     writer.encrypt(user_password="", algorithm="RC4-128")
     buffer = io.BytesIO()
     writer.write(buffer)
-    pdf.extract_pdf("application/pdf", buffer.getvalue(), limits)
+    return buffer.getvalue()
+
+
+def _warm_pdf(limits: ParseLimits) -> None:
+    """Read the sample PDF; read scanned pages (CCITT fax and JPEG) as OCR reads them: copied
+    alone and checked, their images checked (the fax decoded by pypdf, the JPEG at an eighth),
+    read and rendered by PDFium; encode the rendering as OCR would."""
+    pdf.extract_pdf("application/pdf", _sample_pdf(), limits)
 
     for mode in ("1", "L"):
         scan = io.BytesIO()
@@ -131,7 +143,11 @@ def _warm_pdf(limits: ParseLimits) -> None:
 
 
 def _warm_docx(limits: ParseLimits) -> None:
-    """Read a DOCX with a table, numbered and bulleted lists, a heading, first-page and default
+    docx.extract_docx("application/octet-stream", _sample_docx(), limits)
+
+
+def _sample_docx() -> bytes:
+    """A DOCX with a table, numbered and bulleted lists, a heading, first-page and default
     headers and a footer, as python-docx's own template writes it (with its numbering.xml)."""
     document = python_docx.Document()
     document.add_heading("warm", level=1)
@@ -146,7 +162,7 @@ def _warm_docx(limits: ParseLimits) -> None:
     section.footer.paragraphs[0].text = "footer"
     buffer = io.BytesIO()
     document.save(buffer)
-    docx.extract_docx("application/octet-stream", buffer.getvalue(), limits)
+    return buffer.getvalue()
 
 
 _SPREADSHEET_NS = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
@@ -355,15 +371,17 @@ def _warm_codecs() -> None:
             continue
 
 
+_SAMPLE_TEXT = "Déjà vu, naïve façade — “quoted”."
+
+
 def _warm_text(limits: ParseLimits) -> None:
     """Decode each byte-order-mark kind, plain UTF-8, and a legacy code page by detection."""
-    sample = "Déjà vu, naïve façade — “quoted”."
     for payload in (
-        sample.encode("utf-8"),
-        sample.encode("utf-8-sig"),
-        sample.encode("utf-16"),
-        sample.encode("utf-32"),
-        sample.encode("cp1252"),
+        _SAMPLE_TEXT.encode("utf-8"),
+        _SAMPLE_TEXT.encode("utf-8-sig"),
+        _SAMPLE_TEXT.encode("utf-16"),
+        _SAMPLE_TEXT.encode("utf-32"),
+        _SAMPLE_TEXT.encode("cp1252"),
     ):
         text.extract_text("text/plain", payload, limits)
     notebook = (

@@ -1,0 +1,181 @@
+"""Copying ahead: the pages a rehearsal writes are learned, a waiting child copies them, and a
+job that arrives stops the copying (``sandbox/prefault.py``)."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sandbox import prefault
+from sandbox.fork_server import ForkServer
+from sandbox.limits import SandboxLimits
+
+PAGE = mmap.PAGESIZE
+
+
+def _address(buffer: bytearray) -> int:
+    return ctypes.addressof((ctypes.c_char * len(buffer)).from_buffer(buffer))
+
+
+def _whole_pages(buffer: bytearray) -> range:
+    """The start of every page wholly inside ``buffer``."""
+    low = -(-_address(buffer) // PAGE) * PAGE
+    high = (_address(buffer) + len(buffer)) // PAGE * PAGE
+    return range(low, high, PAGE)
+
+
+def _covered(spans: prefault.Ranges, page: int) -> bool:
+    return any(start <= page < start + length for start, length in spans)
+
+
+def _touched(buffer: bytearray) -> None:
+    for offset in range(0, len(buffer), PAGE):
+        buffer[offset] = 1
+
+
+def test_the_pages_a_rehearsal_writes_are_learned_and_the_ones_it_only_holds_are_not() -> None:
+    written, kept = bytearray(64 * PAGE), bytearray(64 * PAGE)
+    _touched(written)
+    _touched(kept)  # both are resident here, so the fork shares every page of both
+
+    spans = prefault.learn(lambda: _touched(written))
+
+    assert all(_covered(spans, page) for page in _whole_pages(written))
+    assert not any(_covered(spans, page) for page in _whole_pages(kept))
+
+
+@pytest.mark.parametrize(
+    "rehearsal",
+    [
+        pytest.param(lambda: 1 / 0, id="raises"),
+        pytest.param(lambda: os.kill(os.getpid(), signal.SIGKILL), id="dies"),
+        pytest.param(signal.pause, id="never-ends"),
+    ],
+)
+def test_a_rehearsal_that_fails_teaches_nothing_and_leaves_no_process(
+    rehearsal: Callable[[], object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prefault, "_LEARN_SECONDS", 1.0)
+    before = _children()
+
+    assert prefault.learn(rehearsal) == ()
+    assert _children() == before
+
+
+def _children() -> set[int]:
+    pid = os.getpid()
+    return {
+        int(child)
+        for task in os.listdir(f"/proc/{pid}/task")
+        for child in open(f"/proc/{pid}/task/{task}/children").read().split()
+    }
+
+
+def _in_a_fork(work: Callable[[], bytes]) -> bytes:
+    """What ``work`` returns, run in a fork of this process (which shares its pages)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.write(write_end, work())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    answer = os.read(read_end, 1 << 16)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    assert status == 0
+    return answer
+
+
+@pytest.fixture
+def job_pipe() -> Iterator[tuple[int, int]]:
+    read_end, write_end = os.pipe()
+    yield read_end, write_end
+    for fd in (read_end, write_end):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def test_a_waiting_child_copies_the_pages_so_its_job_finds_them_its_own(
+    job_pipe: tuple[int, int],
+) -> None:
+    shared = bytearray(64 * PAGE)
+    _touched(shared)
+    spans = ((_whole_pages(shared)[0], len(_whole_pages(shared)) * PAGE),)
+
+    def copy_then_look() -> bytes:
+        copied = prefault.copy_until_job(spans, job_pipe[0])
+        held = all(_covered(tuple(prefault.written_ranges()), p) for p in _whole_pages(shared))
+        return f"{copied} {held}".encode()
+
+    assert _in_a_fork(copy_then_look) == f"{len(_whole_pages(shared))} True".encode()
+
+
+@pytest.mark.parametrize("arrival", ["a job waiting", "the runner gone"])
+def test_a_job_that_has_arrived_stops_the_copying_before_it_starts(
+    arrival: str, job_pipe: tuple[int, int]
+) -> None:
+    read_end, write_end = job_pipe
+    if arrival == "a job waiting":
+        os.write(write_end, b"\0\0\0\x10")
+    else:
+        os.close(write_end)  # the child must not copy for a job that will never come
+    big = bytearray(8 * prefault.CHUNK_PAGES * PAGE)
+
+    assert prefault.copy_until_job(((_address(big), len(big)),), read_end) == 0
+
+
+def test_a_span_no_longer_mapped_is_skipped_and_the_rest_is_copied(
+    job_pipe: tuple[int, int],
+) -> None:
+    gone = mmap.mmap(-1, 16 * PAGE)
+    gone_address = ctypes.addressof(ctypes.c_char.from_buffer(gone))
+    gone.close()
+    kept = bytearray(32 * PAGE)
+    spans = ((gone_address, 16 * PAGE), (_whole_pages(kept)[0], len(_whole_pages(kept)) * PAGE))
+
+    assert prefault.copy_until_job(spans, job_pipe[0]) == len(_whole_pages(kept))
+
+
+def test_a_jailed_warm_child_copies_ahead_under_its_filter_and_lives() -> None:
+    """The fork server learns from the parsers' samples, and its jailed children copy those
+    pages while they wait: their private memory grows with no job, and seccomp lets them."""
+    server = ForkServer(SandboxLimits(), ("sandbox.extractors.all",), 2_500_000, frozenset(), 120.0)
+    try:
+        server.prefill(1)
+        child = server.take(30.0)
+        try:
+            deadline = time.monotonic() + 30.0
+            while _private_dirty(child.pid) < 8 << 20:
+                assert time.monotonic() < deadline, "the waiting child copied nothing ahead"
+                time.sleep(0.01)
+            assert _state(child.pid) in "RS"  # alive, not killed by its filter
+        finally:
+            child.kill()
+            for fd in (child.job_fd, child.answer_fd, child.pidfd):
+                os.close(fd)
+    finally:
+        server.close()
+
+
+def _private_dirty(pid: int) -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as rollup:
+        for line in rollup:
+            if line.startswith("Private_Dirty:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no Private_Dirty line")
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
