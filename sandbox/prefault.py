@@ -115,7 +115,8 @@ def copy_until_job(spans: Ranges, job_fd: int) -> int:
     has something to read; the number of pages copied.
 
     A span no longer mapped as it was is skipped; a kernel without ``MADV_POPULATE_WRITE``
-    (before 5.14) or a filter refusing it ends the copying: the job then pays its own faults.
+    (before 5.14) or a filter refusing it ends the copying, and so does a job pipe in any
+    state but empty and open: the job then pays its own faults.
     """
     waiting = select.poll()
     waiting.register(job_fd, select.POLLIN | select.POLLHUP | select.POLLERR)

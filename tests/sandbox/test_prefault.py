@@ -121,15 +121,17 @@ def test_a_waiting_child_copies_the_pages_so_its_job_finds_them_its_own(
     assert _in_a_fork(copy_then_look) == f"{len(_whole_pages(shared))} True".encode()
 
 
-@pytest.mark.parametrize("arrival", ["a job waiting", "the runner gone"])
+@pytest.mark.parametrize("arrival", ["a job waiting", "the runner gone", "no pipe"])
 def test_a_job_that_has_arrived_stops_the_copying_before_it_starts(
     arrival: str, job_pipe: tuple[int, int]
 ) -> None:
     read_end, write_end = job_pipe
     if arrival == "a job waiting":
         os.write(write_end, b"\0\0\0\x10")
-    else:
+    elif arrival == "the runner gone":
         os.close(write_end)  # the child must not copy for a job that will never come
+    else:
+        os.close(read_end)  # nothing to wait on: reading it fails the job at once anyway
     big = bytearray(8 * prefault.CHUNK_PAGES * PAGE)
 
     assert prefault.copy_until_job(((_address(big), len(big)),), read_end) == 0
