@@ -16,6 +16,7 @@ import enum
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pypdf import PdfWriter, get_configuration
 from pypdf.errors import LimitReachedError
@@ -82,6 +83,9 @@ _XOBJECTS = "/XObject"
 _IMAGE = "/Image"
 #: The entries of an image through which PDFium reaches another image, and only ever decodes it.
 _IMAGE_MASKS = frozenset({"/SMask", "/Mask"})
+#: The objects that may lead to a stream. A number, name or string leads nowhere, and a visit
+#: to each cost a text copy most of its walk: a CID font's widths are thousands of numbers.
+_LEADING = (IndirectObject, DictionaryObject, ArrayObject)
 
 
 class _Role(enum.Enum):
@@ -97,9 +101,10 @@ class _Role(enum.Enum):
     XOBJECTS = enum.auto()
 
 
-@dataclass(frozen=True)
-class _Visit:
-    """An object still to check, the path it was reached by, and in which role."""
+class _Visit(NamedTuple):
+    """An object still to check, the path it was reached by, and in which role. A tuple: the
+    walk makes one for every container of the copy, where a frozen dataclass's own setting of
+    each field cost a tenth of the walk."""
 
     item: PdfObject
     path: str
@@ -192,11 +197,13 @@ def _streams(writer: PdfWriter, *, one_page: bool) -> Iterator[tuple[Stream, _Vi
             stack.extend(
                 _Visit(value, f"{visit.path}{key}", _role(visit.role, key, value), on_page)
                 for key, value in item.items()
+                if isinstance(value, _LEADING)
             )
         elif isinstance(item, ArrayObject):
             stack.extend(
                 _Visit(value, f"{visit.path}[{index}]", _Role.CONTENT, visit.on_page)
                 for index, value in enumerate(item)
+                if isinstance(value, _LEADING)
             )
 
 
