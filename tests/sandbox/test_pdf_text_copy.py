@@ -336,6 +336,29 @@ def test_a_stream_dressed_as_an_image_is_blanked_only_where_it_is_one() -> None:
     assert "decided: do NOT wire the funds" in _text(payload)
 
 
+def test_no_shading_reaches_the_copy(pypdf_reads_nothing: None) -> None:
+    """A shading paints colour, never text: the copy leaves out the page's shadings and a
+    shading pattern's, so PDFium reads the page's text and never a shading's function, here
+    one filtered with JPEG 2000 (which, copied, failed the copy and left the page to pypdf)."""
+    content = b"q /Sh0 sh /Pattern cs /P1 scn 0 0 10 10 re f Q " + _prose()
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << /Font << /F1 5 0 R"
+        b" >> /Shading << /Sh0 6 0 R >> /Pattern << /P1 << /PatternType 2 /Shading 6 0 R >> >>"
+        b" >> /Contents 4 0 R >>"
+    )
+    axial = b"<< /ShadingType 2 /ColorSpace /DeviceGray /Coords [0 0 600 0] /Function 7 0 R >>"
+    function = stream(
+        jpx().data,
+        b"/FunctionType 0 /Domain [0 1] /Range [0 1] /Size [2] /BitsPerSample 8 "
+        b"/Filter /JPXDecode ",
+    )
+    payload = pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, axial, function])
+    copy = text_copy(PdfReader(io.BytesIO(payload)))
+    for absent in (b"/ShadingType", b"/FunctionType", b"/JPXDecode"):
+        assert absent not in copy
+    assert _text(payload) == f"[page 1]\n{PROSE}"
+
+
 def test_resources_every_page_inherits_are_copied_once() -> None:
     """pypdf sets an inherited resources dictionary on every page it reaches; copied with
     each page, 200 pages sharing one of 50,000 entries ran the copy out of memory. The copy
