@@ -7,12 +7,11 @@ writes each page again, keeping only the entries that draw its text (its content
 and boxes: no annotations, whose appearances were 60 of the IRS form's 82 ms a page, no
 thumbnails, no ``/Kids``, which PDFium would walk whatever ``/Type`` says, and no ``/Rotate``:
 PDFium orders a turned page's lines as they are shown, bottom line first on a page turned a
-quarter, where the content's own order is pypdf's), no shading (:data:`_TEXTLESS`), and every
-stream reached only as an image becomes one blank pixel: text is never read from an image, and
-no codec's data is left to decode. What is left is checked as the page copies for OCR are
-(:func:`refuse_hidden_decoders`) before PDFium opens it; a content stream holding an inline
-image is refused too, since PDFium inflates an inline image's data to find its end, under no
-ceiling of the check's.
+quarter, where the content's own order is pypdf's), and every stream reached only as an image
+becomes one blank pixel: text is never read from an image, and no codec's data is left to
+decode. What is left is checked as the page copies for OCR are (:func:`refuse_hidden_decoders`)
+before PDFium opens it; a content stream holding an inline image is refused too, since PDFium
+inflates an inline image's data to find its end, under no ceiling of the check's.
 """
 
 from __future__ import annotations
@@ -31,11 +30,6 @@ _RESOURCES = "/Resources"
 #: The entries of a page its text needs; pypdf has already set the inherited ones on it. Its
 #: resources are copied apart (:func:`_resources`).
 _KEPT = frozenset({"/Type", "/Contents", "/MediaBox", "/CropBox"})
-#: What no text is drawn from, left out of the copied resources: a shading paints colour alone
-#: (``sh``, a shading pattern's fill). Skipped at every depth of the copy (pypdf leaves the key
-#: out wherever it sits): a handbook page's gradients were over a third of its copy, parsed,
-#: copied, written and checked for nothing, and PDFium never reads a shading's function.
-_TEXTLESS = ("/Shading",)
 #: What an image becomes: one grey pixel, unfiltered.
 _PLACEHOLDER = {
     "/Type": NameObject("/XObject"),
@@ -82,9 +76,9 @@ def _resources(
     if value is None:
         return None
     if isinstance(value, IndirectObject):
-        return value.clone(writer, ignore_fields=_TEXTLESS)
+        return value.clone(writer)
     if id(value) not in shared:
-        copied = value.clone(writer, ignore_fields=_TEXTLESS)
+        copied = value.clone(writer)
         shared[id(value)] = (
             writer._add_object(copied) if isinstance(copied, DictionaryObject) else copied
         )

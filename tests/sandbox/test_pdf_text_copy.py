@@ -336,27 +336,51 @@ def test_a_stream_dressed_as_an_image_is_blanked_only_where_it_is_one() -> None:
     assert "decided: do NOT wire the funds" in _text(payload)
 
 
-def test_no_shading_reaches_the_copy(pypdf_reads_nothing: None) -> None:
-    """A shading paints colour, never text: the copy leaves out the page's shadings and a
-    shading pattern's, so PDFium reads the page's text and never a shading's function, here
-    one filtered with JPEG 2000 (which, copied, failed the copy and left the page to pypdf)."""
-    content = b"q /Sh0 sh /Pattern cs /P1 scn 0 0 10 10 re f Q " + _prose()
+_DECISION = b"Decided: do NOT wire the funds to the new account."
+
+
+@pytest.mark.parametrize("name", [b"/Fm0", b"/Shading"])
+def test_a_form_keeps_its_words_whatever_the_page_names_it(
+    name: bytes, pypdf_reads_nothing: None
+) -> None:
+    """A resource's name is the producer's to choose: a copy that left out every key named
+    like a resource category (pypdf's ``ignore_fields`` does, at any depth) dropped the form
+    named /Shading, and the words it draws never reached the model, with no notice."""
+    form = stream(
+        b"BT /F1 10 Tf 10 50 Td (%s) Tj ET" % _DECISION,
+        b"/Type /XObject /Subtype /Form /BBox [0 0 600 200] /Resources << /Font << /F1 5 0 R >>"
+        b" >> ",
+    )
+    resources = b"/Font << /F1 5 0 R >> /XObject << %s 6 0 R >>" % name
     page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << /Font << /F1 5 0 R"
-        b" >> /Shading << /Sh0 6 0 R >> /Pattern << /P1 << /PatternType 2 /Shading 6 0 R >> >>"
-        b" >> /Contents 4 0 R >>"
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << %s >> "
+        b"/Contents 4 0 R >>" % resources
     )
-    axial = b"<< /ShadingType 2 /ColorSpace /DeviceGray /Coords [0 0 600 0] /Function 7 0 R >>"
-    function = stream(
-        jpx().data,
-        b"/FunctionType 0 /Domain [0 1] /Range [0 1] /Size [2] /BitsPerSample 8 "
-        b"/Filter /JPXDecode ",
+    content = _prose() + b" %s Do" % name
+    payload = pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, form])
+
+    assert _DECISION.decode() in _text(payload)
+
+
+@pytest.mark.parametrize("name", [b"/F2", b"/Shading"])
+def test_a_font_keeps_its_encoding_whatever_the_page_names_it(
+    name: bytes, pypdf_reads_nothing: None
+) -> None:
+    """A font named /Shading left out of the copy had PDFium draw its codes in a stock font:
+    the model read "do ABC wire the funds" where the page shows "do NOT wire the funds"."""
+    font = (
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding << /Type /Encoding"
+        b" /BaseEncoding /WinAnsiEncoding /Differences [65 /N /O /T] >> >>"
     )
-    payload = pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, axial, function])
-    copy = text_copy(PdfReader(io.BytesIO(payload)))
-    for absent in (b"/ShadingType", b"/FunctionType", b"/JPXDecode"):
-        assert absent not in copy
-    assert _text(payload) == f"[page 1]\n{PROSE}"
+    resources = b"/Font << /F1 5 0 R %s 6 0 R >>" % name
+    page = (
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << %s >> "
+        b"/Contents 4 0 R >>" % resources
+    )
+    content = _prose() + b" BT %s 10 Tf 10 50 Td (Decided: do ABC wire the funds) Tj ET" % name
+    payload = pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, font])
+
+    assert "do NOT wire the funds" in _text(payload)
 
 
 def test_resources_every_page_inherits_are_copied_once() -> None:
