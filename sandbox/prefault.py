@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import mmap
 import os
 import select
 import signal
@@ -28,8 +29,8 @@ _PRESENT = 1 << 63
 _EXCLUSIVE = 1 << 56  # pagemap: mapped by this process alone (since Linux 4.2)
 _ENTRY = struct.Struct("<Q")
 _RANGE = struct.Struct("<QQ")
-#: Pages copied between two looks at the job pipe: about half a millisecond, the longest a
-#: job that arrives mid-copy waits.
+#: The most pages copied between two looks at the job pipe: about half a millisecond, the
+#: longest a job that arrives mid-copy waits.
 CHUNK_PAGES = 256
 #: The most ranges kept: a learner that saw more wrote in a way no job would repeat.
 MAX_RANGES = 65_536
@@ -45,10 +46,18 @@ Ranges = tuple[tuple[int, int], ...]
 def learn(rehearse: Callable[[], object]) -> Ranges:
     """The page ranges ``rehearse`` writes, run in a fork of this process: (start, bytes).
 
-    Nothing is learned (an empty tuple) when the fork fails, the rehearsal raises or outlives
-    ``_LEARN_SECONDS``, or the kernel hides pagemap: copying ahead is a saving, never a need.
+    Nothing is learned (an empty tuple) when this kernel cannot populate a range writable
+    (before 5.14), a pipe or the fork fails, the rehearsal raises or outlives
+    ``_LEARN_SECONDS``, or the kernel hides pagemap: copying ahead is a saving, never a need,
+    and a fork server that cannot learn must still start. The rehearsal runs in a process
+    group of its own, killed whole, so nothing a sample's parse started outlives it.
     """
-    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    if not _populates():
+        return ()
+    try:
+        read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    except OSError:
+        return ()
     try:
         pid = os.fork()
     except OSError:
@@ -59,6 +68,7 @@ def learn(rehearse: Callable[[], object]) -> Ranges:
         os.close(read_end)
         status = 1
         try:
+            os.setpgid(0, 0)
             rehearse()
             _write_all(write_end, b"".join(_RANGE.pack(*span) for span in written_ranges()))
             status = 0
@@ -69,13 +79,26 @@ def learn(rehearse: Callable[[], object]) -> Ranges:
         reported = _read_within(read_end, time.monotonic() + _LEARN_SECONDS)
     finally:
         os.close(read_end)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        # The group outlives its leader while a member lives; until reaped, the leader's
+        # zombie keeps the group's id from being reused.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
     if reported is None or status != 0 or len(reported) % _RANGE.size:
         return ()
     spans = tuple(_RANGE.iter_unpack(reported))
     return spans if len(spans) <= MAX_RANGES else ()
+
+
+def _populates() -> bool:
+    """Whether this kernel takes ``MADV_POPULATE_WRITE``: asked once here, so that a child
+    can read EINVAL as "this span is no longer writable" and go on to the next."""
+    page = mmap.mmap(-1, _PAGE)
+    try:
+        address = ctypes.addressof(ctypes.c_char.from_buffer(page))
+        return bool(_LIBC.madvise(address, _PAGE, MADV_POPULATE_WRITE) == 0)
+    finally:
+        page.close()
 
 
 def written_ranges() -> Iterator[tuple[int, int]]:
@@ -111,26 +134,27 @@ def _runs(low: int, entries: bytes) -> Iterator[tuple[int, int]]:
 
 
 def copy_until_job(spans: Ranges, job_fd: int) -> int:
-    """Copy ``spans`` of this process's memory, ``CHUNK_PAGES`` at a time, until ``job_fd``
-    has something to read; the number of pages copied.
+    """Copy ``spans`` of this process's memory until ``job_fd`` has something to read, looking
+    at it before every ``CHUNK_PAGES`` pages; the number of pages copied.
 
-    A span no longer mapped as it was is skipped; a kernel without ``MADV_POPULATE_WRITE``
-    (before 5.14) or a filter refusing it ends the copying, and so does a job pipe in any
-    state but empty and open: the job then pays its own faults.
+    A span no longer mapped or writable as it was is skipped. A filter refusing the advice
+    ends the copying, and so does a job pipe in any state but empty and open: the job then
+    pays its own faults.
     """
     waiting = select.poll()
     waiting.register(job_fd, select.POLLIN | select.POLLHUP | select.POLLERR)
     copied = 0
-    since_look = CHUNK_PAGES
+    since_look: int | None = None
     for start, length in _chunks(spans):
-        if since_look >= CHUNK_PAGES:
+        pages = length // _PAGE
+        if since_look is None or since_look + pages > CHUNK_PAGES:
             if waiting.poll(0):
                 break
             since_look = 0
-        since_look += length // _PAGE
+        since_look += pages
         if _LIBC.madvise(start, length, MADV_POPULATE_WRITE) == 0:
-            copied += length // _PAGE
-        elif ctypes.get_errno() in (errno.EINVAL, errno.EPERM, errno.ENOSYS):
+            copied += pages
+        elif ctypes.get_errno() in (errno.EPERM, errno.ENOSYS):
             break
     return copied
 

@@ -8,8 +8,10 @@ import ctypes
 import mmap
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +51,15 @@ def test_the_pages_a_rehearsal_writes_are_learned_and_the_ones_it_only_holds_are
 
     assert all(_covered(spans, page) for page in _whole_pages(written))
     assert not any(_covered(spans, page) for page in _whole_pages(kept))
+
+
+def test_a_kernel_without_the_advice_teaches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before Linux 5.14 the kernel answers EINVAL for every span: asked once, up front, so
+    that no child spends its wait failing one call per span."""
+    written = bytearray(16 * PAGE)
+    monkeypatch.setattr(prefault, "MADV_POPULATE_WRITE", 0x7FFF)  # advice no kernel knows
+
+    assert prefault.learn(lambda: _touched(written)) == ()
 
 
 @pytest.mark.parametrize(
@@ -179,5 +190,101 @@ def _private_dirty(pid: int) -> int:
 
 
 def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
+    """A process's state letter; "" once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return ""
+
+
+def _sealed_mapping(pages: int, protection: int) -> tuple[int, Callable[[], None]]:
+    """A private anonymous mapping of ``pages`` with ``protection``, and what unmaps it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    )
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    address = libc.mmap(None, pages * PAGE, protection, flags, -1, 0)
+    assert address not in (None, ctypes.c_void_p(-1).value)
+    return address, lambda: libc.munmap(address, pages * PAGE)
+
+
+@pytest.mark.parametrize("protection", [mmap.PROT_READ, 0], ids=["read-only", "reserved"])
+def test_a_span_no_longer_writable_is_skipped_and_the_rest_is_copied(
+    protection: int, job_pipe: tuple[int, int]
+) -> None:
+    """The kernel answers EINVAL for a span that is not writable (memory the learner saw grow
+    inside what is only a reservation here); taken for a kernel without the advice, it had
+    ended the copying of every span after it."""
+    sealed, unmap = _sealed_mapping(16, protection)
+    try:
+        kept = bytearray(33 * PAGE)
+        spans = ((sealed, 16 * PAGE), (_whole_pages(kept)[0], len(_whole_pages(kept)) * PAGE))
+
+        assert prefault.copy_until_job(spans, job_pipe[0]) == len(_whole_pages(kept))
+    finally:
+        unmap()
+
+
+class _ArrivingAdvice:
+    """Stands in for libc's madvise: the job arrives during the first copy; counts the pages
+    copied from then on, which the job waits for."""
+
+    def __init__(self, write_end: int) -> None:
+        self.write_end = write_end
+        self.pages_waited = 0
+
+    def madvise(self, _start: int, length: int, _advice: int) -> int:
+        if not self.pages_waited:
+            os.write(self.write_end, b"\0\0\0\x10")
+        self.pages_waited += length // PAGE
+        return 0
+
+
+def test_a_job_arriving_mid_copy_waits_at_most_one_batch(
+    job_pipe: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Looked at only once the pages since the last look reached a batch, counted after each
+    span, the pipe could be looked at one page short of a batch and the next span of a whole
+    batch copied before the next look: a job waited up to two batches."""
+    advice = _ArrivingAdvice(job_pipe[1])
+    monkeypatch.setattr(prefault, "_LIBC", advice)
+    batch = prefault.CHUNK_PAGES * PAGE
+    spans = ((1 << 30, batch - PAGE), (2 << 30, batch), (3 << 30, batch))
+
+    prefault.copy_until_job(spans, job_pipe[0])
+
+    assert advice.pages_waited <= prefault.CHUNK_PAGES
+
+
+def test_a_rehearsal_that_never_ends_leaves_no_process_it_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A learner killed alone left what its sample's parse had started (a tesseract for an
+    image sample, say) running, adopted by the fork server and unjailed."""
+    monkeypatch.setattr(prefault, "_LEARN_SECONDS", 1.0)
+    told = tmp_path / "helper"
+
+    def rehearsal() -> None:
+        helper = subprocess.Popen(["sleep", "60"])
+        told.write_text(str(helper.pid))
+        signal.pause()
+
+    assert prefault.learn(rehearsal) == ()
+    helper = int(told.read_text())
+    try:
+        deadline = time.monotonic() + 10.0
+        while _state(helper) not in ("", "Z", "X"):
+            assert time.monotonic() < deadline, "the helper of a killed rehearsal still runs"
+            time.sleep(0.01)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper, signal.SIGKILL)
