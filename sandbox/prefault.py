@@ -93,7 +93,10 @@ def learn(rehearse: Callable[[], object]) -> Ranges:
 def _populates() -> bool:
     """Whether this kernel takes ``MADV_POPULATE_WRITE``: asked once here, so that a child
     can read EINVAL as "this span is no longer writable" and go on to the next."""
-    page = mmap.mmap(-1, _PAGE)
+    try:
+        page = mmap.mmap(-1, _PAGE)
+    except OSError:
+        return False
     try:
         address = ctypes.addressof(ctypes.c_char.from_buffer(page))
         return bool(_LIBC.madvise(address, _PAGE, MADV_POPULATE_WRITE) == 0)
