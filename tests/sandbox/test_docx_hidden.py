@@ -6,7 +6,6 @@ inherits. Text Word hides is where a planted instruction sits; text Word shows m
 from __future__ import annotations
 
 import io
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from docx.oxml.parser import parse_xml
 
 from sandbox.extractors import docx as docx_extractor
 from sandbox.limits import ParseLimits
+from tests.helpers import least_cpu_seconds
 from tests.in_process import rendered_by
 from tests.sandbox.canary import Canary
 from tests.sandbox.docx_builders import (
@@ -614,12 +614,9 @@ def test_docx_ink_costs_linear_time_in_runs() -> None:
                 "word/styles.xml": styles_xml(styles),
             }
         )
-        timings = []
-        for _ in range(3):
-            started = time.process_time()
-            docx_extractor.extract_docx("application/octet-stream", payload, LIMITS)
-            timings.append(time.process_time() - started)
-        return min(timings)
+        return least_cpu_seconds(
+            lambda: docx_extractor.extract_docx("application/octet-stream", payload, LIMITS)
+        )
 
     assert cost(100_000) < 30 * cost(10_000)
 
