@@ -49,13 +49,17 @@ def _text(payload: bytes) -> str:
 
 
 def _page_of(
-    content: bytes, resources: bytes = b"/Font << /F1 5 0 R >>", extra: bytes = b""
+    content: bytes,
+    resources: bytes = b"/Font << /F1 5 0 R >>",
+    extra: bytes = b"",
+    objects: tuple[bytes, ...] = (),
 ) -> bytes:
+    """A one-page PDF drawing ``content``; ``objects`` are numbered from 6 on."""
     page = (
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << %s >> "
         b"/Contents 4 0 R %s>>" % (resources, extra)
     )
-    return pdf([CATALOG, ONE_PAGE, page, stream(content), FONT])
+    return pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, *objects])
 
 
 def _prose(words: str = PROSE) -> bytes:
@@ -352,12 +356,7 @@ def test_a_form_keeps_its_words_whatever_the_page_names_it(
         b" >> ",
     )
     resources = b"/Font << /F1 5 0 R >> /XObject << %s 6 0 R >>" % name
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << %s >> "
-        b"/Contents 4 0 R >>" % resources
-    )
-    content = _prose() + b" %s Do" % name
-    payload = pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, form])
+    payload = _page_of(_prose() + b" %s Do" % name, resources, objects=(form,))
 
     assert _DECISION.decode() in _text(payload)
 
@@ -373,12 +372,8 @@ def test_a_font_keeps_its_encoding_whatever_the_page_names_it(
         b" /BaseEncoding /WinAnsiEncoding /Differences [65 /N /O /T] >> >>"
     )
     resources = b"/Font << /F1 5 0 R %s 6 0 R >>" % name
-    page = (
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 600 200] /Resources << %s >> "
-        b"/Contents 4 0 R >>" % resources
-    )
     content = _prose() + b" BT %s 10 Tf 10 50 Td (Decided: do ABC wire the funds) Tj ET" % name
-    payload = pdf([CATALOG, ONE_PAGE, page, stream(content), FONT, font])
+    payload = _page_of(content, resources, objects=(font,))
 
     assert "do NOT wire the funds" in _text(payload)
 
