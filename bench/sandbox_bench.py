@@ -7,7 +7,7 @@
    tiny text payload, a one-page and a 10-page PDF, through pre-jailed warm children, through
    fork-on-demand (warm_children=0), and through a fresh ``python`` per job. Targets with warm
    children: <= 2 ms for text, <= 5 ms for a small PDF (issue 21).
-2. Throughput of 10-page PDFs with 2 concurrent jobs vs the same parser in-process in 2
+2. Throughput of 10-page PDFs with 2 concurrent jobs vs the same whole jobs in-process in 2
    processes. Target: >= 0.95x.
 3. OCR of one page through the sandbox vs the bare tesseract CLI, one job per core.
    Target: >= 0.97x.

@@ -43,9 +43,7 @@ def _read_frame(limit: int | None) -> bytes:
 
 
 def _write_all(data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(ANSWER_FD, view) :]
+    protocol.write_all(ANSWER_FD, data)
 
 
 class _ProgressFrames:

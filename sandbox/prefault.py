@@ -22,6 +22,8 @@ import struct
 import time
 from collections.abc import Callable, Iterator
 
+from sandbox import protocol
+
 #: madvise(2) advice, Linux 5.14: populate the range writable, breaking copy-on-write.
 MADV_POPULATE_WRITE = 23
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -70,7 +72,7 @@ def learn(rehearse: Callable[[], object]) -> Ranges:
         try:
             os.setpgid(0, 0)
             rehearse()
-            _write_all(write_end, b"".join(_RANGE.pack(*span) for span in written_ranges()))
+            protocol.write_all(write_end, b"".join(_RANGE.pack(*span) for span in written_ranges()))
             status = 0
         finally:
             os._exit(status)
@@ -167,12 +169,6 @@ def _chunks(spans: Ranges) -> Iterator[tuple[int, int]]:
     for start, length in spans:
         for offset in range(0, length, step):
             yield start + offset, min(step, length - offset)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _read_within(fd: int, deadline: float) -> bytes | None:

@@ -8,6 +8,7 @@ See docs/sandbox.md, "Shape" (Protocol).
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from dataclasses import dataclass, fields
@@ -36,6 +37,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def frame(body: bytes) -> bytes:
     return LENGTH.pack(len(body)) + body
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd``: a pipe may take a large frame in several writes."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 @dataclass(frozen=True)

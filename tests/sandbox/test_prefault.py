@@ -18,6 +18,7 @@ import pytest
 from sandbox import prefault
 from sandbox.fork_server import ForkServer
 from sandbox.limits import SandboxLimits
+from tests.helpers import running
 
 PAGE = mmap.PAGESIZE
 
@@ -172,7 +173,7 @@ def test_a_jailed_warm_child_copies_ahead_under_its_filter_and_lives() -> None:
             while _private_dirty(child.pid) < 8 << 20:
                 assert time.monotonic() < deadline, "the waiting child copied nothing ahead"
                 time.sleep(0.01)
-            assert _state(child.pid) in "RS"  # alive, not killed by its filter
+            assert running(child.pid)  # not killed by its filter
         finally:
             child.kill()
             for fd in (child.job_fd, child.answer_fd, child.pidfd):
@@ -187,15 +188,6 @@ def _private_dirty(pid: int) -> int:
             if line.startswith("Private_Dirty:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no Private_Dirty line")
-
-
-def _state(pid: int) -> str:
-    """A process's state letter; "" once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return ""
 
 
 def _sealed_mapping(pages: int, protection: int) -> tuple[int, Callable[[], None]]:
@@ -282,7 +274,7 @@ def test_a_rehearsal_that_never_ends_leaves_no_process_it_started(
     helper = int(told.read_text())
     try:
         deadline = time.monotonic() + 10.0
-        while _state(helper) not in ("", "Z", "X"):
+        while running(helper):
             assert time.monotonic() < deadline, "the helper of a killed rehearsal still runs"
             time.sleep(0.01)
     finally:
